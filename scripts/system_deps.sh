@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that dftracer needs, skipping those already present.
+# Usage: bash scripts/system_deps.sh [build|test|all]   (default: build)
+#   build: compilers and libraries for `pip install .` (zlib, SQLite, simdjson, yaml-cpp)
+#   test:  build + GoogleTest, strace, Slurm + munge (cluster integration test), OpenMPI (DLIO test)
+set -euo pipefail
+profile=${1:-build}
+
+build_pkgs=(g++ make pkg-config zlib1g-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
+test_pkgs=(libgtest-dev strace slurm-wlm munge libopenmpi-dev openmpi-bin clang libclang-rt-14-dev)
+
+pkgs=("${build_pkgs[@]}")
+case "$profile" in
+  build) ;;
+  test|all) pkgs+=("${test_pkgs[@]}") ;;
+  *) echo "system_deps.sh: unknown profile '$profile' (build|test|all)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system_deps.sh: all ${#pkgs[@]} Debian packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "system_deps.sh: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

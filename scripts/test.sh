@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Second quick-start command: installs the test dependencies and runs every test
+# (CTest for the C++ parts, pytest for Python, including the slow end-to-end tests).
+# Usage: bash scripts/test.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+bash scripts/system_deps.sh test
+"$PY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$PY" -m pip install -q ".[test]"
+if [ -f scripts/install_dlio_deps.sh ]; then
+  bash scripts/install_dlio_deps.sh
+fi
+
+# C++ tests: a plain CMake build (no pip), as users without pip would do.
+cmake -S . -B build/ctest -DCMAKE_BUILD_TYPE=Release -DDFTRACER_BUILD_TESTS=ON >/dev/null
+cmake --build build/ctest -j"$(nproc)"
+ctest --test-dir build/ctest --output-on-failure -j"$(nproc)"
+
+# Python tests run against the installed package: PYTHONSAFEPATH keeps the source tree
+# (which has no compiled modules) off sys.path, here and in every subprocess.
+export PYTHONSAFEPATH=1
+"$PY" -m pytest tests -ra "$@"
