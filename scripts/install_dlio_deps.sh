@@ -6,7 +6,7 @@
 # Usage: scripts/install_dlio_deps.sh   (PYTHON=python3.11 to pick an interpreter)
 set -euo pipefail
 PY=${PYTHON:-python3}
-PIP=("$PY" -m pip install --disable-pip-version-check -q)
+PIP=("$PY" -m pip install --disable-pip-version-check -q --no-warn-script-location)
 
 need_apt=()
 for p in libopenmpi-dev openmpi-bin; do
@@ -25,9 +25,11 @@ sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)
 PYEOF
 }
 
-# Imports DLIO 2.0.0 needs for a PyTorch NPZ run (found by running it).
-mods=(hydra omegaconf mpi4py h5py PIL psutil numpy pandas torch yaml)
-pkgs=(hydra-core omegaconf mpi4py h5py Pillow psutil numpy pandas "torch==2.13.0" PyYAML)
+# Imports DLIO 2.0.0 needs for a PyTorch NPZ run (found by running it). tensorflow: DLIO 2.0.0's
+# profiler_factory imports dlio_benchmark.profiler.tf_profiler, which does `import tensorflow` at
+# module level, so even a PyTorch run fails without it (the CPU wheel is enough).
+mods=(hydra omegaconf mpi4py h5py PIL psutil numpy pandas torch yaml tensorflow)
+pkgs=(hydra-core omegaconf mpi4py h5py Pillow psutil numpy pandas "torch==2.13.0" PyYAML tensorflow-cpu)
 missing=()
 for i in "${!mods[@]}"; do
   have "${mods[$i]}" || missing+=("${pkgs[$i]}")
@@ -37,6 +39,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if ! have dlio_benchmark; then
   # --no-deps: DLIO's own requirements pin pydftracer, which must not shadow our dftracer.
-  "${PIP[@]}" --no-deps dlio-benchmark
+  "${PIP[@]}" --no-deps "dlio-benchmark==${DLIO_VERSION:-2.0.0}"
 fi
-"$PY" -c "import dlio_benchmark, hydra, mpi4py, torch; from importlib.metadata import version; print('dlio-benchmark', version('dlio-benchmark'), 'torch', torch.__version__)"
+"$PY" -c "from importlib.metadata import version as v; print('install_dlio_deps: dlio-benchmark', v('dlio-benchmark'), 'torch', v('torch'), 'tensorflow-cpu', v('tensorflow-cpu'))"

@@ -1,0 +1,597 @@
+"""DFAnalyzer: load DFTracer traces into a Dask DataFrame and summarise them (paper §IV, Fig. 2).
+
+Pipeline, every step a Dask task on the cluster (``docs/analyzer.md`` has the details):
+
+1. index every trace file in parallel, one task per file (``dfanalyzer.reader.build_index``);
+2. collect per-checkpoint stats (lines, uncompressed bytes) from the indexes;
+3. plan batches ``(file, first checkpoint, last checkpoint)`` of about ``batch_size_mb``
+   uncompressed, aligned to checkpoints so nothing is inflated twice;
+4. load each batch through the C++ reader into a pandas DataFrame (one task per batch, kept on
+   the workers) and compute the union schema of all args columns from the loaded batches;
+5. repartition by the exact row counts into balanced partitions, each aligned to the union
+   schema (exact ``meta``), held on the workers (persisted) behind ``analyzer.events``.
+
+``dd.from_map`` cannot take futures of already loaded batches and needs the exact ``meta``
+before anything is parsed, while the args columns are only known after parsing; so batches are
+loaded with ``client.map`` and the DataFrame is built from the persisted, schema-aligned
+partitions with ``dd.from_delayed(futures, meta=meta)``.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from . import summary as _summary
+
+__all__ = ["DFAnalyzer", "plan_batches", "plan_partitions", "union_schema", "align_frame", "expand_patterns"]
+
+# Core event columns and their dtypes (see docs/analyzer.md and docs/design.md).
+CATEGORY = "category"
+CORE_COLUMNS: Tuple[Tuple[str, str], ...] = (
+    ("name", CATEGORY),
+    ("cat", CATEGORY),
+    ("ph", CATEGORY),
+    ("hostname", CATEGORY),
+    ("fname", CATEGORY),
+    ("pid", "int64"),
+    ("tid", "int64"),
+    ("ts", "int64"),
+    ("dur", "int64"),
+    ("te", "int64"),
+    ("size", "Int64"),
+    ("offset", "Int64"),
+)
+_CORE = dict(CORE_COLUMNS)
+_INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
+
+
+# ----------------------------------------------------------------------------- file patterns
+def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]) -> List[str]:
+    """Absolute, sorted, de-duplicated trace paths matching glob ``patterns``.
+
+    A directory stands for ``*.pfw`` and ``*.pfw.gz`` inside it. Index sidecars (``.zindex``)
+    are never returned. Raises ``FileNotFoundError`` naming the first pattern that matches no
+    trace file, and ``ValueError`` for an empty pattern list.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    patterns = [os.fspath(p) for p in patterns]
+    if not patterns:
+        raise ValueError("no file pattern given")
+    out: List[str] = []
+    seen = set()
+    for pat in patterns:
+        expanded = os.path.expanduser(pat)
+        if os.path.isdir(expanded):
+            hits = glob.glob(os.path.join(expanded, "*.pfw")) + glob.glob(os.path.join(expanded, "*.pfw.gz"))
+        else:
+            hits = glob.glob(expanded, recursive=True)
+        hits = sorted(
+            os.path.abspath(h) for h in hits if os.path.isfile(h) and not h.endswith(_INDEX_SUFFIXES)
+        )
+        if not hits:
+            raise FileNotFoundError(f"no trace files match pattern {pat!r}")
+        for h in hits:
+            if h not in seen:
+                seen.add(h)
+                out.append(h)
+    return out
+
+
+# ----------------------------------------------------------------------------- planning
+def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int, int, int, int]]:
+    """Batches ``(path, first_ckpt, last_ckpt, uncompressed_bytes, lines)``, last inclusive.
+
+    ``files`` are index stats: dicts with ``path`` and ``checkpoints``, a list of
+    ``(uncompressed_size, num_lines)``. Consecutive checkpoints of one file are grouped until the
+    group holds at least ``batch_bytes`` uncompressed bytes; a checkpoint is never split.
+    """
+    batch_bytes = max(1, int(batch_bytes))
+    out = []
+    for f in files:
+        first, acc, lines = 0, 0, 0
+        ckpts = f["checkpoints"]
+        for i, (size, nl) in enumerate(ckpts):
+            acc += int(size)
+            lines += int(nl)
+            if acc >= batch_bytes or i == len(ckpts) - 1:
+                out.append((f["path"], first, i, acc, lines))
+                first, acc, lines = i + 1, 0, 0
+    return out
+
+
+def plan_partitions(rows: Sequence[int], n_partitions: int) -> List[List[Tuple[int, int, int]]]:
+    """Cut the concatenated row stream of batches into ``n_partitions`` balanced row ranges.
+
+    ``rows[i]`` is the number of events of batch ``i``. Returns, per partition, a list of
+    ``(batch index, start row, stop row)`` slices; partition sizes differ by at most one row.
+    Partitions that would be empty are dropped (at least one partition is returned).
+    """
+    total = int(sum(rows))
+    n = max(1, min(int(n_partitions), total)) if total else 1
+    bounds = [total * k // n for k in range(n + 1)]
+    parts: List[List[Tuple[int, int, int]]] = [[] for _ in range(n)]
+    starts = np.concatenate([[0], np.cumsum(np.asarray(rows, dtype=np.int64))])
+    for b, r in enumerate(rows):
+        if r == 0:
+            continue
+        lo, hi = int(starts[b]), int(starts[b + 1])
+        for k in range(n):
+            a, z = max(lo, bounds[k]), min(hi, bounds[k + 1])
+            if a < z:
+                parts[k].append((b, a - lo, z - lo))
+    if total == 0:
+        return [[]]
+    return parts
+
+
+# ----------------------------------------------------------------------------- schema
+def _kind(dtype) -> str:
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype) or dtype == object:
+        return "category"
+    if pd.api.types.is_bool_dtype(dtype):
+        return "Int64"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "Int64"
+    if pd.api.types.is_float_dtype(dtype):
+        return "Float64"
+    return "category"
+
+
+def frame_schema(df: pd.DataFrame) -> Dict[str, str]:
+    """Column → kind (``category``, ``Int64``, ``Float64``) of the args columns of one batch."""
+    return {c: _kind(t) for c, t in df.dtypes.items() if c not in _CORE}
+
+
+def union_schema(schemas: Sequence[Dict[str, str]]) -> Dict[str, str]:
+    """Merge per-batch args schemas: Int64 ∪ Float64 → Float64; anything ∪ category → category.
+
+    Column order is the order of first appearance.
+    """
+    out: Dict[str, str] = {}
+    for s in schemas:
+        for c, k in s.items():
+            have = out.get(c)
+            if have is None or have == k:
+                out[c] = k
+            elif "category" in (have, k):
+                out[c] = "category"
+            else:
+                out[c] = "Float64"
+    return out
+
+
+def make_meta(schema: Dict[str, str]) -> pd.DataFrame:
+    """Empty DataFrame with the exact dtypes of ``DFAnalyzer.events`` (unknown categories)."""
+    from dask.dataframe.utils import clear_known_categories
+
+    cols = {}
+    for c, t in list(CORE_COLUMNS) + list(schema.items()):
+        cols[c] = _empty(t, 0)
+    return clear_known_categories(pd.DataFrame(cols))
+
+
+def _empty(kind: str, n: int):
+    """All-null column of ``n`` rows of the given kind."""
+    if kind == CATEGORY:
+        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=_STR))
+    if kind == "Int64":
+        return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+    if kind == "Float64":
+        return pd.arrays.FloatingArray(np.zeros(n, dtype=np.float64), np.ones(n, dtype=bool))
+    return np.zeros(n, dtype=kind)
+
+
+_STR = pd.Index([], dtype=str).dtype
+
+
+def _str_index(values) -> pd.Index:
+    return pd.Index([str(v) for v in values], dtype=_STR)
+
+
+def _cast(col: pd.Series, kind: str):
+    dt = col.dtype
+    if kind == CATEGORY:
+        if isinstance(dt, pd.CategoricalDtype):
+            if dt.categories.dtype == _STR:
+                return col
+            # same codes, categories as the one string dtype every partition uses
+            return pd.Categorical.from_codes(col.cat.codes.to_numpy(), categories=_str_index(dt.categories))
+        vals = col.astype(object).where(col.notna(), None)
+        vals = vals.map(lambda v: v if v is None or isinstance(v, str) else str(v)).to_numpy(dtype=object)
+        codes, uniq = pd.factorize(vals)
+        return pd.Categorical.from_codes(codes, categories=_str_index(uniq))
+    return col if str(dt) == kind else col.astype(kind)
+
+
+def align_frame(df: pd.DataFrame, schema: Dict[str, str]) -> pd.DataFrame:
+    """Columns of ``df`` in ``events`` order with the union dtypes; missing columns are null."""
+    n = len(df)
+    if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
+        df = df.reset_index(drop=True)
+    cols = {}
+    for c, kind in list(CORE_COLUMNS) + list(schema.items()):
+        cols[c] = _cast(df[c], kind) if c in df.columns else _empty(kind, n)
+    return pd.DataFrame(cols, index=pd.RangeIndex(n), copy=False)
+
+
+def _unify_categories(frames: List[pd.DataFrame]) -> List[pd.DataFrame]:
+    if len(frames) < 2:
+        return frames
+    cat_cols = [c for c, t in frames[0].dtypes.items() if isinstance(t, pd.CategoricalDtype)]
+    for c in cat_cols:
+        cats = [f[c].cat.categories for f in frames]
+        if all(cats[0].equals(x) and cats[0].dtype == x.dtype for x in cats[1:]):
+            continue
+        union = pd.Index(pd.unique(np.concatenate([np.asarray(x, dtype=object) for x in cats])), dtype=_STR)
+        for f in frames:
+            f[c] = f[c].cat.set_categories(union)
+    return frames
+
+
+# ----------------------------------------------------------------------------- tasks (workers)
+def _index_task(path: str, index_dir: Optional[str], force: bool) -> dict:
+    """Index one file; never raises (errors are returned and counted as lost bytes)."""
+    from . import reader
+
+    try:
+        idx = reader.build_index(path, index_dir=index_dir, force=force)
+        ckpts = [(int(c["uncompressed_size"]), int(c["num_lines"])) for c in idx["checkpoints"]]
+        return {
+            "path": path,
+            "error": None,
+            "kind": idx.get("kind"),
+            "checkpoints": ckpts,
+            "lines": int(idx.get("lines", sum(n for _, n in ckpts))),
+            "compressed_bytes": int(idx.get("compressed_bytes", idx.get("size", 0))),
+            "uncompressed_bytes": int(idx.get("uncompressed_bytes", sum(s for s, _ in ckpts))),
+        }
+    except Exception as exc:  # a file we cannot index is reported, the others still load
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        return {
+            "path": path,
+            "error": f"{type(exc).__name__}: {exc}",
+            "kind": None,
+            "checkpoints": [],
+            "lines": 0,
+            "compressed_bytes": size,
+            "uncompressed_bytes": 0,
+        }
+
+
+def _load_task(batch: tuple, index_dir: Optional[str]):
+    """Load one batch: ``(events, metadata, info)``; never raises."""
+    from . import reader
+
+    path, first, last, nbytes, nlines = batch
+    try:
+        b = reader.load_batch(path, first, last, index_dir=index_dir)
+        ev = b.events
+        info = {
+            "rows": int(len(ev)),
+            "schema": frame_schema(ev),
+            "skipped_lines": int(b.skipped_lines),
+            "lost_bytes": int(b.lost_bytes),
+            "warnings": [str(w) for w in b.warnings],
+            "error": None,
+        }
+        md = b.metadata if b.metadata is not None else pd.DataFrame()
+        return ev, md, info
+    except Exception as exc:
+        info = {
+            "rows": 0,
+            "schema": {},
+            "skipped_lines": int(nlines),
+            "lost_bytes": int(nbytes),
+            "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
+            "error": f"{type(exc).__name__}: {exc}",
+        }
+        return None, pd.DataFrame(), info
+
+
+def _pick(t: tuple, i: int):
+    return t[i]
+
+
+def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
+    """One output partition: slices ``(events, start, stop)`` aligned to ``schema`` and concatenated."""
+    frames = [align_frame(ev.iloc[a:z], schema) for ev, a, z in slices if ev is not None]
+    if not frames:
+        return align_frame(pd.DataFrame(), schema)
+    frames = _unify_categories(frames)
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if f is not None and len(f.columns)]
+    if not frames:
+        return pd.DataFrame()
+    frames = [f.astype({c: object for c, t in f.dtypes.items() if isinstance(t, pd.CategoricalDtype)}) for f in frames]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _summary_partial(df, io_cats, compute_cats, app_io_cats):
+    return _summary.partition_partial(df, io_cats, compute_cats, app_io_cats)
+
+
+def _summary_combine(*parts):
+    return _summary.combine_partials(parts)
+
+
+def _summary_finish(part, skipped):
+    return _summary.finish(part, skipped)
+
+
+# ----------------------------------------------------------------------------- the analyzer
+class DFAnalyzer:
+    """Load DFTracer traces matching ``file_pattern`` and analyse them with Dask.
+
+    Parameters
+    ----------
+    file_pattern : str | list[str]
+        Glob pattern(s) or directories of ``.pfw`` / ``.pfw.gz`` traces. A pattern that matches no
+        file raises ``FileNotFoundError`` naming it.
+    index_dir : str, optional
+        Where the reader keeps ``.zindex`` files when a trace's directory is read-only.
+    batch_size_mb : float
+        Uncompressed MiB per load batch (aligned to checkpoints). Default 16.
+    partition_size_mb : float
+        Target in-memory MiB per partition of ``events`` (at least one partition per worker
+        thread). Default 128.
+    io_cats, compute_cats, app_io_cats : sequence of str
+        Categories of I/O, compute and application-level I/O events for :meth:`summary`.
+    client : distributed.Client, optional
+        Cluster to use. Otherwise the active default client, else
+        ``setup_dask_cluster(scheduler_address, scheduler_file, n_workers)`` (closed by
+        :meth:`close`).
+    progress : bool
+        Show a rich progress bar while indexing and loading.
+
+    Attributes
+    ----------
+    events : dask.dataframe.DataFrame
+        One row per non-metadata record (``docs/analyzer.md``: columns, dtypes, units µs/bytes).
+    metadata : pandas.DataFrame
+        The ``ph: "M"`` records (lazy; gathered on first access).
+    stats : dict
+        ``files``, ``events``, ``lines``, ``compressed_bytes``, ``uncompressed_bytes``,
+        ``batches``, ``partitions``, ``skipped_lines``, ``lost_bytes`` and ``per_file`` (a
+        pandas DataFrame with one row per file).
+    """
+
+    def __init__(
+        self,
+        file_pattern,
+        index_dir: Optional[str] = None,
+        batch_size_mb: float = 16,
+        io_cats: Sequence[str] = ("POSIX", "STDIO"),
+        compute_cats: Sequence[str] = ("compute",),
+        app_io_cats: Sequence[str] = ("reader",),
+        partition_size_mb: float = 128,
+        client=None,
+        n_workers: Optional[int] = None,
+        scheduler_address: Optional[str] = None,
+        scheduler_file: Optional[str] = None,
+        force_index: bool = False,
+        progress: bool = False,
+    ):
+        self.files = expand_patterns(file_pattern)
+        self.index_dir = os.fspath(index_dir) if index_dir is not None else None
+        self.batch_size_mb = float(batch_size_mb)
+        self.partition_size_mb = float(partition_size_mb)
+        self.io_cats = tuple(io_cats)
+        self.compute_cats = tuple(compute_cats)
+        self.app_io_cats = tuple(app_io_cats)
+        self.progress = bool(progress)
+        self._own_client = False
+        self.client = self._get_client(client, n_workers, scheduler_address, scheduler_file)
+        self._metadata_futures = []
+        self._metadata = None
+        self._load(force_index)
+
+    # -- cluster ------------------------------------------------------------------------------
+    def _get_client(self, client, n_workers, scheduler_address, scheduler_file):
+        if client is not None:
+            return client
+        if scheduler_address is None and scheduler_file is None:
+            from distributed import default_client
+
+            try:
+                return default_client()
+            except ValueError:
+                pass
+        from .cluster import setup_dask_cluster
+
+        self._own_client = True
+        return setup_dask_cluster(
+            scheduler_address=scheduler_address, scheduler_file=scheduler_file, n_workers=n_workers
+        )
+
+    def close(self) -> None:
+        """Release the events held on the workers; close the cluster if this analyzer started it."""
+        self._final = []
+        self.events = None
+        if self._own_client and self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _wait(self, futures, what: str):
+        from distributed import as_completed, wait
+
+        if not self.progress or not futures:
+            wait(futures)
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        ) as bar:
+            task = bar.add_task(what, total=len(futures))
+            for _ in as_completed(futures):
+                bar.advance(task)
+
+    def _threads(self) -> int:
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:
+            return 1
+
+    # -- pipeline -----------------------------------------------------------------------------
+    def _load(self, force_index: bool) -> None:
+        import dask.dataframe as dd
+
+        c = self.client
+        # (1) index every file, one task per file
+        idx_f = c.map(_index_task, self.files, index_dir=self.index_dir, force=force_index, pure=False)
+        self._wait(idx_f, "indexing")
+        indexes = c.gather(idx_f)
+        del idx_f
+        # (2)+(3) stats and checkpoint-aligned batches
+        batches = plan_batches([i for i in indexes if i["error"] is None], self.batch_size_mb * 2**20)
+        # (4) load every batch on the workers
+        load_f = c.map(_load_task, batches, index_dir=self.index_dir, pure=False)
+        self._wait(load_f, "loading")
+        info_f = c.map(_pick, load_f, [2] * len(load_f))
+        infos = c.gather(info_f)
+        del info_f
+        self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
+        ev_f = c.map(_pick, load_f, [0] * len(load_f))
+        schema = union_schema([i["schema"] for i in infos])
+        meta = make_meta(schema)
+        # (5) balanced partitions by exact row counts, aligned to the union schema, persisted
+        rows = [i["rows"] for i in infos]
+        total = sum(rows)
+        est_bytes = total * (100 + 9 * len(schema))
+        n_parts = max(self._threads(), math.ceil(est_bytes / (self.partition_size_mb * 2**20)))
+        plan = plan_partitions(rows, n_parts)
+        slices = [[(ev_f[b], a, z) for b, a, z in part] for part in plan]
+        self._final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
+        self._wait(self._final, "partitioning")
+        del ev_f, load_f, slices
+        self.schema = schema
+        self.events = dd.from_delayed(self._final, meta=meta, verify_meta=False)
+        self._build_stats(indexes, batches, infos)
+
+    def _build_stats(self, indexes, batches, infos) -> None:
+        per = {
+            i["path"]: {
+                "path": i["path"],
+                "kind": i["kind"],
+                "lines": i["lines"],
+                "events": 0,
+                "compressed_bytes": i["compressed_bytes"],
+                "uncompressed_bytes": i["uncompressed_bytes"],
+                "checkpoints": len(i["checkpoints"]),
+                "skipped_lines": 0,
+                "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
+                "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
+            }
+            for i in indexes
+        }
+        for b, info in zip(batches, infos):
+            p = per[b[0]]
+            p["events"] += info["rows"]
+            p["skipped_lines"] += info["skipped_lines"]
+            p["lost_bytes"] += info["lost_bytes"]
+            p["warnings"].extend(info["warnings"])
+        df = pd.DataFrame(list(per.values()))
+        self.stats = {
+            "files": len(self.files),
+            "events": int(df["events"].sum()),
+            "lines": int(df["lines"].sum()),
+            "compressed_bytes": int(df["compressed_bytes"].sum()),
+            "uncompressed_bytes": int(df["uncompressed_bytes"].sum()),
+            "batches": len(batches),
+            "partitions": len(self._final),
+            "skipped_lines": int(df["skipped_lines"].sum()),
+            "lost_bytes": int(df["lost_bytes"].sum()),
+            "per_file": df,
+        }
+
+    # -- accessors ----------------------------------------------------------------------------
+    @property
+    def metadata(self) -> pd.DataFrame:
+        """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once)."""
+        if self._metadata is None:
+            self._metadata = _concat_metadata(self.client.gather(self._metadata_futures))
+            self._metadata_futures = []
+        return self._metadata
+
+    def skipped_files(self) -> List[dict]:
+        """Files with skipped lines or lost bytes: ``path``, ``skipped_lines``, ``lost_bytes``, ``warnings``."""
+        df = self.stats["per_file"]
+        bad = df[(df["skipped_lines"] > 0) | (df["lost_bytes"] > 0)]
+        return [
+            {
+                "path": r.path,
+                "skipped_lines": int(r.skipped_lines),
+                "lost_bytes": int(r.lost_bytes),
+                "warnings": list(r.warnings),
+            }
+            for r in bad.itertuples()
+        ]
+
+    def _tree(self, leaves, combine, fan_in: int = 8):
+        from dask import delayed
+
+        level = list(leaves)
+        while len(level) > 1:
+            level = [delayed(combine)(*level[i : i + fan_in]) for i in range(0, len(level), fan_in)]
+        return level[0]
+
+    def summary(self, show: bool = True, console=None) -> _summary.Summary:
+        """Compute the paper's Figure 6 summary (exact; a tree reduction on the cluster).
+
+        Prints the rich panel when ``show`` (to ``console`` or a new ``rich.console.Console``)
+        and returns a :class:`~dfanalyzer.summary.Summary`; semantics in ``docs/analyzer.md``.
+        """
+        from dask import delayed
+
+        parts = self.events.to_delayed()
+        leaves = [
+            delayed(_summary_partial)(p, self.io_cats, self.compute_cats, self.app_io_cats) for p in parts
+        ]
+        root = delayed(_summary_finish)(self._tree(leaves, _summary_combine), self.skipped_files())
+        result = self.client.compute(root).result()
+        if show:
+            if console is None:
+                from rich.console import Console
+
+                console = Console()
+            console.print(result.panel())
+        return result
+
+    def plot_timeline(self, outdir: str, bins: int = 100) -> List[str]:
+        """Save the paper's Figure 8a/8b timelines as PNGs in ``outdir``; returns their paths.
+
+        See :func:`dfanalyzer.plots.plot_timeline`.
+        """
+        from . import plots
+
+        return plots.plot_timeline(self, outdir, bins=bins)
+
+    def __repr__(self) -> str:
+        s = getattr(self, "stats", None)
+        if not s:
+            return f"DFAnalyzer(files={len(self.files)})"
+        return (
+            f"DFAnalyzer(files={s['files']}, events={s['events']:,}, partitions={s['partitions']}, "
+            f"skipped_lines={s['skipped_lines']}, lost_bytes={s['lost_bytes']})"
+        )

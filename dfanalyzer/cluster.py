@@ -1,0 +1,336 @@
+"""Dask cluster setup for DFAnalyzer: an embedded LocalCluster, an existing scheduler, or Slurm.
+
+The analysis pipeline (paper Section IV, Figure 2) runs as Dask tasks; this module only decides
+*where* those tasks run. It uses Dask distributed and dask-jobqueue (``SLURMCluster``), never a
+scheduler of its own. The YAML keys are documented in ``docs/cluster.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping, Optional, Union
+
+import dask.utils
+from distributed import Client, LocalCluster
+
+__all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "usable_cores"]
+
+ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+# Keys accepted for ``cluster: local``.
+LOCAL_KEYS = frozenset(
+    {"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"}
+)
+# Keys accepted for ``cluster: slurm`` (names follow dask-jobqueue's SLURMCluster arguments).
+SLURM_KEYS = frozenset(
+    {
+        "cluster",
+        "queue",
+        "account",
+        "cores",
+        "memory",
+        "processes",
+        "walltime",
+        "job_extra_directives",
+        "job_script_prologue",
+        "job_cpu",
+        "job_mem",
+        "job_name",
+        "interface",
+        "local_directory",
+        "log_directory",
+        "python",
+        "worker_extra_args",
+        "death_timeout",
+        "scheduler_options",
+        "dashboard_address",
+        "n_workers",
+        "jobs",
+        "wait_timeout",
+    }
+)
+_WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # Slurm --time forms: M, M:S, H:M:S, D-H[:M[:S]]
+
+
+def usable_cores() -> int:
+    """Number of CPUs this process may run on (``sched_getaffinity``, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def load_cluster_config(config: ConfigLike) -> dict:
+    """Read a cluster config: a YAML file path or a mapping. Returns a validated plain ``dict``.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` (naming the offending key)
+    for anything malformed: YAML syntax, not a mapping, unknown ``cluster`` kind, unknown keys,
+    wrong types or values.
+    """
+    if isinstance(config, Mapping):
+        cfg = dict(config)
+        where = "cluster config"
+    elif isinstance(config, (str, os.PathLike)):
+        import yaml
+
+        where = os.fspath(config)
+        with open(where, "r", encoding="utf-8") as fh:
+            try:
+                cfg = yaml.safe_load(fh)
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{where}: invalid YAML: {exc}") from None
+        if cfg is None:
+            cfg = {}
+        if not isinstance(cfg, dict):
+            raise ValueError(f"{where}: expected a mapping of keys, got {type(cfg).__name__}")
+    else:
+        raise ValueError(f"config must be a YAML file path or a mapping, got {type(config).__name__}")
+
+    for key in cfg:
+        if not isinstance(key, str):
+            raise ValueError(f"{where}: key {key!r} is not a string")
+    kind = cfg.get("cluster", "local")
+    if kind not in ("local", "slurm"):
+        raise ValueError(f"{where}: key 'cluster' must be 'local' or 'slurm', got {kind!r}")
+    cfg["cluster"] = kind
+    allowed = LOCAL_KEYS if kind == "local" else SLURM_KEYS
+    unknown = sorted(set(cfg) - allowed)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key {unknown[0]!r} for cluster: {kind} "
+            f"(allowed: {', '.join(sorted(allowed))})"
+        )
+    (_check_local if kind == "local" else _check_slurm)(cfg, where)
+    return cfg
+
+
+def _bad(where: str, key: str, what: str, value: Any) -> ValueError:
+    return ValueError(f"{where}: key {key!r} must be {what}, got {value!r}")
+
+
+def _int(cfg: dict, key: str, where: str, minimum: int) -> None:
+    if key in cfg and cfg[key] is not None:
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise _bad(where, key, f"an integer >= {minimum}", v)
+
+
+def _str(cfg: dict, key: str, where: str) -> None:
+    if key in cfg and cfg[key] is not None and not isinstance(cfg[key], str):
+        raise _bad(where, key, "a string", cfg[key])
+
+
+def _str_list(cfg: dict, key: str, where: str) -> None:
+    if key in cfg and cfg[key] is not None:
+        v = cfg[key]
+        if isinstance(v, str) or not isinstance(v, (list, tuple)) or not all(isinstance(s, str) for s in v):
+            raise _bad(where, key, "a list of strings", v)
+        cfg[key] = list(v)
+
+
+def _bytes(cfg: dict, key: str, where: str, allow_auto: bool = False) -> None:
+    if key in cfg and cfg[key] is not None:
+        v = cfg[key]
+        if allow_auto and v == "auto":
+            return
+        if isinstance(v, bool):
+            raise _bad(where, key, "a size such as '16GB'", v)
+        if isinstance(v, (int, float)) and v > 0:
+            return
+        try:
+            ok = isinstance(v, str) and dask.utils.parse_bytes(v) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise _bad(where, key, "a size such as '16GB'" + (" or 'auto'" if allow_auto else ""), v)
+
+
+def _check_local(cfg: dict, where: str) -> None:
+    _int(cfg, "n_workers", where, 1)
+    _int(cfg, "threads_per_worker", where, 1)
+    if "processes" in cfg and not isinstance(cfg["processes"], bool):
+        raise _bad(where, "processes", "true or false", cfg["processes"])
+    _bytes(cfg, "memory_limit", where, allow_auto=True)
+    _str(cfg, "dashboard_address", where)
+
+
+def _check_slurm(cfg: dict, where: str) -> None:
+    for key in ("cores", "memory"):
+        if cfg.get(key) is None:
+            raise ValueError(f"{where}: key {key!r} is required for cluster: slurm")
+    _int(cfg, "cores", where, 1)
+    _bytes(cfg, "memory", where)
+    _int(cfg, "processes", where, 1)
+    if cfg.get("processes") and cfg["processes"] > cfg["cores"]:
+        raise _bad(where, "processes", f"<= cores ({cfg['cores']})", cfg["processes"])
+    for key in ("queue", "account", "job_mem", "job_name", "interface", "local_directory",
+                "log_directory", "python", "dashboard_address"):
+        _str(cfg, key, where)
+    _int(cfg, "job_cpu", where, 1)
+    if "walltime" in cfg and cfg["walltime"] is not None:
+        w = cfg["walltime"]
+        if not isinstance(w, str) or not _WALLTIME.match(w):
+            hint = " (quote it in YAML: 1:30:00 unquoted is the number 5400)" if isinstance(w, int) else ""
+            raise ValueError(
+                f"{where}: key 'walltime' must be a Slurm time string such as '01:30:00', got {w!r}{hint}"
+            )
+    for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
+        _str_list(cfg, key, where)
+    _int(cfg, "n_workers", where, 0)
+    _int(cfg, "jobs", where, 0)
+    if cfg.get("n_workers") is not None and cfg.get("jobs") is not None:
+        raise ValueError(f"{where}: keys 'n_workers' and 'jobs' are exclusive; give one")
+    if "death_timeout" in cfg and cfg["death_timeout"] is not None:
+        v = cfg["death_timeout"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise _bad(where, "death_timeout", "a positive number of seconds", v)
+    if "wait_timeout" in cfg and cfg["wait_timeout"] is not None:
+        v = cfg["wait_timeout"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise _bad(where, "wait_timeout", "a positive number of seconds", v)
+    if "scheduler_options" in cfg and cfg["scheduler_options"] is not None:
+        if not isinstance(cfg["scheduler_options"], Mapping):
+            raise _bad(where, "scheduler_options", "a mapping", cfg["scheduler_options"])
+
+
+def make_slurm_cluster(config: ConfigLike, dashboard_address: Optional[str] = None):
+    """Build a ``dask_jobqueue.SLURMCluster`` from a ``cluster: slurm`` config, submitting no job.
+
+    The scheduler starts in this process; call ``cluster.scale(...)`` (or use
+    :func:`setup_dask_cluster`) to submit worker jobs, ``cluster.job_script()`` to see the batch
+    script. ``memory`` is per job; each job runs ``processes`` workers of ``cores/processes``
+    threads. Raises ``ValueError`` for a bad config.
+    """
+    from dask_jobqueue import SLURMCluster
+
+    cfg = load_cluster_config(config)
+    if cfg["cluster"] != "slurm":
+        raise ValueError(f"key 'cluster' must be 'slurm' here, got {cfg['cluster']!r}")
+    kwargs = {
+        k: v
+        for k, v in cfg.items()
+        if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
+    }
+    kwargs.setdefault("processes", 1)
+    if dashboard_address is not None and "dashboard_address" not in cfg:
+        kwargs["scheduler_options"] = {"dashboard_address": dashboard_address,
+                                       **kwargs.get("scheduler_options", {})}
+    elif "dashboard_address" in kwargs:
+        kwargs["scheduler_options"] = {"dashboard_address": kwargs.pop("dashboard_address"),
+                                       **kwargs.get("scheduler_options", {})}
+    return SLURMCluster(**kwargs)
+
+
+class _ClusterClient(Client):
+    """A ``distributed.Client`` that also closes the cluster it was created for."""
+
+    def close(self, *args, **kwargs):
+        try:
+            return super().close(*args, **kwargs)
+        finally:
+            cluster = getattr(self, "_dfa_owned_cluster", None)
+            if cluster is not None:
+                self._dfa_owned_cluster = None
+                _close_cluster(cluster)
+
+
+def _close_cluster(cluster) -> None:
+    """Close a SpecCluster; cancels its jobs. A job whose sbatch failed stays in status "created",
+    which makes SpecCluster.close() end with an AssertionError after everything else is closed."""
+    try:
+        cluster.close()
+    except AssertionError:
+        pass
+
+
+def _slurm_client(cfg: dict, n_workers: Optional[int], dashboard_address: str) -> Client:
+    cluster = make_slurm_cluster(cfg, dashboard_address=dashboard_address)
+    try:
+        processes = cfg.get("processes") or 1
+        if n_workers is not None:
+            cluster.scale(n=n_workers)
+            expected = n_workers
+        elif cfg.get("n_workers") is not None:
+            cluster.scale(n=cfg["n_workers"])
+            expected = cfg["n_workers"]
+        else:
+            jobs = cfg["jobs"] if cfg.get("jobs") is not None else 1
+            cluster.scale(jobs=jobs)
+            expected = jobs * processes
+        client = _ClusterClient(cluster)
+        client._dfa_owned_cluster = cluster
+    except BaseException:
+        _close_cluster(cluster)
+        raise
+    if expected > 0:
+        timeout = cfg.get("wait_timeout", 600)
+        try:
+            client.wait_for_workers(expected, timeout=timeout)
+        except Exception as exc:
+            have = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+            unsent = sum(1 for job in cluster.workers.values() if job.status.name == "created")
+            client.close()
+            why = f"; {unsent} job(s) could not be submitted (sbatch failed, see the log)" if unsent else ""
+            raise TimeoutError(
+                f"only {have} of {expected} Slurm workers connected within {timeout} s{why} "
+                f"(check `squeue` and the job logs): {exc}"
+            ) from exc
+    return client
+
+
+def setup_dask_cluster(
+    scheduler_address: Optional[str] = None,
+    scheduler_file: Optional[str] = None,
+    n_workers: Optional[int] = None,
+    threads_per_worker: int = 1,
+    config: Optional[ConfigLike] = None,
+    dashboard_address: str = "127.0.0.1:0",
+    processes: bool = True,
+) -> Client:
+    """Return a ``distributed.Client`` for the analysis.
+
+    - ``scheduler_address`` (e.g. ``"tcp://10.0.0.1:8786"``) or ``scheduler_file`` (the JSON file
+      written by ``dask scheduler --scheduler-file``): connect to that running scheduler; nothing
+      is started and ``client.close()`` leaves the scheduler running.
+    - ``config``: a YAML file path or a mapping with ``cluster: local`` or ``cluster: slurm``
+      (keys in ``docs/cluster.md``). For Slurm a ``dask_jobqueue.SLURMCluster`` submits the
+      worker jobs and the call blocks until they connect (``wait_timeout`` seconds, default 600,
+      then ``TimeoutError``). Config values win over the keyword defaults; an explicit
+      ``n_workers`` wins over the config.
+    - otherwise an embedded ``LocalCluster`` with ``n_workers`` workers (default: usable cores)
+      of ``threads_per_worker`` threads each, worker processes if ``processes``, scheduler and
+      dashboard bound to localhost (``dashboard_address``, default a free port on 127.0.0.1).
+
+    A cluster this function starts is closed by ``client.close()``. Raises ``ValueError`` for
+    conflicting arguments or a bad config, ``FileNotFoundError`` for a missing config file.
+    """
+    if scheduler_address is not None and scheduler_file is not None:
+        raise ValueError("give scheduler_address or scheduler_file, not both")
+    if (scheduler_address is not None or scheduler_file is not None) and config is not None:
+        raise ValueError("config starts a cluster; it cannot be combined with scheduler_address/scheduler_file")
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0):
+        raise ValueError(f"n_workers must be a non-negative integer, got {n_workers!r}")
+    if scheduler_address is not None:
+        return Client(scheduler_address)
+    if scheduler_file is not None:
+        if not os.path.exists(scheduler_file):
+            raise FileNotFoundError(f"scheduler file not found: {scheduler_file}")
+        return Client(scheduler_file=os.fspath(scheduler_file))
+
+    cfg = load_cluster_config(config) if config is not None else {"cluster": "local"}
+    if cfg["cluster"] == "slurm":
+        return _slurm_client(cfg, n_workers, dashboard_address)
+
+    if n_workers is None:
+        n_workers = cfg.get("n_workers") or usable_cores()
+    local_kwargs = dict(
+        n_workers=n_workers,
+        threads_per_worker=cfg.get("threads_per_worker", threads_per_worker),
+        processes=cfg.get("processes", processes),
+        dashboard_address=cfg.get("dashboard_address", dashboard_address),
+    )
+    if cfg.get("memory_limit") is not None:
+        local_kwargs["memory_limit"] = cfg["memory_limit"]
+    # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
+    return Client(**local_kwargs)

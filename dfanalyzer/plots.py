@@ -1,0 +1,144 @@
+"""Timeline plots of I/O behaviour (paper Figures 8a and 8b), matplotlib with the Agg canvas.
+
+The job's time span ``[min(ts), max(te))`` is cut into ``bins`` equal bins. Every I/O event
+(cat in ``io_cats``) is attributed to the bin holding its start ``ts``. Per bin, computed as
+exact per-partition histograms summed on the cluster (no event leaves its worker):
+
+* ``bytes``: sum of ``size`` (bytes moved);
+* ``io_time``: sum of ``dur`` of the I/O events, seconds (time spent in I/O by all processes);
+* ``bandwidth``: ``bytes / bin width``, MiB/s (aggregate I/O bandwidth seen by the application);
+* ``xfer_mean`` / ``xfer_max``: mean and largest ``size`` of the events that moved bytes.
+
+Files written by :func:`plot_timeline`: ``io_bandwidth_time.png`` (Fig. 8a: bandwidth and I/O
+time over time) and ``transfer_size.png`` (Fig. 8b: transfer size over time).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["timeline_partial", "combine_timelines", "timeline", "render_timeline", "plot_timeline"]
+
+FILES = ("io_bandwidth_time.png", "transfer_size.png")
+
+
+def timeline_partial(df: pd.DataFrame, t0: int, t1: int, bins: int, io_cats: Sequence[str]) -> Dict[str, np.ndarray]:
+    """Per-bin sums for one partition: ``bytes``, ``dur`` (µs), ``n_sized``, ``xfer_max`` (int64 arrays)."""
+    out = {k: np.zeros(bins, dtype=np.int64) for k in ("bytes", "dur", "n_sized", "xfer_max")}
+    if df.empty:
+        return out
+    io = np.asarray(df["cat"].isin(list(io_cats)), dtype=bool)
+    io = io & (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+    if not io.any():
+        return out
+    ts = df["ts"].to_numpy(dtype=np.int64)[io]
+    dur = df["dur"].to_numpy(dtype=np.int64)[io]
+    size = df["size"][io]
+    span = max(1, t1 - t0)
+    b = np.clip(((ts - t0) * bins) // span, 0, bins - 1).astype(np.int64)
+    out["dur"] = np.bincount(b, weights=dur, minlength=bins).astype(np.int64)
+    has = size.notna().to_numpy(dtype=bool)
+    if has.any():
+        sz = size.to_numpy(dtype=np.float64, na_value=0)[has].astype(np.int64)
+        bb = b[has]
+        out["bytes"] = np.bincount(bb, weights=sz, minlength=bins).astype(np.int64)
+        out["n_sized"] = np.bincount(bb, minlength=bins).astype(np.int64)
+        np.maximum.at(out["xfer_max"], bb, sz)
+    return out
+
+
+def combine_timelines(*parts: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Sum partial timelines (``xfer_max`` takes the maximum)."""
+    out = {k: v.copy() for k, v in parts[0].items()}
+    for p in parts[1:]:
+        for k in ("bytes", "dur", "n_sized"):
+            out[k] += p[k]
+        out["xfer_max"] = np.maximum(out["xfer_max"], p["xfer_max"])
+    return out
+
+
+def timeline(analyzer, bins: int = 100) -> pd.DataFrame:
+    """Per-bin I/O timeline of ``analyzer.events``, computed on the cluster.
+
+    Returns a pandas DataFrame indexed by bin with ``start`` (seconds since the first event),
+    ``bytes``, ``io_time`` (s), ``bandwidth`` (MiB/s), ``xfer_mean`` and ``xfer_max`` (bytes;
+    NaN where no bytes moved). Raises ``ValueError`` when there are no events.
+    """
+    from dask import delayed
+
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    ev = analyzer.events
+    t0, t1 = analyzer.client.compute([ev["ts"].min(), ev["te"].max()], sync=True)
+    if pd.isna(t0):
+        raise ValueError("no events to plot")
+    t0, t1 = int(t0), int(t1)
+    leaves = [delayed(timeline_partial)(p, t0, t1, bins, analyzer.io_cats) for p in ev.to_delayed()]
+    level = leaves
+    while len(level) > 1:
+        level = [delayed(combine_timelines)(*level[i : i + 8]) for i in range(0, len(level), 8)]
+    h = analyzer.client.compute(level[0], sync=True)
+    width_s = max(1, t1 - t0) / bins / 1e6
+    n = h["n_sized"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, h["bytes"] / np.maximum(n, 1), np.nan)
+    return pd.DataFrame(
+        {
+            "start": np.arange(bins) * width_s,
+            "bytes": h["bytes"],
+            "io_time": h["dur"] / 1e6,
+            "bandwidth": h["bytes"] / width_s / 2**20,
+            "xfer_mean": mean,
+            "xfer_max": np.where(n > 0, h["xfer_max"], np.nan),
+        }
+    )
+
+
+def render_timeline(tl: pd.DataFrame, outdir: str) -> List[str]:
+    """Write the two PNGs for a timeline from :func:`timeline`; returns their paths."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    os.makedirs(outdir, exist_ok=True)
+    width = float(tl["start"].iloc[1] - tl["start"].iloc[0]) if len(tl) > 1 else 1.0
+    x = tl["start"] + width / 2
+    paths = []
+
+    fig = Figure(figsize=(9, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(x, tl["bandwidth"], color="tab:blue", label="I/O bandwidth")
+    ax.set_xlabel("time since first event (s)")
+    ax.set_ylabel("I/O bandwidth (MiB/s)", color="tab:blue")
+    ax2 = ax.twinx()
+    ax2.bar(x, tl["io_time"], width=width, color="tab:orange", alpha=0.4, label="I/O time")
+    ax2.set_ylabel("I/O time per bin (s, all processes)", color="tab:orange")
+    ax.set_title("I/O bandwidth and I/O time over time")
+    fig.tight_layout()
+    paths.append(os.path.join(outdir, FILES[0]))
+    fig.savefig(paths[-1])
+
+    fig = Figure(figsize=(9, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(x, tl["xfer_mean"], marker=".", color="tab:green", label="mean transfer size")
+    ax.plot(x, tl["xfer_max"], color="tab:red", alpha=0.5, label="largest transfer")
+    ax.set_xlabel("time since first event (s)")
+    ax.set_ylabel("transfer size (bytes)")
+    if np.nanmax(np.append(tl["xfer_max"].to_numpy(dtype=float), 0)) > 0:
+        ax.set_yscale("log")
+    ax.legend(loc="upper right")
+    ax.set_title("Transfer size over time")
+    fig.tight_layout()
+    paths.append(os.path.join(outdir, FILES[1]))
+    fig.savefig(paths[-1])
+    return paths
+
+
+def plot_timeline(analyzer, outdir: str, bins: int = 100) -> List[str]:
+    """Compute the timeline of ``analyzer`` and save ``io_bandwidth_time.png`` and ``transfer_size.png``."""
+    return render_timeline(timeline(analyzer, bins=bins), outdir)

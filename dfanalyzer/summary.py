@@ -1,0 +1,459 @@
+"""Summary of a trace (paper Section IV-D, Figure 6): exact, computed distributed.
+
+The work is split so that no worker ever holds all events:
+
+* :func:`partition_partial` runs on one pandas partition of ``DFAnalyzer.events`` and returns a
+  small :class:`Partial`: counts, distinct-key sets, merged interval unions (sorted, disjoint
+  ``[start, end)`` arrays in µs) and, per I/O function, an exact histogram of the ``size`` column.
+* :func:`combine_partials` merges partials (a tree reduction on the cluster).
+* :func:`finish` turns the final partial into a :class:`Summary` (seconds, exact percentiles).
+
+Interval unions: an interval is ``[ts, ts + dur)`` in µs (``te = ts + dur``); zero-length
+intervals are empty. A union is stored as two sorted int64 arrays ``(starts, ends)`` with
+``ends[i] < starts[i + 1]`` (touching intervals are merged).
+
+Percentiles are numpy's default ("linear", Hyndman & Fan type 7) computed from the exact
+histogram, with numpy's own interpolation formula, so they are bit-identical to
+``numpy.percentile`` over all sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Summary",
+    "Partial",
+    "union_intervals",
+    "merge_unions",
+    "union_measure",
+    "difference_measure",
+    "histogram_percentiles",
+    "partition_partial",
+    "combine_partials",
+    "finish",
+    "TRACER_CAT",
+]
+
+TRACER_CAT = "dftracer"  # the tracer's own category (start/end records), never an application event
+_EMPTY = np.empty(0, dtype=np.int64)
+Union = Tuple[np.ndarray, np.ndarray]
+TIME_KEYS = (
+    "total",
+    "app_io",
+    "unoverlapped_app_io",
+    "unoverlapped_app_compute",
+    "compute",
+    "io",
+    "unoverlapped_io",
+    "unoverlapped_compute",
+)
+SIZE_KEYS = ("min", "p25", "mean", "median", "p75", "max")
+
+
+# ----------------------------------------------------------------------------- interval unions
+def union_intervals(starts, ends) -> Union:
+    """Union of half-open intervals ``[starts[i], ends[i])`` (int64 µs).
+
+    Returns ``(starts, ends)``: sorted, disjoint, non-touching int64 arrays. Empty intervals
+    (``end <= start``) are dropped. O(n log n) in numpy, no Python loop over intervals.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    if s.size == 0:
+        return _EMPTY, _EMPTY
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # a new run starts where an interval begins strictly after everything before it ended
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+def merge_unions(*unions: Union) -> Union:
+    """Union of several interval unions (each as returned by :func:`union_intervals`)."""
+    parts = [u for u in unions if u[0].size]
+    if not parts:
+        return _EMPTY, _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    return union_intervals(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def union_measure(u: Union) -> int:
+    """Total length of a union, µs (exact integer)."""
+    return int((u[1] - u[0]).sum())
+
+
+def difference_measure(a: Union, b: Union) -> int:
+    """Measure of ``a \\ b`` in µs: ``|a ∪ b| - |b|`` (exact integer)."""
+    return union_measure(merge_unions(a, b)) - union_measure(b)
+
+
+# ----------------------------------------------------------------------------- histograms
+def merge_histograms(*hists: Tuple[np.ndarray, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """Merge ``(values, counts)`` histograms; result sorted by value, values distinct."""
+    parts = [h for h in hists if h[0].size]
+    if not parts:
+        return _EMPTY, _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    v = np.concatenate([p[0] for p in parts])
+    c = np.concatenate([p[1] for p in parts])
+    uniq, inv = np.unique(v, return_inverse=True)
+    return uniq, np.bincount(inv, weights=None if c.size == 0 else c, minlength=uniq.size).astype(np.int64)
+
+
+def _lerp(a: float, b: float, t: float) -> float:
+    # numpy's _lerp (numpy/lib/_function_base_impl.py), scalar form, so results match bit for bit
+    diff = b - a
+    if t >= 0.5:
+        return float(b - diff * (1 - t))
+    return float(a + diff * t)
+
+
+def histogram_percentiles(values: np.ndarray, counts: np.ndarray, qs: Sequence[float]) -> List[float]:
+    """Exact percentiles (``qs`` in [0, 1]) of the multiset given as a sorted histogram.
+
+    Same result as ``numpy.percentile(expanded, 100 * q)`` with the default linear method.
+    Raises ``ValueError`` on an empty histogram.
+    """
+    n = int(counts.sum())
+    if n == 0:
+        raise ValueError("percentile of an empty histogram")
+    cum = np.cumsum(counts)
+    vals = values.astype(np.float64)
+    out = []
+    for q in qs:
+        virtual = n * q + (1 + q * (1 - 1 - 1)) - 1  # numpy _compute_virtual_index, alpha=beta=1
+        lo = int(np.floor(virtual))
+        t = virtual - lo
+        lo = min(max(lo, 0), n - 1)
+        hi = min(lo + 1, n - 1)
+        a = vals[int(np.searchsorted(cum, lo, side="right"))]
+        b = vals[int(np.searchsorted(cum, hi, side="right"))]
+        out.append(_lerp(a, b, t))
+    return out
+
+
+# ----------------------------------------------------------------------------- partials
+@dataclass
+class Partial:
+    """Mergeable summary state of a set of events (one or more partitions)."""
+
+    events: int = 0
+    min_ts: Optional[int] = None
+    max_te: Optional[int] = None
+    hosts: set = field(default_factory=set)
+    processes: set = field(default_factory=set)
+    threads_compute: set = field(default_factory=set)
+    threads_io: set = field(default_factory=set)
+    files: set = field(default_factory=set)
+    io: Union = (_EMPTY, _EMPTY)
+    compute: Union = (_EMPTY, _EMPTY)
+    app_io: Union = (_EMPTY, _EMPTY)
+    # name -> [count, (values, counts) histogram of the non-null sizes]
+    functions: Dict[str, list] = field(default_factory=dict)
+
+
+def _keys(df: pd.DataFrame, cols: List[str]) -> set:
+    if df.empty:
+        return set()
+    sub = df[cols].drop_duplicates()
+    arrays = []
+    for c in cols:
+        col = sub[c]
+        if isinstance(col.dtype, pd.CategoricalDtype) or col.dtype == object or pd.api.types.is_string_dtype(col):
+            arrays.append([None if pd.isna(x) else str(x) for x in col.tolist()])
+        else:
+            arrays.append([None if pd.isna(x) else int(x) for x in col.tolist()])
+    return set(zip(*arrays)) if len(cols) > 1 else set(arrays[0])
+
+
+def _isin(col: pd.Series, values: Iterable[str]) -> np.ndarray:
+    return np.asarray(col.isin(list(values)), dtype=bool)
+
+
+def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> Partial:
+    """Summary state of one partition of ``DFAnalyzer.events`` (pandas DataFrame).
+
+    Uses columns ``ph``, ``cat``, ``name``, ``hostname``, ``pid``, ``tid``, ``ts``, ``te``,
+    ``fname`` and ``size``. Events are rows with ``ph == "X"`` and ``cat != "dftracer"``.
+    """
+    p = Partial()
+    keep = (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+    keep = keep & ~(df["cat"] == TRACER_CAT).to_numpy(dtype=bool, na_value=False)
+    ev = df[keep] if not keep.all() else df
+    p.events = int(len(ev))
+    if p.events == 0:
+        return p
+    ts = ev["ts"].to_numpy(dtype=np.int64)
+    te = ev["te"].to_numpy(dtype=np.int64)
+    p.min_ts, p.max_te = int(ts.min()), int(te.max())
+    p.hosts = _keys(ev, ["hostname"])
+    p.processes = _keys(ev, ["hostname", "pid"])
+    io_m = _isin(ev["cat"], io_cats)
+    cp_m = _isin(ev["cat"], compute_cats)
+    app_m = _isin(ev["cat"], app_io_cats)
+    io_ev, cp_ev = ev[io_m], ev[cp_m]
+    p.threads_io = _keys(io_ev, ["hostname", "pid", "tid"])
+    p.threads_compute = _keys(cp_ev, ["hostname", "pid", "tid"])
+    p.files = {f for f in _keys(io_ev, ["fname"]) if f is not None}
+    p.io = union_intervals(ts[io_m], te[io_m])
+    p.compute = union_intervals(ts[cp_m], te[cp_m])
+    p.app_io = union_intervals(ts[app_m], te[app_m])
+    if len(io_ev):
+        p.functions = _function_histograms(io_ev["name"], io_ev["size"])
+    return p
+
+
+def _function_histograms(name: pd.Series, size: pd.Series) -> Dict[str, list]:
+    """name -> [count, (values, counts)] exact histogram of the non-null sizes of each function."""
+    if isinstance(name.dtype, pd.CategoricalDtype):
+        codes = name.cat.codes.to_numpy().astype(np.int64)
+        uniq = [str(x) for x in name.cat.categories]
+    else:
+        codes, uniq = pd.factorize(name.to_numpy(dtype=object))
+        codes = codes.astype(np.int64)
+        uniq = [str(x) for x in uniq]
+    named = codes >= 0
+    counts = np.bincount(codes[named], minlength=len(uniq))
+    has = named & size.notna().to_numpy(dtype=bool)
+    c = codes[has]
+    v = size.to_numpy(dtype=np.float64, na_value=0)[has].astype(np.int64) if size.dtype.kind == "f" \
+        else size.to_numpy(dtype=np.int64, na_value=0)[has]
+    order = np.lexsort((v, c))
+    c, v = c[order], v[order]
+    if c.size:
+        new = np.empty(c.size, dtype=bool)
+        new[0] = True
+        new[1:] = (c[1:] != c[:-1]) | (v[1:] != v[:-1])
+        first = np.flatnonzero(new)
+        pc, pv = c[first], v[first]
+        pn = np.diff(np.append(first, c.size)).astype(np.int64)
+        cut = np.searchsorted(pc, np.arange(len(uniq) + 1))
+    out = {}
+    for i in np.flatnonzero(counts):
+        if c.size and cut[i] < cut[i + 1]:
+            hist = (pv[cut[i] : cut[i + 1]], pn[cut[i] : cut[i + 1]])
+        else:
+            hist = (_EMPTY, _EMPTY)
+        out[uniq[i]] = [int(counts[i]), hist]
+    return out
+
+
+def combine_partials(parts: Iterable[Partial]) -> Partial:
+    """Merge partials (associative, commutative)."""
+    parts = list(parts)
+    out = Partial()
+    for p in parts:
+        out.events += p.events
+        if p.min_ts is not None:
+            out.min_ts = p.min_ts if out.min_ts is None else min(out.min_ts, p.min_ts)
+            out.max_te = p.max_te if out.max_te is None else max(out.max_te, p.max_te)
+        out.hosts |= p.hosts
+        out.processes |= p.processes
+        out.threads_compute |= p.threads_compute
+        out.threads_io |= p.threads_io
+        out.files |= p.files
+    out.io = merge_unions(*(p.io for p in parts))
+    out.compute = merge_unions(*(p.compute for p in parts))
+    out.app_io = merge_unions(*(p.app_io for p in parts))
+    names = sorted({n for p in parts for n in p.functions})
+    for n in names:
+        got = [p.functions[n] for p in parts if n in p.functions]
+        out.functions[n] = [sum(g[0] for g in got), merge_histograms(*(g[1] for g in got))]
+    return out
+
+
+# ----------------------------------------------------------------------------- result
+@dataclass
+class Summary:
+    """Result of :meth:`DFAnalyzer.summary` (paper Figure 6).
+
+    Counts are ints; ``time`` values are floats in seconds; ``functions`` maps an I/O function
+    name to ``{"count": int, "size": None | {"min","p25","mean","median","p75","max"}}`` with
+    sizes in bytes. ``skipped`` lists files with skipped lines or lost bytes (not part of
+    :meth:`to_dict`): dicts with ``path``, ``skipped_lines``, ``lost_bytes``, ``warnings``.
+    """
+
+    events: int
+    nodes: int
+    processes: int
+    threads: Dict[str, int]
+    files: int
+    time: Dict[str, float]
+    functions: Dict[str, dict]
+    skipped: List[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The JSON shape of the issue: plain ints, floats, dicts and None."""
+        return {
+            "events": int(self.events),
+            "nodes": int(self.nodes),
+            "processes": int(self.processes),
+            "threads": {"compute": int(self.threads["compute"]), "io": int(self.threads["io"])},
+            "files": int(self.files),
+            "time": {k: float(self.time[k]) for k in TIME_KEYS},
+            "functions": {
+                n: {
+                    "count": int(f["count"]),
+                    "size": None if f["size"] is None else {k: float(f["size"][k]) for k in SIZE_KEYS},
+                }
+                for n, f in self.functions.items()
+            },
+        }
+
+    # rich rendering ------------------------------------------------------------------------
+    def __rich__(self):
+        return self.panel()
+
+    def panel(self):
+        """A ``rich.panel.Panel`` laid out like the paper's Figure 6."""
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.table import Table
+        from rich.text import Text
+
+        t = self.time
+        lines = Text()
+
+        def head(s):
+            lines.append(s + "\n", style="bold cyan")
+
+        def row(label, value, indent=1):
+            lines.append("  " * indent + f"{label}: ", style="bold")
+            lines.append(f"{value}\n")
+
+        head("Scheduler Allocation Details")
+        row("Nodes", f"{self.nodes:,}")
+        row("Processes", f"{self.processes:,}")
+        lines.append("  Thread allocations across nodes (includes dynamically created threads)\n", style="bold")
+        row("Compute", f"{self.threads['compute']:,}", 2)
+        row("I/O", f"{self.threads['io']:,}", 2)
+        row("Events Recorded", _human_count(self.events))
+        head("Description of Dataset Used")
+        row("Files", f"{self.files:,}")
+        head("Behavior of Application")
+        lines.append("  Split of Time in application\n", style="bold")
+        for label, key in (
+            ("Total Time", "total"),
+            ("Overall App Level I/O", "app_io"),
+            ("Unoverlapped App I/O", "unoverlapped_app_io"),
+            ("Unoverlapped App Compute", "unoverlapped_app_compute"),
+            ("Compute", "compute"),
+            ("Overall I/O", "io"),
+            ("Unoverlapped I/O", "unoverlapped_io"),
+            ("Unoverlapped Compute", "unoverlapped_compute"),
+        ):
+            row(label, f"{t[key]:.3f} sec", 2)
+        if self.skipped:
+            lines.append("Skipped input\n", style="bold red")
+            lines.append(
+                f"  {sum(s['skipped_lines'] for s in self.skipped):,} lines and "
+                f"{sum(s['lost_bytes'] for s in self.skipped):,} bytes skipped in {len(self.skipped)} file(s)\n"
+            )
+            for s in self.skipped:
+                lines.append(f"    {s['path']}: {s['skipped_lines']:,} lines, {s['lost_bytes']:,} bytes\n")
+        head("Metrics by function")
+        table = Table(show_edge=True, header_style="bold")
+        table.add_column("Function")
+        table.add_column("count", justify="right")
+        for k, lbl in zip(SIZE_KEYS, ("min", "25", "mean", "median", "75", "max")):
+            table.add_column(f"size {lbl}", justify="right")
+        for n in sorted(self.functions):
+            f = self.functions[n]
+            cells = ["-"] * 6 if f["size"] is None else [_human_bytes(f["size"][k]) for k in SIZE_KEYS]
+            table.add_row(n, _human_count(f["count"]), *cells)
+        return Panel(Group(lines, table), title="Summary", expand=False)
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        console = Console(width=120, record=True, file=_NullFile(), color_system=None)
+        console.print(self.panel())
+        return console.export_text()
+
+
+class _NullFile:
+    def write(self, s):
+        return len(s)
+
+    def flush(self):
+        pass
+
+
+def _human_count(n: float) -> str:
+    n = float(n)
+    for unit in ("", "K", "M", "B"):
+        if abs(n) < 1000 or unit == "B":
+            return f"{int(n)}" if unit == "" else f"{n:.1f}{unit}"
+        n /= 1000.0
+    return str(n)
+
+
+def _human_bytes(n: float) -> str:
+    n = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024.0
+    return str(n)
+
+
+def finish(p: Partial, skipped: Optional[List[dict]] = None) -> Summary:
+    """Final :class:`Summary` from the fully merged partial (µs → seconds)."""
+    us = 1e-6
+    total = (p.max_te - p.min_ts) if p.min_ts is not None else 0
+    io_m, cp_m, app_m = union_measure(p.io), union_measure(p.compute), union_measure(p.app_io)
+    time = {
+        "total": total * us,
+        "app_io": app_m * us,
+        "unoverlapped_app_io": difference_measure(p.app_io, p.compute) * us,
+        "unoverlapped_app_compute": difference_measure(p.compute, p.app_io) * us,
+        "compute": cp_m * us,
+        "io": io_m * us,
+        "unoverlapped_io": difference_measure(p.io, p.compute) * us,
+        "unoverlapped_compute": difference_measure(p.compute, p.io) * us,
+    }
+    functions = {}
+    for n in sorted(p.functions):
+        count, (vals, cnts) = p.functions[n]
+        if vals.size == 0:
+            functions[n] = {"count": count, "size": None}
+            continue
+        k = int(cnts.sum())
+        total_size = int((vals * cnts).sum(dtype=np.int64))
+        p25, med, p75 = histogram_percentiles(vals, cnts, (0.25, 0.5, 0.75))
+        functions[n] = {
+            "count": count,
+            "size": {
+                "min": float(vals[0]),
+                "p25": p25,
+                "mean": float(np.float64(total_size) / np.float64(k)),
+                "median": med,
+                "p75": p75,
+                "max": float(vals[-1]),
+            },
+        }
+    return Summary(
+        events=p.events,
+        nodes=len(p.hosts),
+        processes=len(p.processes),
+        threads={"compute": len(p.threads_compute), "io": len(p.threads_io)},
+        files=len(p.files),
+        time=time,
+        functions=functions,
+        skipped=list(skipped or []),
+    )

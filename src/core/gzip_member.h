@@ -1,0 +1,35 @@
+// One gzip member (RFC 1952) per buffer, with the dftracer 'D''F' FEXTRA subfield
+// (docs/design.md "Gzip member format"; docs/format.md).
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <string>
+
+namespace dftracer {
+
+constexpr size_t kMemberHeaderSize = 32;   // 10 fixed + 2 XLEN + 20 subfield
+constexpr size_t kMemberTrailerSize = 8;   // CRC32 + ISIZE
+constexpr uint32_t kSubfieldVersion = 1;
+
+class MemberEncoder {
+ public:
+  explicit MemberEncoder(int level);
+  ~MemberEncoder();
+  MemberEncoder(const MemberEncoder&) = delete;
+  MemberEncoder& operator=(const MemberEncoder&) = delete;
+  bool ok() const { return ok_; }
+  // Compresses data[0, n) (whole lines) into one member appended to *out (cleared first).
+  // Returns false on a zlib error.
+  bool encode(const char* data, size_t n, std::string* out);
+
+ private:
+  z_stream zs_{};
+  bool ok_ = false;
+};
+
+// Counts '\n' bytes.
+uint32_t count_lines(const char* data, size_t n);
+
+}  // namespace dftracer

@@ -1,0 +1,151 @@
+// Compact JSON writing straight into a byte buffer (no allocation, no bounds checks: callers
+// reserve max_escaped() / kMaxNumber bytes first).
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace dftracer::json {
+
+// Longest output of write_u64/i64/double.
+constexpr size_t kMaxNumber = 32;
+// Worst case for an escaped string of n input bytes: every byte a control character (\u00XX).
+constexpr size_t max_escaped(size_t n) { return 6 * n; }
+
+// Byte classes: 0 copy as is, 1 needs an escape (control, '"', '\\'), 2 non-ASCII (UTF-8 check).
+struct ClassTable {
+  uint8_t c[256];
+  constexpr ClassTable() : c() {
+    for (int i = 0; i < 256; ++i) c[i] = i < 0x20 ? 1 : (i >= 0x80 ? 2 : 0);
+    c[static_cast<int>('"')] = 1;
+    c[static_cast<int>('\\')] = 1;
+  }
+};
+inline constexpr ClassTable kClass{};
+
+// Length of the valid UTF-8 sequence starting at s (RFC 3629: no overlongs, no surrogates,
+// max U+10FFFF), or 0 if invalid.
+inline size_t utf8_seq_len(const unsigned char* s, const unsigned char* end) {
+  unsigned char c = s[0];
+  size_t avail = static_cast<size_t>(end - s);
+  if (c >= 0xC2 && c <= 0xDF) {
+    return (avail >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+  }
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (avail < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0;  // overlong
+    if (c == 0xED && s[1] > 0x9F) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (avail < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+    if (c == 0xF0 && s[1] < 0x90) return 0;  // overlong
+    if (c == 0xF4 && s[1] > 0x8F) return 0;  // > U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+// Writes the JSON string body (no surrounding quotes). Invalid UTF-8 bytes become U+FFFD.
+inline char* write_escaped(char* out, const char* in, size_t n) {
+  static const char kHex[] = "0123456789abcdef";
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(in);
+  const unsigned char* end = s + n;
+  while (s < end) {
+    const unsigned char* run = s;
+    while (s < end && kClass.c[*s] == 0) ++s;
+    if (s != run) {
+      std::memcpy(out, run, static_cast<size_t>(s - run));
+      out += s - run;
+    }
+    if (s >= end) break;
+    unsigned char c = *s;
+    if (kClass.c[c] == 1) {
+      *out++ = '\\';
+      switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\t': *out++ = 't'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        default:
+          *out++ = 'u'; *out++ = '0'; *out++ = '0';
+          *out++ = kHex[c >> 4]; *out++ = kHex[c & 15];
+      }
+      ++s;
+    } else {
+      size_t len = utf8_seq_len(s, end);
+      if (len) {
+        std::memcpy(out, s, len);
+        out += len;
+        s += len;
+      } else {
+        *out++ = '\xEF'; *out++ = '\xBF'; *out++ = '\xBD';  // U+FFFD
+        ++s;
+      }
+    }
+  }
+  return out;
+}
+
+inline char* write_quoted(char* out, std::string_view s) {
+  *out++ = '"';
+  out = write_escaped(out, s.data(), s.size());
+  *out++ = '"';
+  return out;
+}
+
+inline char* write_u64(char* out, uint64_t v) {
+  static constexpr char kDigits[201] =
+      "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+      "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+  char tmp[24];
+  char* p = tmp + sizeof(tmp);
+  while (v >= 100) {
+    unsigned i = static_cast<unsigned>(v % 100) * 2;
+    v /= 100;
+    *--p = kDigits[i + 1];
+    *--p = kDigits[i];
+  }
+  if (v >= 10) {
+    unsigned i = static_cast<unsigned>(v) * 2;
+    *--p = kDigits[i + 1];
+    *--p = kDigits[i];
+  } else {
+    *--p = static_cast<char>('0' + v);
+  }
+  size_t len = static_cast<size_t>(tmp + sizeof(tmp) - p);
+  std::memcpy(out, p, len);
+  return out + len;
+}
+
+inline char* write_i64(char* out, int64_t v) {
+  if (v < 0) {
+    *out++ = '-';
+    return write_u64(out, ~static_cast<uint64_t>(v) + 1);
+  }
+  return write_u64(out, static_cast<uint64_t>(v));
+}
+
+// Shortest round-trip form; NaN and infinities (not JSON) are written as null.
+inline char* write_double(char* out, double v) {
+  if (!std::isfinite(v)) {
+    std::memcpy(out, "null", 4);
+    return out + 4;
+  }
+  auto r = std::to_chars(out, out + kMaxNumber, v);
+  return r.ptr;
+}
+
+template <size_t N>
+inline char* write_lit(char* out, const char (&lit)[N]) {
+  std::memcpy(out, lit, N - 1);
+  return out + N - 1;
+}
+
+}  // namespace dftracer::json

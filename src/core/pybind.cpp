@@ -1,0 +1,177 @@
+// dftracer._dftracer: Python binding of the core (docs/design.md "Python binding of the core").
+// log_event is the hot path of the Python decorator: strings are read as UTF-8 views of the
+// Python objects (no copies) and the args dict is walked with the CPython API.
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tracer.h"
+
+namespace py = pybind11;
+using dftracer::ArgList;
+using dftracer::Tracer;
+
+namespace {
+
+// UTF-8 view of a str (cached in the object by CPython); non-str objects are str()-ed into *keep.
+std::string_view as_view(PyObject* o, std::vector<py::object>* keep) {
+  if (!PyUnicode_Check(o)) {
+    PyObject* s = PyObject_Str(o);
+    if (!s) {
+      PyErr_Clear();
+      return std::string_view("<unprintable>");
+    }
+    keep->emplace_back(py::reinterpret_steal<py::object>(s));
+    o = s;
+  }
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(o, &n);
+  if (!p) {  // lone surrogates: encode with replacement
+    PyErr_Clear();
+    PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "replace");
+    if (!b) {
+      PyErr_Clear();
+      return std::string_view();
+    }
+    keep->emplace_back(py::reinterpret_steal<py::object>(b));
+    return std::string_view(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+  }
+  return std::string_view(p, static_cast<size_t>(n));
+}
+
+// Fill `args` from a dict (values int/float/bool/str; others str()-ed).
+void fill_args(PyObject* dict, ArgList* args, std::vector<py::object>* keep) {
+  if (!dict || dict == Py_None || !PyDict_Check(dict)) return;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &k, &v)) {
+    std::string_view key = as_view(k, keep);
+    if (PyBool_Check(v)) {
+      args->add_bool(key, v == Py_True);
+    } else if (PyLong_Check(v)) {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred()) {
+          PyErr_Clear();
+          args->add_str(key, as_view(v, keep));
+        } else {
+          args->add_uint(key, u);
+        }
+      } else if (overflow < 0) {
+        args->add_str(key, as_view(v, keep));
+      } else {
+        args->add_int(key, x);
+      }
+    } else if (PyFloat_Check(v)) {
+      args->add_double(key, PyFloat_AS_DOUBLE(v));
+    } else {
+      args->add_str(key, as_view(v, keep));
+    }
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_dftracer, m) {
+  m.doc() = "dftracer core binding: Chrome trace-event records (µs timestamps) into gzip-member traces";
+
+  m.def(
+      "initialize",
+      [](py::object log_file, py::object data_dirs, py::object process_id) {
+        // Path-like objects are accepted (os.fspath / str()).
+        auto to_str = [](const py::object& o) -> std::optional<std::string> {
+          if (o.is_none()) return std::nullopt;
+          py::object s = py::hasattr(o, "__fspath__") ? o.attr("__fspath__")() : py::str(o);
+          if (py::isinstance<py::bytes>(s)) return std::string(py::cast<py::bytes>(s));
+          return py::cast<std::string>(py::str(s));
+        };
+        std::optional<std::string> lf = to_str(log_file), dd = to_str(data_dirs);
+        int pid = process_id.is_none() ? 0 : py::cast<int>(process_id);
+        Tracer* t = Tracer::instance();
+        {
+          py::gil_scoped_release release;
+          t->initialize(lf ? lf->c_str() : nullptr, dd ? dd->c_str() : nullptr, process_id.is_none() ? nullptr : &pid);
+        }
+        return t->active();
+      },
+      py::arg("log_file") = py::none(), py::arg("data_dirs") = py::none(), py::arg("process_id") = py::none(),
+      "Start tracing if DFTRACER_ENABLE is set; returns True if tracing is on. A second call keeps the "
+      "instance (a new log_file renames the output).");
+
+  m.def("is_active", []() { return Tracer::instance()->active(); }, "True while events are recorded.");
+  m.def("get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
+
+  m.def(
+      "log_event",
+      [](py::handle name, py::handle cat, int64_t start, int64_t dur, py::handle args) {
+        Tracer* t = Tracer::instance();
+        if (!t->active()) return;
+        std::vector<py::object> keep;
+        std::string_view n = as_view(name.ptr(), &keep);
+        std::string_view c = as_view(cat.ptr(), &keep);
+        if (args.is_none()) {
+          t->log_complete(n, c, start, dur < 0 ? 0 : dur, nullptr);
+          return;
+        }
+        ArgList a;
+        fill_args(args.ptr(), &a, &keep);
+        t->log_complete(n, c, start, dur < 0 ? 0 : dur, &a);
+      },
+      py::arg("name"), py::arg("cat"), py::arg("start"), py::arg("dur"), py::arg("args") = py::none(),
+      "Complete event (\"ph\":\"X\"): start and dur in µs; args values int/float/bool/str (others str()-ed).");
+
+  m.def(
+      "log_instant",
+      [](py::handle name, py::handle cat, int64_t ts, py::handle args) {
+        Tracer* t = Tracer::instance();
+        if (!t->active()) return;
+        std::vector<py::object> keep;
+        std::string_view n = as_view(name.ptr(), &keep);
+        std::string_view c = as_view(cat.ptr(), &keep);
+        ArgList a;
+        fill_args(args.ptr(), &a, &keep);
+        t->log_instant(n, c, ts, &a);
+      },
+      py::arg("name"), py::arg("cat"), py::arg("ts"), py::arg("args") = py::none(),
+      "Instant event (\"ph\":\"i\") at ts µs.");
+
+  m.def(
+      "log_metadata",
+      [](py::handle key, py::handle value) {
+        Tracer* t = Tracer::instance();
+        if (!t->active()) return;
+        std::vector<py::object> keep;
+        t->log_metadata(as_view(key.ptr(), &keep), as_view(value.ptr(), &keep));
+      },
+      py::arg("key"), py::arg("value"), "Metadata record (\"ph\":\"M\", args {name: key, value: value}).");
+
+  m.def(
+      "finalize",
+      []() {
+        py::gil_scoped_release release;
+        Tracer::instance()->finalize();
+      },
+      "Flush and close the trace file (idempotent).");
+
+  m.def(
+      "flush",
+      []() {
+        py::gil_scoped_release release;
+        Tracer::instance()->flush();
+      },
+      "Write all buffered events now (tracing continues).");
+
+  m.def(
+      "trace_path",
+      []() -> py::object {
+        std::string p = Tracer::instance()->trace_path();
+        if (p.empty()) return py::none();
+        return py::str(p);
+      },
+      "Current output file, or None when tracing was never started.");
+}

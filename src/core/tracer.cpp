@@ -1,0 +1,1074 @@
+// The per-process tracer: per-thread event buffers, one process-wide chunk that becomes one
+// gzip member (or plain bytes) when it reaches DFTRACER_WRITE_BUFFER_SIZE, and a background
+// writer thread that compresses and writes chunks, so deflate never runs on application threads.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "gzip_member.h"
+#include "json.h"
+#include "tracer.h"
+
+#ifndef DFTRACER_VERSION
+#define DFTRACER_VERSION "0.0.0"
+#endif
+
+extern "C" {
+__attribute__((visibility("default"))) int dftracer_active_flag = 0;
+}
+
+namespace dftracer {
+
+namespace {
+thread_local int t_guard = 0;
+thread_local int t_tid = 0;
+
+void set_active(bool on) { __atomic_store_n(&dftracer_active_flag, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+void log_msg(LogLevel lvl, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_msg(LogLevel lvl, const char* fmt, ...) {
+  if (static_cast<int>(lvl) > static_cast<int>(config().log_level)) return;
+  static const char* const kNames[] = {"error", "warning", "info", "debug"};
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "dftracer: %s: %s\n", kNames[static_cast<int>(lvl)], buf);
+}
+
+std::string strip_trace_suffix(std::string s) {
+  for (const char* suf : {".pfw.gz", ".pfw", ".gz"}) {
+    size_t n = std::strlen(suf);
+    if (s.size() > n && s.compare(s.size() - n, n, suf) == 0) {
+      s.resize(s.size() - n);
+      break;
+    }
+  }
+  return s;
+}
+
+std::string absolute(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return normalize_path(p);
+  char buf[4096];
+  std::string cwd = getcwd(buf, sizeof(buf)) ? buf : "/";
+  return normalize_path(cwd + "/" + p);
+}
+
+std::string dirname_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  if (s == std::string::npos || s == 0) return "/";
+  return p.substr(0, s);
+}
+
+// mkdir -p; returns 0 or errno.
+int make_dirs(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  if (dir == "/" || dir.empty()) return 0;
+  int rc = make_dirs(dirname_of(dir));
+  if (rc) return rc;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+  return 0;
+}
+
+bool write_all(int fd, const char* p, size_t n, int* err) {
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return false;
+    }
+    if (w == 0) {
+      *err = ENOSPC;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+std::string read_small_file(const char* path) {
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t r;
+  while ((r = ::read(fd, buf, sizeof(buf))) > 0 && out.size() < (1u << 20)) out.append(buf, static_cast<size_t>(r));
+  ::close(fd);
+  return out;
+}
+
+std::string exec_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+int64_t now_us() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+ReentryGuard::ReentryGuard() noexcept { ++t_guard; }
+ReentryGuard::~ReentryGuard() noexcept { --t_guard; }
+bool in_tracer() noexcept { return t_guard > 0; }
+
+int current_tid() noexcept {
+  if (__builtin_expect(t_tid == 0, 0)) t_tid = static_cast<int>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+// ---------------------------------------------------------------------------- thread state
+struct ThreadState {
+  std::atomic<bool> busy{false};
+  char* buf = nullptr;
+  size_t size = 0;
+  size_t cap = 0;
+  int tid = 0;
+  uint64_t id_next = 0, id_end = 0;  // block of event ids reserved by this thread
+  char ptid[64];        // ,"pid":P,"tid":T,"ts":
+  size_t ptid_len = 0;
+
+  void lock() noexcept {
+    while (busy.exchange(true, std::memory_order_acquire)) {
+      for (int i = 0; i < 64 && busy.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
+      if (busy.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  bool try_lock() noexcept { return !busy.exchange(true, std::memory_order_acquire); }
+  void unlock() noexcept { busy.store(false, std::memory_order_release); }
+  void set_ids(int pid, int new_tid) {
+    tid = new_tid;
+    char* p = json::write_lit(ptid, ",\"pid\":");
+    p = json::write_i64(p, pid);
+    p = json::write_lit(p, ",\"tid\":");
+    p = json::write_i64(p, new_tid);
+    p = json::write_lit(p, ",\"ts\":");
+    ptid_len = static_cast<size_t>(p - ptid);
+  }
+};
+
+namespace {
+thread_local ThreadState* t_state = nullptr;
+}
+
+struct DirSet {
+  bool all = true;
+  std::vector<std::string> dirs;
+  std::string exclude;  // trace output base path (string prefix)
+};
+
+enum Phase : int { UNINIT = 0, ACTIVE = 1, FINALIZED = 2, FAILED = 3 };
+constexpr uint64_t kIdBlock = 256;
+
+class TracerImpl {
+ public:
+  TracerImpl();
+
+  // locks (order: ctl, reg, [thread state], buf, q, file)
+  pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t buf_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;
+  pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+
+  std::atomic<int> phase{UNINIT};
+  pthread_key_t key{};
+
+  std::vector<ThreadState*> states;  // reg_mu
+  std::string chunk;                 // buf_mu
+  std::deque<std::string> queue;     // q_mu
+  std::vector<std::string> pool;     // q_mu
+  bool writer_running = false;       // q_mu
+  bool stop = false;                 // q_mu
+  pthread_t writer{};
+  std::atomic<uint64_t> pushed{0}, written{0};
+
+  int fd = -1;                       // file_mu
+  std::string base;                  // ctl_mu + file_mu
+  std::string path;                  // file_mu
+  off_t good_size = 0;               // file_mu
+  bool warned = false;               // file_mu
+  MemberEncoder* enc = nullptr;      // writer thread
+  std::string* member = nullptr;     // writer thread
+
+  bool compression = true;
+  int level = 6;
+  size_t wbs = 4u << 20;
+  size_t tcap = 64u << 10;
+  int pid = 0;
+  std::string hostname;
+  std::atomic<uint64_t> next_id{0};
+  std::atomic<const DirSet*> dirs{nullptr};
+  bool dirs_all = true;                   // ctl_mu
+  std::vector<std::string> dir_list;      // ctl_mu
+  bool forked_child = false;
+  bool atexit_done = false, atfork_done = false, signals_done = false;
+  bool process_id_logged = false;
+  int process_id = -1;
+
+  // --- helpers
+  ThreadState* state() {
+    ThreadState* s = t_state;
+    return __builtin_expect(s != nullptr, 1) ? s : new_state();
+  }
+  ThreadState* new_state();
+  static void state_dtor(void* p);
+  void ensure(ThreadState* s, size_t need);
+  void drain_locked(ThreadState* s);
+  void append_chunk(const char* data, size_t n);
+  void push_locked();
+  void start_writer_locked();
+  static void* writer_main(void* arg);
+  void write_chunk(const std::string& data);
+  bool open_file_locked();
+  void fail_locked(const char* what, int err);
+  std::string ext() const { return compression ? ".pfw.gz" : ".pfw"; }
+  std::string compute_base(const char* log_file);
+  void publish_dirs();
+  void set_dirs(const char* spec);
+  void begin_file_contents(int64_t ts);
+  void metadata_line(std::string& out, std::string_view key, std::string_view value, int64_t ts, bool perfetto_name);
+  void drain_all();
+  void flush_wait();
+  void stop_writer();
+  void rename_to(const std::string& new_base);
+  void export_env();
+  bool is_child() const;
+
+  // fork
+  static void atfork_prepare();
+  static void atfork_parent();
+  static void atfork_child();
+  // signals
+  static void on_signal(int sig, siginfo_t* info, void* ctx);
+  void signal_flush(bool final);
+};
+
+namespace {
+TracerImpl* g_impl = nullptr;
+thread_local bool t_fork_locked = false;
+struct sigaction g_old_term, g_old_int;
+}  // namespace
+
+TracerImpl::TracerImpl() {
+  pthread_key_create(&key, &TracerImpl::state_dtor);
+  const Config& c = config();
+  dirs_all = c.trace_all;
+  dir_list = c.data_dirs;
+  base = c.log_file;
+  publish_dirs();
+}
+
+ThreadState* TracerImpl::new_state() {
+  auto* s = new ThreadState();
+  s->cap = tcap;
+  s->buf = static_cast<char*>(std::malloc(s->cap));
+  s->set_ids(pid ? pid : static_cast<int>(getpid()), current_tid());
+  pthread_mutex_lock(&reg_mu);
+  states.push_back(s);
+  pthread_mutex_unlock(&reg_mu);
+  pthread_setspecific(key, s);
+  t_state = s;
+  return s;
+}
+
+// Thread exit: hand the remaining events to the process chunk, then free.
+void TracerImpl::state_dtor(void* p) {
+  auto* s = static_cast<ThreadState*>(p);
+  TracerImpl* t = g_impl;
+  if (!t || !s) return;
+  pthread_mutex_lock(&t->reg_mu);
+  for (size_t i = 0; i < t->states.size(); ++i) {
+    if (t->states[i] == s) {
+      t->states[i] = t->states.back();
+      t->states.pop_back();
+      break;
+    }
+  }
+  pthread_mutex_unlock(&t->reg_mu);
+  s->lock();
+  t->drain_locked(s);
+  s->unlock();
+  std::free(s->buf);
+  delete s;
+  t_state = nullptr;
+}
+
+void TracerImpl::ensure(ThreadState* s, size_t need) {
+  if (s->size + need <= s->cap) return;
+  drain_locked(s);
+  if (need > s->cap) {
+    size_t cap = s->cap;
+    while (cap < need) cap *= 2;
+    char* nb = static_cast<char*>(std::realloc(s->buf, cap));
+    if (!nb) return;
+    s->buf = nb;
+    s->cap = cap;
+  }
+}
+
+void TracerImpl::drain_locked(ThreadState* s) {
+  if (s->size) {
+    append_chunk(s->buf, s->size);
+    s->size = 0;
+  }
+}
+
+void TracerImpl::append_chunk(const char* data, size_t n) {
+  pthread_mutex_lock(&buf_mu);
+  if (phase.load(std::memory_order_relaxed) == ACTIVE) {
+    chunk.append(data, n);
+    if (chunk.size() >= wbs) push_locked();
+  }
+  pthread_mutex_unlock(&buf_mu);
+}
+
+// Hand the process chunk to the writer (caller holds buf_mu).
+void TracerImpl::push_locked() {
+  if (chunk.empty()) return;
+  pthread_mutex_lock(&q_mu);
+  // Back-pressure: at most 4 chunks in flight, so memory stays bounded.
+  while (queue.size() >= 4 && writer_running && phase.load() == ACTIVE) pthread_cond_wait(&done_cv, &q_mu);
+  queue.push_back(std::move(chunk));
+  pushed.fetch_add(1);
+  if (!pool.empty()) {
+    chunk = std::move(pool.back());
+    pool.pop_back();
+  } else {
+    chunk = std::string();
+  }
+  chunk.clear();
+  chunk.reserve(wbs + tcap);
+  start_writer_locked();
+  pthread_cond_signal(&q_cv);
+  pthread_mutex_unlock(&q_mu);
+}
+
+void TracerImpl::start_writer_locked() {
+  if (writer_running) return;
+  stop = false;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the writer never takes signals
+  int rc = pthread_create(&writer, nullptr, &TracerImpl::writer_main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc == 0) writer_running = true;
+}
+
+void* TracerImpl::writer_main(void* arg) {
+  auto* t = static_cast<TracerImpl*>(arg);
+  t_guard = 1;  // everything this thread does is the tracer's own work
+  pthread_mutex_lock(&t->q_mu);
+  while (true) {
+    while (t->queue.empty() && !t->stop) pthread_cond_wait(&t->q_cv, &t->q_mu);
+    if (t->queue.empty()) break;
+    std::string data = std::move(t->queue.front());
+    t->queue.pop_front();
+    pthread_mutex_unlock(&t->q_mu);
+    t->write_chunk(data);
+    data.clear();
+    pthread_mutex_lock(&t->q_mu);
+    if (t->pool.size() < 2) t->pool.push_back(std::move(data));
+    t->written.fetch_add(1);
+    pthread_cond_broadcast(&t->done_cv);
+  }
+  pthread_mutex_unlock(&t->q_mu);
+  return nullptr;
+}
+
+void TracerImpl::fail_locked(const char* what, int err) {
+  if (!warned) {
+    warned = true;
+    std::fprintf(stderr, "dftracer: warning: %s %s: %s; tracing disabled\n", what, path.empty() ? base.c_str() : path.c_str(),
+                 std::strerror(err));
+  }
+  phase.store(FAILED);
+  set_active(false);
+}
+
+bool TracerImpl::open_file_locked() {
+  int rc = make_dirs(dirname_of(base));
+  if (rc) {
+    fail_locked("cannot create the directory of trace file", rc);
+    return false;
+  }
+  for (int n = 0; n < 1000; ++n) {
+    std::string p = n == 0 ? base + ext() : base + "." + std::to_string(n) + ext();
+    int f = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (f >= 0) {
+      fd = f;
+      path = p;
+      good_size = 0;
+      if (n) log_msg(LogLevel::INFO, "%s exists; writing %s", (base + ext()).c_str(), p.c_str());
+      return true;
+    }
+    if (errno != EEXIST) {
+      int e = errno;
+      path = p;
+      fail_locked("cannot create trace file", e);
+      return false;
+    }
+  }
+  fail_locked("cannot create trace file (too many existing versions)", EEXIST);
+  return false;
+}
+
+void TracerImpl::write_chunk(const std::string& data) {
+  if (phase.load() == FAILED) return;
+  const char* out = data.data();
+  size_t len = data.size();
+  if (compression) {
+    if (!enc) enc = new MemberEncoder(level);
+    if (!member) member = new std::string();
+    if (!enc->encode(data.data(), data.size(), member)) {
+      pthread_mutex_lock(&file_mu);
+      fail_locked("zlib failed while compressing", EIO);
+      pthread_mutex_unlock(&file_mu);
+      return;
+    }
+    out = member->data();
+    len = member->size();
+  }
+  pthread_mutex_lock(&file_mu);
+  if (phase.load() != FAILED && (fd >= 0 || open_file_locked())) {
+    int err = 0;
+    if (write_all(fd, out, len, &err)) {
+      good_size += static_cast<off_t>(len);
+    } else {
+      // Cut a partial member off so that the file stays a valid sequence of members.
+      if (ftruncate(fd, good_size) != 0) { /* keep the first error */ }
+      fail_locked("cannot write trace file", err);
+    }
+  }
+  pthread_mutex_unlock(&file_mu);
+}
+
+bool TracerImpl::is_child() const {
+  if (forked_child) return true;
+  const char* r = std::getenv("DFTRACER_ROOT_PID");
+  return r && *r && std::atoi(r) != static_cast<int>(getpid());
+}
+
+std::string TracerImpl::compute_base(const char* log_file) {
+  int mypid = static_cast<int>(getpid());
+  bool child = is_child();
+  if (log_file && *log_file) {
+    std::string b = absolute(strip_trace_suffix(log_file));
+    if (child) b += "-" + std::to_string(mypid);
+    return b;
+  }
+  if (forked_child) return base;  // already <parent base>-<pid>
+  const char* inherited = std::getenv("DFTRACER_TRACE_BASE");
+  if (child && inherited && *inherited) return std::string(inherited) + "-" + std::to_string(mypid);
+  return config().log_file + "-" + hostname + "-" + std::to_string(mypid);
+}
+
+void TracerImpl::export_env() {
+  if (is_child()) return;  // descendants name themselves after the root
+  setenv("DFTRACER_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+  setenv("DFTRACER_TRACE_BASE", base.c_str(), 1);
+}
+
+void TracerImpl::publish_dirs() {
+  auto* d = new DirSet();
+  d->all = dirs_all;
+  d->dirs = dir_list;
+  d->exclude = base;
+  // Old sets are leaked on purpose: readers hold no lock; updates happen a handful of times.
+  dirs.store(d, std::memory_order_release);
+}
+
+void TracerImpl::set_dirs(const char* spec) {
+  bool all = false;
+  std::vector<std::string> d = parse_data_dirs(spec, &all);
+  if (!all && d.empty()) {
+    log_msg(LogLevel::WARN, "data_dirs '%s' names no directory; tracing all paths", spec);
+    all = true;
+  }
+  dirs_all = all;
+  dir_list = d;
+  std::string joined = all ? "all" : "";
+  for (auto& x : d) {
+    if (!joined.empty()) joined += ':';
+    joined += x;
+  }
+  if (!is_child()) setenv("DFTRACER_DATA_DIR", joined.c_str(), 1);  // spawned children inherit
+  publish_dirs();
+}
+
+void TracerImpl::metadata_line(std::string& out, std::string_view key, std::string_view value, int64_t ts,
+                               bool perfetto_name) {
+  size_t need = 160 + json::max_escaped(key.size()) * 2 + json::max_escaped(value.size());
+  size_t old = out.size();
+  out.resize(old + need);
+  char* p = &out[old];
+  p = json::write_lit(p, "{\"id\":");
+  p = json::write_u64(p, next_id.fetch_add(1, std::memory_order_relaxed));
+  p = json::write_lit(p, ",\"name\":");
+  p = json::write_quoted(p, key);
+  p = json::write_lit(p, ",\"cat\":\"dftracer\",\"pid\":");
+  p = json::write_i64(p, pid);
+  p = json::write_lit(p, ",\"tid\":");
+  p = json::write_i64(p, current_tid());
+  p = json::write_lit(p, ",\"ts\":");
+  p = json::write_i64(p, ts);
+  p = json::write_lit(p, ",\"ph\":\"M\",\"args\":{\"name\":");
+  if (perfetto_name) {
+    p = json::write_quoted(p, value);  // Chrome "process_name": args.name is the name itself
+  } else {
+    p = json::write_quoted(p, key);
+    p = json::write_lit(p, ",\"value\":");
+    p = json::write_quoted(p, value);
+  }
+  p = json::write_lit(p, "}}\n");
+  out.resize(static_cast<size_t>(p - &out[0]));
+}
+
+// "[" then the process metadata records (caller holds buf_mu or is single threaded).
+void TracerImpl::begin_file_contents(int64_t ts) {
+  chunk.clear();
+  chunk.reserve(wbs + tcap);
+  chunk += "[\n";
+  std::string exe = exec_path();
+  std::string exe_name = exe.substr(exe.rfind('/') + 1);
+  std::string cmd = read_small_file("/proc/self/cmdline");
+  while (!cmd.empty() && cmd.back() == '\0') cmd.pop_back();
+  for (auto& c : cmd) if (c == '\0') c = ' ';
+  metadata_line(chunk, "process_name", exe_name, ts, true);
+  metadata_line(chunk, "hostname", hostname, ts, false);
+  metadata_line(chunk, "exec_name", exe, ts, false);
+  metadata_line(chunk, "cmd_line", cmd, ts, false);
+  metadata_line(chunk, "version", DFTRACER_VERSION, ts, false);
+  metadata_line(chunk, "start_time", std::to_string(ts), ts, false);
+  metadata_line(chunk, "ppid", std::to_string(getppid()), ts, false);
+  if (process_id >= 0) metadata_line(chunk, "process_id", std::to_string(process_id), ts, false);
+  if (config().set_core_affinity) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string cpus;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int i = 0; i < CPU_SETSIZE; ++i) {
+        if (CPU_ISSET(i, &set)) {
+          if (!cpus.empty()) cpus += ',';
+          cpus += std::to_string(i);
+        }
+      }
+    }
+    metadata_line(chunk, "core_affinity", cpus, ts, false);
+  }
+}
+
+void TracerImpl::drain_all() {
+  pthread_mutex_lock(&reg_mu);
+  for (ThreadState* s : states) {
+    s->lock();
+    drain_locked(s);
+    s->unlock();
+  }
+  pthread_mutex_unlock(&reg_mu);
+}
+
+// Push the current chunk (even if small) and wait until the writer has written it.
+void TracerImpl::flush_wait() {
+  pthread_mutex_lock(&buf_mu);
+  push_locked();
+  pthread_mutex_unlock(&buf_mu);
+  uint64_t target = pushed.load();
+  pthread_mutex_lock(&q_mu);
+  while (written.load() < target && writer_running) pthread_cond_wait(&done_cv, &q_mu);
+  pthread_mutex_unlock(&q_mu);
+}
+
+void TracerImpl::stop_writer() {
+  pthread_mutex_lock(&q_mu);
+  bool running = writer_running;
+  stop = true;
+  pthread_cond_broadcast(&q_cv);
+  pthread_mutex_unlock(&q_mu);
+  if (running) pthread_join(writer, nullptr);
+  pthread_mutex_lock(&q_mu);
+  writer_running = false;
+  stop = false;
+  queue.clear();
+  pthread_mutex_unlock(&q_mu);
+}
+
+// Move the output to new_base (hybrid mode: preload started, then initialize(log_file=...)).
+void TracerImpl::rename_to(const std::string& new_base) {
+  pthread_mutex_lock(&file_mu);
+  if (fd < 0) {
+    base = new_base;
+  } else {
+    int rc = make_dirs(dirname_of(new_base));
+    bool moved = false;
+    for (int n = 0; rc == 0 && n < 1000 && !moved; ++n) {
+      std::string p = n == 0 ? new_base + ext() : new_base + "." + std::to_string(n) + ext();
+      // link + unlink never replaces an existing file.
+      if (::link(path.c_str(), p.c_str()) == 0) {
+        ::unlink(path.c_str());
+        path = p;
+        moved = true;
+      } else if (errno != EEXIST) {
+        rc = errno;
+      }
+    }
+    if (moved) {
+      base = new_base;
+    } else {
+      log_msg(LogLevel::WARN, "cannot move trace file %s to %s%s: %s; keeping the old name", path.c_str(),
+              new_base.c_str(), ext().c_str(), std::strerror(rc ? rc : EEXIST));
+    }
+  }
+  pthread_mutex_unlock(&file_mu);
+  publish_dirs();
+  export_env();
+}
+
+// ------------------------------------------------------------------------------- fork
+void TracerImpl::atfork_prepare() {
+  TracerImpl* t = g_impl;
+  if (!t || t->phase.load() != ACTIVE) return;
+  t_fork_locked = true;
+  pthread_mutex_lock(&t->ctl_mu);
+  pthread_mutex_lock(&t->reg_mu);
+  pthread_mutex_lock(&t->buf_mu);
+  pthread_mutex_lock(&t->q_mu);
+  pthread_mutex_lock(&t->file_mu);
+}
+
+void TracerImpl::atfork_parent() {
+  TracerImpl* t = g_impl;
+  if (!t || !t_fork_locked) return;
+  t_fork_locked = false;
+  pthread_mutex_unlock(&t->file_mu);
+  pthread_mutex_unlock(&t->q_mu);
+  pthread_mutex_unlock(&t->buf_mu);
+  pthread_mutex_unlock(&t->reg_mu);
+  pthread_mutex_unlock(&t->ctl_mu);
+}
+
+// The child: drop the parent's unflushed events, never touch the parent's file, start a new
+// file <parent base>-<pid> lazily; the writer thread restarts on the first full chunk.
+void TracerImpl::atfork_child() {
+  t_tid = 0;
+  TracerImpl* t = g_impl;
+  if (!t || !t_fork_locked) return;
+  t_fork_locked = false;
+  ReentryGuard guard;  // reading /proc/self/cmdline below is the tracer's own I/O
+  for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu}) pthread_mutex_init(m, nullptr);
+  pthread_cond_init(&t->q_cv, nullptr);
+  pthread_cond_init(&t->done_cv, nullptr);
+  t->writer_running = false;
+  t->stop = false;
+  t->queue.clear();
+  t->pushed.store(0);
+  t->written.store(0);
+  t->enc = nullptr;     // the parent's writer may have been mid-deflate: leak, never reuse
+  t->member = nullptr;
+  if (t->fd >= 0) ::close(t->fd);
+  t->fd = -1;
+  t->path.clear();
+  t->good_size = 0;
+  t->warned = false;
+  t->pid = static_cast<int>(getpid());
+  t->forked_child = true;
+  t->base = t->base + "-" + std::to_string(t->pid);
+  ThreadState* mine = t_state;
+  for (ThreadState* s : t->states) {
+    if (s != mine) {
+      std::free(s->buf);
+      delete s;
+    }
+  }
+  t->states.clear();
+  if (mine) {
+    mine->busy.store(false);
+    mine->size = 0;
+    mine->set_ids(t->pid, current_tid());
+    mine->id_next = mine->id_end = 0;
+    t->states.push_back(mine);
+  }
+  t->next_id.store(0);
+  t->process_id_logged = false;
+  t->begin_file_contents(now_us());
+  t->publish_dirs();
+}
+
+// ---------------------------------------------------------------------------- signals
+void TracerImpl::signal_flush(bool final) {
+  // Never block forever inside a signal handler: try each lock for up to ~1 s.
+  auto try_lock = [](pthread_mutex_t* m) {
+    for (int i = 0; i < 1000; ++i) {
+      if (pthread_mutex_trylock(m) == 0) return true;
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, nullptr);
+    }
+    return false;
+  };
+  if (phase.load() != ACTIVE) return;
+  if (final) set_active(false);
+  if (!try_lock(&reg_mu)) return;
+  if (!try_lock(&buf_mu)) {
+    pthread_mutex_unlock(&reg_mu);
+    return;
+  }
+  for (ThreadState* s : states) {
+    if (s->try_lock()) {  // a buffer held by the interrupted thread itself is skipped
+      if (s->size) chunk.append(s->buf, s->size);
+      s->size = 0;
+      s->unlock();
+    }
+  }
+  pthread_mutex_unlock(&reg_mu);
+  bool queued = false;
+  if (!chunk.empty() && try_lock(&q_mu)) {
+    queue.push_back(std::move(chunk));
+    chunk = std::string();
+    pushed.fetch_add(1);
+    start_writer_locked();
+    pthread_cond_signal(&q_cv);
+    pthread_mutex_unlock(&q_mu);
+    queued = true;
+  }
+  pthread_mutex_unlock(&buf_mu);
+  if (!queued) return;
+  uint64_t target = pushed.load();
+  for (int i = 0; i < 5000 && written.load() < target; ++i) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  if (final) phase.store(FINALIZED);
+}
+
+void TracerImpl::on_signal(int sig, siginfo_t* info, void* ctx) {
+  int saved = errno;
+  struct sigaction* old = sig == SIGTERM ? &g_old_term : &g_old_int;
+  bool default_action = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+  TracerImpl* t = g_impl;
+  if (t) {
+    t_guard++;
+    t->signal_flush(default_action);  // the process dies: final; else the app's handler decides
+    t_guard--;
+  }
+  if (default_action) {
+    sigaction(sig, old, nullptr);
+    raise(sig);  // delivered with the default action when this handler returns
+  } else if (old->sa_flags & SA_SIGINFO) {
+    old->sa_sigaction(sig, info, ctx);
+  } else if (old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig);
+  }
+  errno = saved;
+}
+
+// ------------------------------------------------------------------------------ Tracer
+Tracer::Tracer() : impl_(new TracerImpl()) { g_impl = impl_; }
+
+Tracer* Tracer::instance() noexcept {
+  static Tracer* t = new Tracer();  // never destroyed: usable during exit
+  return t;
+}
+
+void Tracer::initialize(const char* log_file, const char* data_dirs, const int* process_id) noexcept {
+  const Config& c = config();
+  if (!c.enable) return;
+  ReentryGuard guard;
+  TracerImpl* t = impl_;
+  pthread_mutex_lock(&t->ctl_mu);
+  int ph = t->phase.load();
+  if (ph == FAILED) {
+    pthread_mutex_unlock(&t->ctl_mu);
+    return;
+  }
+  if (ph == ACTIVE) {
+    // Same instance continues (e.g. preload started it, Python names the file now).
+    if (data_dirs) t->set_dirs(data_dirs);
+    if (log_file && *log_file) {
+      std::string nb = t->compute_base(log_file);
+      if (nb != t->base) t->rename_to(nb);
+    }
+    if (process_id && !t->process_id_logged) {
+      t->process_id = *process_id;
+      t->process_id_logged = true;
+      pthread_mutex_unlock(&t->ctl_mu);
+      log_metadata("process_id", std::to_string(*process_id));
+      return;
+    }
+    pthread_mutex_unlock(&t->ctl_mu);
+    return;
+  }
+  // Fresh start (first call, or after finalize()).
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "localhost");
+  t->hostname = host;
+  t->pid = static_cast<int>(getpid());
+  t->compression = c.compression;
+  t->level = c.compression_level;
+  t->wbs = c.write_buffer_size;
+  t->tcap = std::min<size_t>(t->wbs, 64u << 10);
+  t->process_id = process_id ? *process_id : -1;
+  t->process_id_logged = process_id != nullptr;
+  t->warned = false;
+  t->base = t->compute_base(log_file);
+  if (data_dirs) {
+    t->set_dirs(data_dirs);
+  } else {
+    t->dirs_all = c.trace_all;
+    t->dir_list = c.data_dirs;
+    t->publish_dirs();
+    if (c.data_dirs_defaulted)
+      log_msg(LogLevel::INFO, "DFTRACER_DATA_DIR is not set: tracing I/O on all paths except /proc, /sys, /dev");
+  }
+  // Fail early (and without creating the file) if the log directory cannot be made.
+  int rc = make_dirs(dirname_of(t->base));
+  if (rc == 0 && access(dirname_of(t->base).c_str(), W_OK) != 0) rc = errno;
+  if (rc) {
+    std::fprintf(stderr, "dftracer: warning: cannot write trace files into %s: %s; tracing disabled\n",
+                 dirname_of(t->base).c_str(), std::strerror(rc));
+    t->phase.store(FAILED);
+    set_active(false);
+    pthread_mutex_unlock(&t->ctl_mu);
+    return;
+  }
+  t->export_env();
+  // Stale events left in thread buffers by a previous session are dropped.
+  pthread_mutex_lock(&t->reg_mu);
+  for (ThreadState* s : t->states) {
+    s->lock();
+    s->size = 0;
+    if (s->cap < t->tcap) {
+      if (char* nb = static_cast<char*>(std::realloc(s->buf, t->tcap))) {
+        s->buf = nb;
+        s->cap = t->tcap;
+      }
+    }
+    s->set_ids(t->pid, s->tid);
+    s->id_next = s->id_end = 0;
+    s->unlock();
+  }
+  pthread_mutex_unlock(&t->reg_mu);
+  pthread_mutex_lock(&t->file_mu);
+  t->path.clear();
+  pthread_mutex_unlock(&t->file_mu);
+  pthread_mutex_lock(&t->buf_mu);
+  t->next_id.store(0);
+  t->begin_file_contents(now_us());
+  pthread_mutex_unlock(&t->buf_mu);
+  if (!t->atfork_done) {
+    pthread_atfork(&TracerImpl::atfork_prepare, &TracerImpl::atfork_parent, &TracerImpl::atfork_child);
+    t->atfork_done = true;
+  }
+  if (!t->atexit_done) {
+    std::atexit([] { Tracer::instance()->finalize(); });
+    t->atexit_done = true;
+  }
+  if (c.bind_signals && !t->signals_done) {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = &TracerImpl::on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction cur;
+    if (sigaction(SIGTERM, nullptr, &cur) == 0 && !(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN))
+      sigaction(SIGTERM, &sa, &g_old_term);
+    if (sigaction(SIGINT, nullptr, &cur) == 0 && !(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN))
+      sigaction(SIGINT, &sa, &g_old_int);
+    t->signals_done = true;
+  }
+  t->phase.store(ACTIVE);
+  set_active(true);
+  pthread_mutex_unlock(&t->ctl_mu);
+}
+
+void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
+                          const ArgList* args) noexcept {
+  if (!active()) return;
+  TracerImpl* t = impl_;
+  ThreadState* s = t->state();
+  size_t need = 160 + json::max_escaped(name.size() + cat.size());
+  int n = args ? args->size() : 0;
+  for (int i = 0; i < n; ++i) {
+    const ArgList::Entry& e = (*args)[i];
+    need += 8 + json::kMaxNumber + json::max_escaped(e.kl) + (e.type == ArgList::STR ? json::max_escaped(e.s.sl) : 0);
+  }
+  s->lock();
+  t->ensure(s, need);
+  if (s->size + need > s->cap) {  // out of memory for a huge event: drop it
+    s->unlock();
+    return;
+  }
+  char* p = s->buf + s->size;
+  if (__builtin_expect(s->id_next == s->id_end, 0)) {
+    // Ids are unique per file; each thread takes them in blocks to avoid a shared atomic per event.
+    s->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
+    s->id_end = s->id_next + kIdBlock;
+  }
+  p = json::write_lit(p, "{\"id\":");
+  p = json::write_u64(p, s->id_next++);
+  p = json::write_lit(p, ",\"name\":");
+  p = json::write_quoted(p, name);
+  p = json::write_lit(p, ",\"cat\":");
+  p = json::write_quoted(p, cat);
+  std::memcpy(p, s->ptid, s->ptid_len);
+  p += s->ptid_len;
+  p = json::write_i64(p, ts);
+  if (dur >= 0) {
+    p = json::write_lit(p, ",\"dur\":");
+    p = json::write_i64(p, dur);
+    p = json::write_lit(p, ",\"ph\":\"X\"");
+  } else {
+    p = json::write_lit(p, ",\"ph\":\"i\",\"s\":\"t\"");
+  }
+  if (n) {
+    p = json::write_lit(p, ",\"args\":{");
+    for (int i = 0; i < n; ++i) {
+      const ArgList::Entry& e = (*args)[i];
+      if (i) *p++ = ',';
+      p = json::write_quoted(p, e.key());
+      *p++ = ':';
+      switch (e.type) {
+        case ArgList::INT: p = json::write_i64(p, e.i); break;
+        case ArgList::UINT: p = json::write_u64(p, e.u); break;
+        case ArgList::DOUBLE: p = json::write_double(p, e.d); break;
+        case ArgList::BOOL:
+          if (e.b) p = json::write_lit(p, "true");
+          else p = json::write_lit(p, "false");
+          break;
+        case ArgList::STR: p = json::write_quoted(p, e.str()); break;
+      }
+    }
+    *p++ = '}';
+  }
+  *p++ = '}';
+  *p++ = '\n';
+  s->size = static_cast<size_t>(p - s->buf);
+  s->unlock();
+}
+
+void Tracer::log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept {
+  log_complete(name, cat, ts, -1, args);
+}
+
+void Tracer::log_metadata(std::string_view key, std::string_view value) noexcept {
+  if (!active()) return;
+  TracerImpl* t = impl_;
+  ThreadState* s = t->state();
+  std::string line;
+  t->metadata_line(line, key, value, now_us(), false);
+  s->lock();
+  t->ensure(s, line.size());
+  if (s->size + line.size() <= s->cap) {
+    std::memcpy(s->buf + s->size, line.data(), line.size());
+    s->size += line.size();
+  }
+  s->unlock();
+}
+
+void Tracer::flush() noexcept {
+  if (!active()) return;
+  ReentryGuard guard;
+  TracerImpl* t = impl_;
+  pthread_mutex_lock(&t->ctl_mu);
+  if (t->phase.load() == ACTIVE) {
+    t->drain_all();
+    t->flush_wait();
+  }
+  pthread_mutex_unlock(&t->ctl_mu);
+}
+
+void Tracer::finalize() noexcept {
+  TracerImpl* t = impl_;
+  if (t->phase.load() != ACTIVE && t->phase.load() != FAILED) return;
+  ReentryGuard guard;
+  pthread_mutex_lock(&t->ctl_mu);
+  int ph = t->phase.load();
+  if (ph == ACTIVE) {
+    t->drain_all();
+    t->flush_wait();
+    set_active(false);
+  }
+  if (ph == ACTIVE || ph == FAILED) {
+    set_active(false);
+    t->stop_writer();
+    pthread_mutex_lock(&t->file_mu);
+    if (t->fd >= 0) ::close(t->fd);
+    t->fd = -1;
+    pthread_mutex_unlock(&t->file_mu);
+    pthread_mutex_lock(&t->buf_mu);
+    t->chunk.clear();
+    t->phase.store(ph == ACTIVE ? FINALIZED : FAILED);
+    pthread_mutex_unlock(&t->buf_mu);
+  }
+  pthread_mutex_unlock(&t->ctl_mu);
+}
+
+bool Tracer::is_traced_path(std::string_view path) const noexcept {
+  const DirSet* d = impl_->dirs.load(std::memory_order_acquire);
+  if (!d) return false;
+  std::string tmp;
+  bool needs_norm = path.empty() || path[0] != '/';
+  if (!needs_norm) {
+    for (size_t i = 0; i + 1 < path.size(); ++i) {
+      if (path[i] == '/' && (path[i + 1] == '/' || (path[i + 1] == '.' && (i + 2 == path.size() || path[i + 2] == '/' ||
+                                                                            path[i + 2] == '.')))) {
+        needs_norm = true;
+        break;
+      }
+    }
+  }
+  if (needs_norm) {
+    try {
+      tmp = absolute(std::string(path));
+    } catch (...) {
+      return false;
+    }
+    path = tmp;
+  }
+  if (d->all) {
+    if (path_has_prefix(path, "/proc") || path_has_prefix(path, "/sys") || path_has_prefix(path, "/dev")) return false;
+    if (!d->exclude.empty() && path.compare(0, d->exclude.size(), d->exclude) == 0) return false;
+    return true;
+  }
+  for (const auto& dir : d->dirs)
+    if (path_has_prefix(path, dir)) return true;
+  return false;
+}
+
+std::string Tracer::trace_path() const {
+  TracerImpl* t = impl_;
+  if (t->phase.load() == UNINIT) return std::string();
+  pthread_mutex_lock(&t->file_mu);
+  std::string p = t->fd >= 0 || !t->path.empty() ? t->path : t->base + t->ext();
+  pthread_mutex_unlock(&t->file_mu);
+  return p;
+}
+
+uint64_t Tracer::events_logged() const noexcept { return impl_->next_id.load(); }
+bool Tracer::failed() const noexcept { return impl_->phase.load() == FAILED; }
+int Tracer::pid() const noexcept { return impl_->pid; }
+
+}  // namespace dftracer

@@ -1,0 +1,199 @@
+// Internal API of the dftracer core (see docs/design.md, "Internal C++ API of the core").
+// Used by the LD_PRELOAD library (src/preload) and the Python binding (src/core/pybind.cpp).
+//
+// Units: timestamps and durations are µs (wall clock, CLOCK_REALTIME since the epoch); sizes are
+// bytes.  Event layout follows the Chrome trace-event format ("ph" X/i/M), written as one compact
+// JSON object per line (docs/format.md).
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "dftracer/dftracer.h"  // dftracer_active_flag (the one-load "is tracing on" word)
+
+namespace dftracer {
+
+// Wall-clock time in µs since the epoch (clock_gettime(CLOCK_REALTIME), a vDSO call).
+int64_t now_us() noexcept;
+
+enum class InitMode { FUNCTION, PRELOAD };
+enum class LogLevel { ERROR = 0, WARN = 1, INFO = 2, DEBUG = 3 };
+
+// Parsed once per process (first call of config()): YAML file named by DFTRACER_CONFIGURATION,
+// then environment overrides.  docs/configuration.md lists every key.
+struct Config {
+  bool enable = false;                       // DFTRACER_ENABLE
+  InitMode init = InitMode::FUNCTION;        // DFTRACER_INIT: who calls initialize()
+  std::string log_file = "./dftracer";       // DFTRACER_LOG_FILE, a path prefix (absolute after parse)
+  std::string data_dirs_raw;                 // DFTRACER_DATA_DIR as given (":"-separated or "all")
+  std::vector<std::string> data_dirs;        // absolute, normalised, no trailing '/'
+  bool trace_all = true;                     // data dir "all" (the default when unset)
+  bool data_dirs_defaulted = true;           // DFTRACER_DATA_DIR was not given anywhere
+  bool inc_metadata = false;                 // DFTRACER_INC_METADATA
+  bool compression = true;                   // DFTRACER_TRACE_COMPRESSION
+  int compression_level = 6;                 // DFTRACER_COMPRESSION_LEVEL (zlib 1..9)
+  size_t write_buffer_size = 4u << 20;       // DFTRACER_WRITE_BUFFER_SIZE, bytes per gzip member
+  bool disable_io = false;                   // DFTRACER_DISABLE_IO    (preload: no POSIX nor STDIO)
+  bool disable_posix = false;                // DFTRACER_DISABLE_POSIX (preload: no POSIX calls)
+  bool disable_stdio = false;                // DFTRACER_DISABLE_STDIO (preload: no STDIO calls)
+  bool bind_signals = false;                 // DFTRACER_BIND_SIGNALS  (flush on SIGTERM/SIGINT)
+  bool set_core_affinity = false;            // DFTRACER_SET_CORE_AFFINITY (record CPU set)
+  LogLevel log_level = LogLevel::WARN;       // DFTRACER_LOG_LEVEL
+  std::string config_file;                   // DFTRACER_CONFIGURATION
+  bool config_error = false;                 // bad YAML: tracing forced off
+};
+const Config& config();
+
+// Parse a configuration from a YAML file (may be empty) and an environment lookup; exposed for
+// tests.  Warnings go to stderr (one per bad key).
+Config load_config(const char* (*getenv_fn)(const char*));
+
+// Split a ":"-separated list, resolve relative entries against the cwd, normalise ("." "..", "//",
+// trailing "/"). Sets *all when an entry is "all".
+std::vector<std::string> parse_data_dirs(std::string_view spec, bool* all);
+// Lexical normalisation of an absolute path (no symlink resolution).
+std::string normalize_path(std::string_view path);
+// Component-aware prefix test: "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc".
+bool path_has_prefix(std::string_view path, std::string_view dir) noexcept;
+
+// Event arguments ("args" object). Fixed capacity, no allocation; string values are views and
+// must stay valid until the log_* call returns.  Extra entries beyond kCapacity are dropped.
+class ArgList {
+ public:
+  static constexpr int kCapacity = 24;
+  enum Type : uint8_t { INT, UINT, DOUBLE, BOOL, STR };
+  // Plain data (no constructors) so that an ArgList on the stack costs nothing to create.
+  struct Entry {
+    const char* kp;
+    uint32_t kl;
+    Type type;
+    union {
+      int64_t i;
+      uint64_t u;
+      double d;
+      bool b;
+      struct {
+        const char* sp;
+        size_t sl;
+      } s;
+    };
+    std::string_view key() const noexcept { return std::string_view(kp, kl); }
+    std::string_view str() const noexcept { return std::string_view(s.sp, s.sl); }
+  };
+  void add_int(std::string_view key, int64_t v) noexcept {
+    if (Entry* e = next(key)) { e->type = INT; e->i = v; }
+  }
+  void add_uint(std::string_view key, uint64_t v) noexcept {
+    if (Entry* e = next(key)) { e->type = UINT; e->u = v; }
+  }
+  void add_double(std::string_view key, double v) noexcept {
+    if (Entry* e = next(key)) { e->type = DOUBLE; e->d = v; }
+  }
+  void add_bool(std::string_view key, bool v) noexcept {
+    if (Entry* e = next(key)) { e->type = BOOL; e->b = v; }
+  }
+  void add_str(std::string_view key, std::string_view v) noexcept {
+    if (Entry* e = next(key)) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+  }
+  // add(key, v): picks the type from v (integers, floating point, bool, strings).
+  template <typename T>
+  void add(std::string_view key, const T& v) noexcept {
+    using U = std::decay_t<T>;
+    if constexpr (std::is_same_v<U, bool>) add_bool(key, v);
+    else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) add_int(key, v);
+    else if constexpr (std::is_integral_v<U>) add_uint(key, v);
+    else if constexpr (std::is_floating_point_v<U>) add_double(key, v);
+    else add_str(key, std::string_view(v));
+  }
+  int size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  void clear() noexcept { n_ = 0; }
+  const Entry& operator[](int i) const noexcept { return e_[i]; }
+
+ private:
+  Entry* next(std::string_view key) noexcept {
+    if (n_ >= kCapacity) return nullptr;
+    Entry* e = &e_[n_++];
+    e->kp = key.data();
+    e->kl = static_cast<uint32_t>(key.size());
+    return e;
+  }
+  int n_ = 0;
+  Entry e_[kCapacity];
+};
+
+// Thread-local re-entry marker: while a guard is alive on a thread (and always on the tracer's
+// writer thread) in_tracer() is true and the preload wrappers must not trace.
+struct ReentryGuard {
+  ReentryGuard() noexcept;
+  ~ReentryGuard() noexcept;
+  ReentryGuard(const ReentryGuard&) = delete;
+  ReentryGuard& operator=(const ReentryGuard&) = delete;
+};
+bool in_tracer() noexcept;
+
+class TracerImpl;
+
+// The per-process tracer. All members are thread safe and never throw.
+class Tracer {
+ public:
+  // Lazily created, never destroyed, never null.
+  static Tracer* instance() noexcept;
+
+  // Enabled, initialised, not failed, not finalised: one relaxed load.
+  bool active() const noexcept { return __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) != 0; }
+
+  // Start tracing if config().enable. log_file: explicit trace name (a ".pfw"/".pfw.gz" suffix is
+  // stripped, ours appended) or nullptr for <DFTRACER_LOG_FILE>-<hostname>-<pid>. data_dirs:
+  // ":"-separated prefixes or "all", nullptr = config. process_id: recorded as metadata
+  // "process_id" (events carry the OS pid).  A second call while active keeps the same instance:
+  // a new log_file renames the output (hybrid preload + Python mode), new data_dirs replace the
+  // old ones.  A call after finalize() starts a new file.
+  void initialize(const char* log_file, const char* data_dirs, const int* process_id) noexcept;
+
+  // Complete event ("ph":"X"): ts and dur in µs. args may be null. File events carry args "fname".
+  void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
+                    const ArgList* args) noexcept;
+  // Instant event ("ph":"i", "s":"t").
+  void log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept;
+  // Metadata record ("ph":"M", name=key, args {"name":key,"value":value}).
+  void log_metadata(std::string_view key, std::string_view value) noexcept;
+
+  // Flush everything buffered into the file (one or more gzip members) and wait until written.
+  // Tracing continues.  The preload calls this before exec*().
+  void flush() noexcept;
+  // Flush, close the file, stop the writer thread; later events are dropped. Idempotent.
+  // Called at exit (atexit), by the preload's exit/_exit wrappers, and on bound signals.
+  void finalize() noexcept;
+  // Same as finalize(); name for exit-path hooks.
+  void on_exit() noexcept { finalize(); }
+
+  // True if the absolute path is inside a data dir (component aware) or, with "all", outside
+  // /proc, /sys, /dev and the trace output.  Relative paths are resolved against the cwd.
+  bool is_traced_path(std::string_view absolute_path) const noexcept;
+  // Current output file ("" before initialize or when disabled).
+  std::string trace_path() const;
+
+  // Diagnostics for tests and the Python layer.
+  uint64_t events_logged() const noexcept;   // ids reserved since initialize (>= events + M records)
+  bool failed() const noexcept;              // output could not be written: tracing stopped
+  int pid() const noexcept;                  // cached getpid() (updated after fork)
+
+  TracerImpl* impl() const noexcept { return impl_; }
+
+ private:
+  Tracer();
+  TracerImpl* impl_;
+};
+
+// Cached kernel thread id of the calling thread.
+int current_tid() noexcept;
+
+}  // namespace dftracer

@@ -1,0 +1,60 @@
+// fd -> path table of the preload library.
+//
+// Only fds opened on traced paths have an entry. Lookups are lock-free (two relaxed/acquire
+// loads), so they are safe from signal handlers and from any number of threads. An entry is an
+// immutable, reference-counted path shared by dup'ed fds (dup/dup2/dup3/fcntl F_DUPFD); close
+// drops one reference. Freed entries go through a retire ring and are released only after
+// kRetireDepth later retirements, so a reader that loaded a pointer just before a racing close
+// never touches freed memory in practice (a reader holds it for one event, ~100 ns).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace dftracer::preload {
+
+struct PathRef {
+  std::atomic<int32_t> refs;
+  uint32_t len;
+  char path[1];  // NUL-terminated, len bytes + 1
+  std::string_view view() const noexcept { return {path, len}; }
+};
+
+class FdTable {
+ public:
+  static constexpr int kChunkBits = 12;               // 4096 fds per chunk
+  static constexpr int kChunks = 1024;                // fds up to 4 Mi
+  static constexpr int64_t kMaxFd = int64_t(kChunks) << kChunkBits;
+
+  // Path of fd, or null. Lock-free.
+  PathRef* get(int fd) const noexcept {
+    if (static_cast<unsigned>(fd) >= static_cast<uint64_t>(kMaxFd)) return nullptr;
+    std::atomic<PathRef*>* c = chunks_[fd >> kChunkBits].load(std::memory_order_acquire);
+    if (c == nullptr) return nullptr;
+    return c[fd & ((1 << kChunkBits) - 1)].load(std::memory_order_acquire);
+  }
+  // Make fd name `path` (a new entry); replaces any older entry of fd.
+  void set(int fd, std::string_view path) noexcept;
+  // Make `newfd` share the entry of `oldfd` (dup family). If oldfd has no entry, newfd is cleared.
+  void dup(int oldfd, int newfd) noexcept;
+  // Forget fd (close).
+  void clear(int fd) noexcept;
+  // Remove and return fd's entry (the caller owns one reference; release() it).
+  PathRef* take(int fd) noexcept;
+  // Forget [first, last] (close_range).
+  void clear_range(unsigned first, unsigned last) noexcept;
+
+  static PathRef* make(std::string_view path) noexcept;
+  static void acquire(PathRef* r) noexcept { r->refs.fetch_add(1, std::memory_order_relaxed); }
+  static void release(PathRef* r) noexcept;
+
+ private:
+  std::atomic<PathRef*>* slot(int fd, bool create) noexcept;
+  void exchange(int fd, PathRef* r) noexcept;
+  std::atomic<std::atomic<PathRef*>*> chunks_[kChunks] = {};
+};
+
+extern FdTable g_fds __attribute__((visibility("hidden")));
+
+}  // namespace dftracer::preload

@@ -1,0 +1,940 @@
+// POSIX module: wrappers of the file calls of glibc 2.36 (cat "POSIX").
+//
+// Catalogue: open open64 openat openat64 creat creat64 __open_2 __open64_2 __openat_2
+// __openat64_2 close close_range closefrom | read pread pread64 readv preadv preadv64 preadv2
+// preadv64v2 write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 lseek lseek64
+// fsync fdatasync ftruncate ftruncate64 truncate truncate64 __read_chk __pread_chk __pread64_chk
+// | stat stat64 lstat lstat64 fstat fstat64 fstatat fstatat64 statx __xstat __xstat64 __lxstat
+// __lxstat64 __fxstat __fxstat64 __fxstatat __fxstatat64 | access faccessat mkdir mkdirat rmdir
+// unlink unlinkat rename renameat link symlink readlink __readlink_chk chdir fchdir chmod fchmod
+// fcntl fcntl64 dup dup2 dup3 opendir fdopendir closedir | mmap mmap64 munmap msync.
+//
+// Event names are the called function's name; the _FORTIFY_SOURCE entry points (__read_chk,
+// __open_2, ...) are recorded under the plain name (read, open, ...).
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "ops.h"
+#include "process.h"
+
+using namespace dftracer;
+using namespace dftracer::preload;
+
+// -------------------------------------------------------------------------- real functions
+DFT_DECLARE_REAL(int, open, (const char*, int, ...))
+DFT_DECLARE_REAL(int, open64, (const char*, int, ...))
+DFT_DECLARE_REAL(int, openat, (int, const char*, int, ...))
+DFT_DECLARE_REAL(int, openat64, (int, const char*, int, ...))
+DFT_DECLARE_REAL(int, creat, (const char*, mode_t))
+DFT_DECLARE_REAL(int, creat64, (const char*, mode_t))
+DFT_DECLARE_REAL(int, __open_2, (const char*, int))
+DFT_DECLARE_REAL(int, __open64_2, (const char*, int))
+DFT_DECLARE_REAL(int, __openat_2, (int, const char*, int))
+DFT_DECLARE_REAL(int, __openat64_2, (int, const char*, int))
+DFT_DECLARE_REAL(int, close, (int))
+DFT_DECLARE_REAL(int, close_range, (unsigned, unsigned, int))
+DFT_DECLARE_REAL(void, closefrom, (int))
+DFT_DECLARE_REAL(ssize_t, read, (int, void*, size_t))
+DFT_DECLARE_REAL(ssize_t, pread, (int, void*, size_t, off_t))
+DFT_DECLARE_REAL(ssize_t, pread64, (int, void*, size_t, off64_t))
+DFT_DECLARE_REAL(ssize_t, readv, (int, const struct iovec*, int))
+DFT_DECLARE_REAL(ssize_t, preadv, (int, const struct iovec*, int, off_t))
+DFT_DECLARE_REAL(ssize_t, preadv64, (int, const struct iovec*, int, off64_t))
+DFT_DECLARE_REAL(ssize_t, preadv2, (int, const struct iovec*, int, off_t, int))
+DFT_DECLARE_REAL(ssize_t, preadv64v2, (int, const struct iovec*, int, off64_t, int))
+DFT_DECLARE_REAL(ssize_t, write, (int, const void*, size_t))
+DFT_DECLARE_REAL(ssize_t, pwrite, (int, const void*, size_t, off_t))
+DFT_DECLARE_REAL(ssize_t, pwrite64, (int, const void*, size_t, off64_t))
+DFT_DECLARE_REAL(ssize_t, writev, (int, const struct iovec*, int))
+DFT_DECLARE_REAL(ssize_t, pwritev, (int, const struct iovec*, int, off_t))
+DFT_DECLARE_REAL(ssize_t, pwritev64, (int, const struct iovec*, int, off64_t))
+DFT_DECLARE_REAL(ssize_t, pwritev2, (int, const struct iovec*, int, off_t, int))
+DFT_DECLARE_REAL(ssize_t, pwritev64v2, (int, const struct iovec*, int, off64_t, int))
+DFT_DECLARE_REAL(ssize_t, __read_chk, (int, void*, size_t, size_t))
+DFT_DECLARE_REAL(ssize_t, __pread_chk, (int, void*, size_t, off_t, size_t))
+DFT_DECLARE_REAL(ssize_t, __pread64_chk, (int, void*, size_t, off64_t, size_t))
+DFT_DECLARE_REAL(off_t, lseek, (int, off_t, int))
+DFT_DECLARE_REAL(off64_t, lseek64, (int, off64_t, int))
+DFT_DECLARE_REAL(int, fsync, (int))
+DFT_DECLARE_REAL(int, fdatasync, (int))
+DFT_DECLARE_REAL(int, ftruncate, (int, off_t))
+DFT_DECLARE_REAL(int, ftruncate64, (int, off64_t))
+DFT_DECLARE_REAL(int, truncate, (const char*, off_t))
+DFT_DECLARE_REAL(int, truncate64, (const char*, off64_t))
+DFT_DECLARE_REAL(int, stat, (const char*, struct stat*))
+DFT_DECLARE_REAL(int, stat64, (const char*, struct stat64*))
+DFT_DECLARE_REAL(int, lstat, (const char*, struct stat*))
+DFT_DECLARE_REAL(int, lstat64, (const char*, struct stat64*))
+DFT_DECLARE_REAL(int, fstat, (int, struct stat*))
+DFT_DECLARE_REAL(int, fstat64, (int, struct stat64*))
+DFT_DECLARE_REAL(int, fstatat, (int, const char*, struct stat*, int))
+DFT_DECLARE_REAL(int, fstatat64, (int, const char*, struct stat64*, int))
+DFT_DECLARE_REAL(int, statx, (int, const char*, int, unsigned, struct statx*))
+DFT_DECLARE_REAL(int, __xstat, (int, const char*, struct stat*))
+DFT_DECLARE_REAL(int, __xstat64, (int, const char*, struct stat64*))
+DFT_DECLARE_REAL(int, __lxstat, (int, const char*, struct stat*))
+DFT_DECLARE_REAL(int, __lxstat64, (int, const char*, struct stat64*))
+DFT_DECLARE_REAL(int, __fxstat, (int, int, struct stat*))
+DFT_DECLARE_REAL(int, __fxstat64, (int, int, struct stat64*))
+DFT_DECLARE_REAL(int, __fxstatat, (int, int, const char*, struct stat*, int))
+DFT_DECLARE_REAL(int, __fxstatat64, (int, int, const char*, struct stat64*, int))
+DFT_DECLARE_REAL(int, access, (const char*, int))
+DFT_DECLARE_REAL(int, faccessat, (int, const char*, int, int))
+DFT_DECLARE_REAL(int, mkdir, (const char*, mode_t))
+DFT_DECLARE_REAL(int, mkdirat, (int, const char*, mode_t))
+DFT_DECLARE_REAL(int, rmdir, (const char*))
+DFT_DECLARE_REAL(int, unlink, (const char*))
+DFT_DECLARE_REAL(int, unlinkat, (int, const char*, int))
+DFT_DECLARE_REAL(int, rename, (const char*, const char*))
+DFT_DECLARE_REAL(int, renameat, (int, const char*, int, const char*))
+DFT_DECLARE_REAL(int, link, (const char*, const char*))
+DFT_DECLARE_REAL(int, symlink, (const char*, const char*))
+DFT_DECLARE_REAL(ssize_t, readlink, (const char*, char*, size_t))
+DFT_DECLARE_REAL(ssize_t, __readlink_chk, (const char*, char*, size_t, size_t))
+DFT_DECLARE_REAL(int, chdir, (const char*))
+DFT_DECLARE_REAL(int, fchdir, (int))
+DFT_DECLARE_REAL(int, chmod, (const char*, mode_t))
+DFT_DECLARE_REAL(int, fchmod, (int, mode_t))
+DFT_DECLARE_REAL(int, fcntl, (int, int, ...))
+DFT_DECLARE_REAL(int, fcntl64, (int, int, ...))
+DFT_DECLARE_REAL(int, dup, (int))
+DFT_DECLARE_REAL(int, dup2, (int, int))
+DFT_DECLARE_REAL(int, dup3, (int, int, int))
+DFT_DECLARE_REAL(DIR*, opendir, (const char*))
+DFT_DECLARE_REAL(DIR*, fdopendir, (int))
+DFT_DECLARE_REAL(int, closedir, (DIR*))
+DFT_DECLARE_REAL(void*, mmap, (void*, size_t, int, int, int, off_t))
+DFT_DECLARE_REAL(void*, mmap64, (void*, size_t, int, int, int, off64_t))
+DFT_DECLARE_REAL(int, munmap, (void*, size_t))
+DFT_DECLARE_REAL(int, msync, (void*, size_t, int))
+
+namespace {
+
+inline constexpr auto kNoArgs = [](ArgList&, auto) {};
+
+inline int64_t iov_bytes(const struct iovec* iov, int n) noexcept {
+  int64_t s = 0;
+  for (int i = 0; i < n && iov != nullptr; ++i) s += static_cast<int64_t>(iov[i].iov_len);
+  return s;
+}
+
+inline bool needs_mode(int flags) noexcept {
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+// open family: the fd table learns the new fd (set when traced, cleared otherwise).
+template <typename Call>
+int open_op(std::string_view name, int dirfd, const char* path, int flags, int mode, bool has_mode,
+            Call&& call) {
+  if (DFT_LIKELY(!gate(g_state.posix))) {
+    int fd = call();
+    forget_fd(fd);
+    return fd;
+  }
+  char abs[kPathCap];
+  int n = 0;
+  if (!traced_path(dirfd, path, abs, &n)) {
+    int fd = call();
+    forget_fd(fd);
+    return fd;
+  }
+  int64_t t0 = now_us();
+  int fd = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  std::string_view p(abs, n);
+  if (fd >= 0) g_fds.set(fd, p);
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p);
+    a.add_int("flags", flags);
+    if (has_mode) a.add_int("mode", mode);
+    a.add_int("ret", fd);
+  });
+  return fd;
+}
+
+template <typename Call>
+ssize_t read_op(std::string_view name, int fd, size_t count, Call&& call) {
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
+    a.add_uint("count", count);
+    a.add_int("ret", ret);
+  });
+}
+
+template <typename Call>
+ssize_t pread_op(std::string_view name, int fd, size_t count, int64_t offset, Call&& call) {
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
+    a.add_uint("count", count);
+    a.add_int("offset", offset);
+    a.add_int("ret", ret);
+  });
+}
+
+auto ret_only = [](ArgList& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
+
+// Traced mmap regions, so munmap/msync (address only) find their file.
+struct Mapping {
+  uintptr_t addr;
+  size_t len;
+  PathRef* path;
+  int fd;
+};
+std::mutex g_maps_mu;
+std::vector<Mapping>* g_maps = nullptr;  // never freed: usable during exit
+std::atomic<int> g_nmaps{0};
+
+void map_add(void* addr, size_t len, PathRef* p, int fd) {
+  std::lock_guard<std::mutex> lk(g_maps_mu);
+  if (g_maps == nullptr) g_maps = new std::vector<Mapping>();
+  FdTable::acquire(p);
+  g_maps->push_back({reinterpret_cast<uintptr_t>(addr), len, p, fd});
+  g_nmaps.store(static_cast<int>(g_maps->size()), std::memory_order_relaxed);
+}
+
+// Path of the traced mapping containing addr (one reference for the caller), or null.
+// remove: forget it (munmap of its start).
+PathRef* map_find(void* addr, bool remove, int* fd) {
+  if (g_nmaps.load(std::memory_order_relaxed) == 0) return nullptr;
+  std::lock_guard<std::mutex> lk(g_maps_mu);
+  uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  for (size_t i = 0; i < g_maps->size(); ++i) {
+    Mapping& m = (*g_maps)[i];
+    if (a >= m.addr && a < m.addr + m.len) {
+      PathRef* p = m.path;
+      *fd = m.fd;
+      if (remove) {
+        (*g_maps)[i] = g_maps->back();
+        g_maps->pop_back();
+        g_nmaps.store(static_cast<int>(g_maps->size()), std::memory_order_relaxed);
+      } else {
+        FdTable::acquire(p);
+      }
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+template <typename Call>
+void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, int64_t off,
+              Call&& call) {
+  PathRef* p = (flags & MAP_ANONYMOUS) ? nullptr : traced_fd(g_state.posix, fd);
+  if (DFT_LIKELY(p == nullptr)) return call();
+  int64_t t0 = now_us();
+  void* ret = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  if (ret != MAP_FAILED) map_add(ret, len, p, fd);
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", fd);
+    a.add_uint("count", len);
+    a.add_int("offset", off);
+    a.add_int("prot", prot);
+    a.add_int("flags", flags);
+    a.add_int("ret", ret == MAP_FAILED ? -1 : 0);
+  });
+  return ret;
+}
+
+// dup family: newfd shares oldfd's entry.
+template <typename Call>
+int dup_op(std::string_view name, int oldfd, Call&& call) {
+  PathRef* p = traced_fd(g_state.posix, oldfd);
+  if (DFT_LIKELY(p == nullptr)) {
+    int fd = call();
+    if (fd >= 0 && fd != oldfd && may_mutate()) {
+      int e = errno;
+      g_fds.dup(oldfd, fd);
+      errno = e;
+    }
+    return fd;
+  }
+  int64_t t0 = now_us();
+  int fd = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  if (fd >= 0 && fd != oldfd) g_fds.dup(oldfd, fd);
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", oldfd);
+    a.add_int("ret", fd);
+  });
+  return fd;
+}
+
+template <typename Real>
+int fcntl_op(std::string_view name, Real real, int fd, int cmd, void* arg) {
+  auto call = [&] { return real(fd, cmd, arg); };
+  bool dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+  if (dups) return dup_op(name, fd, call);
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, int ret) {
+    a.add_int("cmd", cmd);
+    a.add_int("ret", ret);
+  });
+}
+
+// close: the entry leaves the table before the real close, so a concurrent open that reuses
+// the number is never wiped by us.
+int close_op(int fd) {
+  if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
+  int e = errno;
+  PathRef* p = g_fds.take(fd);
+  errno = e;
+  if (p == nullptr || !gate(g_state.posix)) {
+    int ret = real_close()(fd);
+    e = errno;
+    FdTable::release(p);
+    errno = e;
+    return ret;
+  }
+  int64_t t0 = now_us();
+  int ret = real_close()(fd);
+  int64_t t1 = now_us();
+  Recording rec;
+  emit("close", kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", fd);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
+  return ret;
+}
+
+// stat-like calls on (dirfd, path) that may also mean "the fd itself" (AT_EMPTY_PATH, "").
+template <typename Call>
+int statat_op(std::string_view name, int dirfd, const char* path, int flags, Call&& call) {
+  if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH))
+    return fd_op(g_state.posix, kCatPosix, name, dirfd, call, ret_only);
+  return path_op(name, dirfd, path, call, [&](ArgList& a, int ret) {
+    a.add_int("flags", flags);
+    a.add_int("ret", ret);
+  });
+}
+
+// Two-path calls (rename, link, symlink): traced when either path is traced.
+template <typename Call>
+int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir, const char* newp,
+                bool old_is_path, Call&& call) {
+  if (DFT_LIKELY(!gate(g_state.posix))) return call();
+  char a1[kPathCap], a2[kPathCap];
+  int n1 = 0, n2 = 0;
+  bool t1 = old_is_path && traced_path(olddir, oldp, a1, &n1);
+  bool t2 = traced_path(newdir, newp, a2, &n2);
+  if (!t1 && !t2) return call();
+  int64_t s = now_us();
+  int ret = call();
+  int64_t e = now_us();
+  Recording rec;
+  emit(name, kCatPosix, s, e, [&](ArgList& a) {
+    if (old_is_path) {
+      a.add_str("fname", std::string_view(a1, n1 > 0 ? n1 : 0));
+      a.add_str("new_fname", std::string_view(a2, n2));
+    } else {
+      a.add_str("fname", std::string_view(a2, n2));  // symlink: the link is the file
+    }
+    a.add_int("ret", ret);
+  });
+  return ret;
+}
+
+}  // namespace
+
+// ============================================================================ open / close
+DFT_EXPORT int open(const char* path, int flags, ...) {
+  int mode = 0;
+  bool has_mode = needs_mode(flags);
+  if (has_mode) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
+  return open_op("open", AT_FDCWD, path, flags, mode, has_mode,
+                 [&] { return real_open()(path, flags, mode); });
+}
+
+DFT_EXPORT int open64(const char* path, int flags, ...) {
+  int mode = 0;
+  bool has_mode = needs_mode(flags);
+  if (has_mode) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
+  return open_op("open64", AT_FDCWD, path, flags, mode, has_mode,
+                 [&] { return real_open64()(path, flags, mode); });
+}
+
+DFT_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
+  int mode = 0;
+  bool has_mode = needs_mode(flags);
+  if (has_mode) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
+  return open_op("openat", dirfd, path, flags, mode, has_mode,
+                 [&] { return real_openat()(dirfd, path, flags, mode); });
+}
+
+DFT_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
+  int mode = 0;
+  bool has_mode = needs_mode(flags);
+  if (has_mode) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
+  return open_op("openat64", dirfd, path, flags, mode, has_mode,
+                 [&] { return real_openat64()(dirfd, path, flags, mode); });
+}
+
+DFT_EXPORT int creat(const char* path, mode_t mode) {
+  return open_op("creat", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, true,
+                 [&] { return real_creat()(path, mode); });
+}
+
+DFT_EXPORT int creat64(const char* path, mode_t mode) {
+  return open_op("creat64", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, true,
+                 [&] { return real_creat64()(path, mode); });
+}
+
+DFT_EXPORT int __open_2(const char* path, int flags) {
+  return open_op("open", AT_FDCWD, path, flags, 0, false, [&] { return real___open_2()(path, flags); });
+}
+
+DFT_EXPORT int __open64_2(const char* path, int flags) {
+  return open_op("open64", AT_FDCWD, path, flags, 0, false,
+                 [&] { return real___open64_2()(path, flags); });
+}
+
+DFT_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  return open_op("openat", dirfd, path, flags, 0, false,
+                 [&] { return real___openat_2()(dirfd, path, flags); });
+}
+
+DFT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  return open_op("openat64", dirfd, path, flags, 0, false,
+                 [&] { return real___openat64_2()(dirfd, path, flags); });
+}
+
+DFT_EXPORT int close(int fd) { return close_op(fd); }
+
+// Bookkeeping only (not traced as events): fds closed in bulk leave the table.
+DFT_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
+  int ret = real_close_range()(first, last, flags);
+  if (ret == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && may_mutate()) {
+    int e = errno;
+    g_fds.clear_range(first, last);
+    errno = e;
+  }
+  return ret;
+}
+
+DFT_EXPORT void closefrom(int lowfd) noexcept {
+  if (lowfd >= 0 && may_mutate()) {
+    int e = errno;
+    g_fds.clear_range(static_cast<unsigned>(lowfd), ~0u);
+    errno = e;
+  }
+  real_closefrom()(lowfd);
+}
+
+// ============================================================================ data
+DFT_EXPORT ssize_t read(int fd, void* buf, size_t count) {
+  return read_op("read", fd, count, [&] { return real_read()(fd, buf, count); });
+}
+
+DFT_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
+  return read_op("read", fd, count, [&] { return real___read_chk()(fd, buf, count, buflen); });
+}
+
+DFT_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
+  return read_op("write", fd, count, [&] { return real_write()(fd, buf, count); });
+}
+
+DFT_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
+  return pread_op("pread", fd, count, offset, [&] { return real_pread()(fd, buf, count, offset); });
+}
+
+DFT_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
+  return pread_op("pread64", fd, count, offset, [&] { return real_pread64()(fd, buf, count, offset); });
+}
+
+DFT_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t count, off_t offset, size_t buflen) {
+  return pread_op("pread", fd, count, offset,
+                  [&] { return real___pread_chk()(fd, buf, count, offset, buflen); });
+}
+
+DFT_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offset, size_t buflen) {
+  return pread_op("pread64", fd, count, offset,
+                  [&] { return real___pread64_chk()(fd, buf, count, offset, buflen); });
+}
+
+DFT_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
+  return pread_op("pwrite", fd, count, offset, [&] { return real_pwrite()(fd, buf, count, offset); });
+}
+
+DFT_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
+  return pread_op("pwrite64", fd, count, offset,
+                  [&] { return real_pwrite64()(fd, buf, count, offset); });
+}
+
+#define DFT_VEC(fn, ...)                                                                   \
+  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, \
+               [&](ArgList& a, ssize_t ret) {                                              \
+                 a.add_int("count", iov_bytes(iov, iovcnt));                               \
+                 a.add_int("iovcnt", iovcnt);                                              \
+                 DFT_VEC_OFFSET                                                            \
+                 a.add_int("ret", ret);                                                    \
+               })
+
+#define DFT_VEC_OFFSET
+DFT_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) { DFT_VEC(readv, fd, iov, iovcnt); }
+DFT_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) { DFT_VEC(writev, fd, iov, iovcnt); }
+#undef DFT_VEC_OFFSET
+#define DFT_VEC_OFFSET a.add_int("offset", offset);
+DFT_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int iovcnt, off_t offset) {
+  DFT_VEC(preadv, fd, iov, iovcnt, offset);
+}
+DFT_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int iovcnt, off64_t offset) {
+  DFT_VEC(preadv64, fd, iov, iovcnt, offset);
+}
+DFT_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) {
+  DFT_VEC(preadv2, fd, iov, iovcnt, offset, flags);
+}
+DFT_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset, int flags) {
+  DFT_VEC(preadv64v2, fd, iov, iovcnt, offset, flags);
+}
+DFT_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset) {
+  DFT_VEC(pwritev, fd, iov, iovcnt, offset);
+}
+DFT_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int iovcnt, off64_t offset) {
+  DFT_VEC(pwritev64, fd, iov, iovcnt, offset);
+}
+DFT_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) {
+  DFT_VEC(pwritev2, fd, iov, iovcnt, offset, flags);
+}
+DFT_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset, int flags) {
+  DFT_VEC(pwritev64v2, fd, iov, iovcnt, offset, flags);
+}
+#undef DFT_VEC_OFFSET
+#undef DFT_VEC
+
+DFT_EXPORT off_t lseek(int fd, off_t offset, int whence) noexcept {
+  return fd_op(g_state.posix, kCatPosix, "lseek", fd, [&] { return real_lseek()(fd, offset, whence); },
+               [&](ArgList& a, off_t ret) {
+                 a.add_int("offset", offset);
+                 a.add_int("whence", whence);
+                 a.add_int("ret", ret);
+               });
+}
+
+DFT_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) noexcept {
+  return fd_op(g_state.posix, kCatPosix, "lseek64", fd,
+               [&] { return real_lseek64()(fd, offset, whence); },
+               [&](ArgList& a, off64_t ret) {
+                 a.add_int("offset", offset);
+                 a.add_int("whence", whence);
+                 a.add_int("ret", ret);
+               });
+}
+
+DFT_EXPORT int fsync(int fd) {
+  return fd_op(g_state.posix, kCatPosix, "fsync", fd, [&] { return real_fsync()(fd); }, ret_only);
+}
+
+DFT_EXPORT int fdatasync(int fd) {
+  return fd_op(g_state.posix, kCatPosix, "fdatasync", fd, [&] { return real_fdatasync()(fd); }, ret_only);
+}
+
+DFT_EXPORT int ftruncate(int fd, off_t length) noexcept {
+  return fd_op(g_state.posix, kCatPosix, "ftruncate", fd, [&] { return real_ftruncate()(fd, length); },
+               [&](ArgList& a, int ret) {
+                 a.add_int("length", length);
+                 a.add_int("ret", ret);
+               });
+}
+
+DFT_EXPORT int ftruncate64(int fd, off64_t length) noexcept {
+  return fd_op(g_state.posix, kCatPosix, "ftruncate64", fd,
+               [&] { return real_ftruncate64()(fd, length); },
+               [&](ArgList& a, int ret) {
+                 a.add_int("length", length);
+                 a.add_int("ret", ret);
+               });
+}
+
+DFT_EXPORT int truncate(const char* path, off_t length) noexcept {
+  return path_op("truncate", AT_FDCWD, path, [&] { return real_truncate()(path, length); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("length", length);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int truncate64(const char* path, off64_t length) noexcept {
+  return path_op("truncate64", AT_FDCWD, path, [&] { return real_truncate64()(path, length); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("length", length);
+                   a.add_int("ret", ret);
+                 });
+}
+
+// ============================================================================ stat family
+#define DFT_PATH_STAT(fn, ...)                                                          \
+  return path_op(#fn, AT_FDCWD, path, [&] { return real_##fn()(__VA_ARGS__); }, ret_only)
+#define DFT_FD_STAT(fn, ...) \
+  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, ret_only)
+
+DFT_EXPORT int stat(const char* path, struct stat* st) noexcept { DFT_PATH_STAT(stat, path, st); }
+DFT_EXPORT int stat64(const char* path, struct stat64* st) noexcept { DFT_PATH_STAT(stat64, path, st); }
+DFT_EXPORT int lstat(const char* path, struct stat* st) noexcept { DFT_PATH_STAT(lstat, path, st); }
+DFT_EXPORT int lstat64(const char* path, struct stat64* st) noexcept { DFT_PATH_STAT(lstat64, path, st); }
+DFT_EXPORT int fstat(int fd, struct stat* st) noexcept { DFT_FD_STAT(fstat, fd, st); }
+DFT_EXPORT int fstat64(int fd, struct stat64* st) noexcept { DFT_FD_STAT(fstat64, fd, st); }
+DFT_EXPORT int __xstat(int ver, const char* path, struct stat* st) noexcept {
+  DFT_PATH_STAT(__xstat, ver, path, st);
+}
+DFT_EXPORT int __xstat64(int ver, const char* path, struct stat64* st) noexcept {
+  DFT_PATH_STAT(__xstat64, ver, path, st);
+}
+DFT_EXPORT int __lxstat(int ver, const char* path, struct stat* st) noexcept {
+  DFT_PATH_STAT(__lxstat, ver, path, st);
+}
+DFT_EXPORT int __lxstat64(int ver, const char* path, struct stat64* st) noexcept {
+  DFT_PATH_STAT(__lxstat64, ver, path, st);
+}
+DFT_EXPORT int __fxstat(int ver, int fd, struct stat* st) noexcept { DFT_FD_STAT(__fxstat, ver, fd, st); }
+DFT_EXPORT int __fxstat64(int ver, int fd, struct stat64* st) noexcept {
+  DFT_FD_STAT(__fxstat64, ver, fd, st);
+}
+DFT_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) noexcept {
+  return statat_op("fstatat", dirfd, path, flags, [&] { return real_fstatat()(dirfd, path, st, flags); });
+}
+DFT_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) noexcept {
+  return statat_op("fstatat64", dirfd, path, flags,
+                   [&] { return real_fstatat64()(dirfd, path, st, flags); });
+}
+DFT_EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) noexcept {
+  return statat_op("__fxstatat", dirfd, path, flags,
+                   [&] { return real___fxstatat()(ver, dirfd, path, st, flags); });
+}
+DFT_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) noexcept {
+  return statat_op("__fxstatat64", dirfd, path, flags,
+                   [&] { return real___fxstatat64()(ver, dirfd, path, st, flags); });
+}
+DFT_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* st) noexcept {
+  return statat_op("statx", dirfd, path, flags,
+                   [&] { return real_statx()(dirfd, path, flags, mask, st); });
+}
+#undef DFT_PATH_STAT
+#undef DFT_FD_STAT
+
+// ============================================================================ metadata calls
+DFT_EXPORT int access(const char* path, int mode) noexcept {
+  return path_op("access", AT_FDCWD, path, [&] { return real_access()(path, mode); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("mode", mode);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) noexcept {
+  return path_op("faccessat", dirfd, path, [&] { return real_faccessat()(dirfd, path, mode, flags); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("mode", mode);
+                   a.add_int("flags", flags);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int mkdir(const char* path, mode_t mode) noexcept {
+  return path_op("mkdir", AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("mode", mode);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) noexcept {
+  return path_op("mkdirat", dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("mode", mode);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int rmdir(const char* path) noexcept {
+  return path_op("rmdir", AT_FDCWD, path, [&] { return real_rmdir()(path); }, ret_only);
+}
+
+DFT_EXPORT int unlink(const char* path) noexcept {
+  return path_op("unlink", AT_FDCWD, path, [&] { return real_unlink()(path); }, ret_only);
+}
+
+DFT_EXPORT int unlinkat(int dirfd, const char* path, int flags) noexcept {
+  return path_op("unlinkat", dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("flags", flags);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int rename(const char* oldp, const char* newp) noexcept {
+  return two_path_op("rename", AT_FDCWD, oldp, AT_FDCWD, newp, true,
+                     [&] { return real_rename()(oldp, newp); });
+}
+
+DFT_EXPORT int renameat(int olddir, const char* oldp, int newdir, const char* newp) noexcept {
+  return two_path_op("renameat", olddir, oldp, newdir, newp, true,
+                     [&] { return real_renameat()(olddir, oldp, newdir, newp); });
+}
+
+DFT_EXPORT int link(const char* oldp, const char* newp) noexcept {
+  return two_path_op("link", AT_FDCWD, oldp, AT_FDCWD, newp, true,
+                     [&] { return real_link()(oldp, newp); });
+}
+
+DFT_EXPORT int symlink(const char* target, const char* linkpath) noexcept {
+  return two_path_op("symlink", AT_FDCWD, target, AT_FDCWD, linkpath, false,
+                     [&] { return real_symlink()(target, linkpath); });
+}
+
+DFT_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) noexcept {
+  return path_op("readlink", AT_FDCWD, path, [&] { return real_readlink()(path, buf, size); },
+                 [&](ArgList& a, ssize_t ret) {
+                   a.add_uint("count", size);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t buflen) noexcept {
+  return path_op("readlink", AT_FDCWD, path,
+                 [&] { return real___readlink_chk()(path, buf, size, buflen); },
+                 [&](ArgList& a, ssize_t ret) {
+                   a.add_uint("count", size);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int chdir(const char* path) noexcept {
+  int ret = path_op("chdir", AT_FDCWD, path, [&] { return real_chdir()(path); }, ret_only);
+  if (ret == 0 && may_mutate()) invalidate_cwd();
+  return ret;
+}
+
+DFT_EXPORT int fchdir(int fd) noexcept {
+  int ret = fd_op(g_state.posix, kCatPosix, "fchdir", fd, [&] { return real_fchdir()(fd); }, ret_only);
+  if (ret == 0 && may_mutate()) invalidate_cwd();
+  return ret;
+}
+
+DFT_EXPORT int chmod(const char* path, mode_t mode) noexcept {
+  return path_op("chmod", AT_FDCWD, path, [&] { return real_chmod()(path, mode); },
+                 [&](ArgList& a, int ret) {
+                   a.add_int("mode", mode);
+                   a.add_int("ret", ret);
+                 });
+}
+
+DFT_EXPORT int fchmod(int fd, mode_t mode) noexcept {
+  return fd_op(g_state.posix, kCatPosix, "fchmod", fd, [&] { return real_fchmod()(fd, mode); },
+               [&](ArgList& a, int ret) {
+                 a.add_int("mode", mode);
+                 a.add_int("ret", ret);
+               });
+}
+
+DFT_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);  // every fcntl argument fits a pointer register (as in glibc)
+  va_end(ap);
+  return fcntl_op("fcntl", real_fcntl(), fd, cmd, arg);
+}
+
+DFT_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return fcntl_op("fcntl64", real_fcntl64(), fd, cmd, arg);
+}
+
+DFT_EXPORT int dup(int oldfd) noexcept {
+  return dup_op("dup", oldfd, [&] { return real_dup()(oldfd); });
+}
+
+DFT_EXPORT int dup2(int oldfd, int newfd) noexcept {
+  int ret = dup_op("dup2", oldfd, [&] { return real_dup2()(oldfd, newfd); });
+  return ret;
+}
+
+DFT_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
+  return dup_op("dup3", oldfd, [&] { return real_dup3()(oldfd, newfd, flags); });
+}
+
+// ============================================================================ directories
+DFT_EXPORT DIR* opendir(const char* path) {
+  if (DFT_LIKELY(!gate(g_state.posix))) {
+    DIR* d = real_opendir()(path);
+    if (d != nullptr) forget_fd(dirfd(d));
+    return d;
+  }
+  char abs[kPathCap];
+  int n = 0;
+  if (!traced_path(AT_FDCWD, path, abs, &n)) {
+    DIR* d = real_opendir()(path);
+    if (d != nullptr) forget_fd(dirfd(d));
+    return d;
+  }
+  int64_t t0 = now_us();
+  DIR* d = real_opendir()(path);
+  int64_t t1 = now_us();
+  Recording rec;
+  int fd = d != nullptr ? dirfd(d) : -1;
+  if (fd >= 0) g_fds.set(fd, std::string_view(abs, n));  // openat(dirfd(d), ...) resolves
+  emit("opendir", kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", std::string_view(abs, n));
+    a.add_int("ret", fd);
+  });
+  return d;
+}
+
+DFT_EXPORT DIR* fdopendir(int fd) {
+  return fd_op(g_state.posix, kCatPosix, "fdopendir", fd, [&] { return real_fdopendir()(fd); },
+               [&](ArgList& a, DIR* d) { a.add_int("ret", d != nullptr ? 0 : -1); });
+}
+
+DFT_EXPORT int closedir(DIR* d) {
+  asm("" : "+r"(d));  // declared nonnull, yet libc accepts NULL (EINVAL): keep the test
+  int fd = d != nullptr ? dirfd(d) : -1;
+  if (fd < 0 || !may_mutate() || g_fds.get(fd) == nullptr) return real_closedir()(d);
+  int e = errno;
+  PathRef* p = g_fds.take(fd);  // closedir closes fd inside libc
+  errno = e;
+  if (p == nullptr || !gate(g_state.posix)) {
+    int ret = real_closedir()(d);
+    e = errno;
+    FdTable::release(p);
+    errno = e;
+    return ret;
+  }
+  int64_t t0 = now_us();
+  int ret = real_closedir()(d);
+  int64_t t1 = now_us();
+  Recording rec;
+  emit("closedir", kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", fd);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
+  return ret;
+}
+
+// ============================================================================ mmap family
+DFT_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) noexcept {
+  return mmap_op("mmap", len, prot, flags, fd, off,
+                 [&] { return real_mmap()(addr, len, prot, flags, fd, off); });
+}
+
+DFT_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) noexcept {
+  return mmap_op("mmap64", len, prot, flags, fd, off,
+                 [&] { return real_mmap64()(addr, len, prot, flags, fd, off); });
+}
+
+DFT_EXPORT int munmap(void* addr, size_t len) noexcept {
+  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix) || !may_mutate())
+    return real_munmap()(addr, len);
+  int fd = -1;
+  PathRef* p;
+  {
+    Recording rec;
+    p = map_find(addr, true, &fd);
+  }
+  if (p == nullptr) return real_munmap()(addr, len);
+  int64_t t0 = now_us();
+  int ret = real_munmap()(addr, len);
+  int64_t t1 = now_us();
+  Recording rec;
+  emit("munmap", kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", fd);
+    a.add_uint("count", len);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
+  return ret;
+}
+
+DFT_EXPORT int msync(void* addr, size_t len, int flags) {
+  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix))
+    return real_msync()(addr, len, flags);
+  int fd = -1;
+  PathRef* p;
+  {
+    Recording rec;
+    p = map_find(addr, false, &fd);
+  }
+  if (p == nullptr) return real_msync()(addr, len, flags);
+  int64_t t0 = now_us();
+  int ret = real_msync()(addr, len, flags);
+  int64_t t1 = now_us();
+  Recording rec;
+  emit("msync", kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p->view());
+    a.add_int("fd", fd);
+    a.add_uint("count", len);
+    a.add_int("flags", flags);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
+  return ret;
+}
+
+// Resolve every real function now (constructor), so no dlsym runs inside later wrappers.
+namespace dftracer::preload {
+void posix_resolve_all() noexcept {
+  (void)real_open(); (void)real_open64(); (void)real_openat(); (void)real_openat64();
+  (void)real_creat(); (void)real_creat64(); (void)real___open_2(); (void)real___open64_2();
+  (void)real___openat_2(); (void)real___openat64_2(); (void)real_close(); (void)real_close_range();
+  (void)real_closefrom(); (void)real_read(); (void)real_pread(); (void)real_pread64();
+  (void)real_readv(); (void)real_preadv(); (void)real_preadv64(); (void)real_preadv2();
+  (void)real_preadv64v2(); (void)real_write(); (void)real_pwrite(); (void)real_pwrite64();
+  (void)real_writev(); (void)real_pwritev(); (void)real_pwritev64(); (void)real_pwritev2();
+  (void)real_pwritev64v2(); (void)real___read_chk(); (void)real___pread_chk();
+  (void)real___pread64_chk(); (void)real_lseek(); (void)real_lseek64(); (void)real_fsync();
+  (void)real_fdatasync(); (void)real_ftruncate(); (void)real_ftruncate64(); (void)real_truncate();
+  (void)real_truncate64(); (void)real_stat(); (void)real_stat64(); (void)real_lstat();
+  (void)real_lstat64(); (void)real_fstat(); (void)real_fstat64(); (void)real_fstatat();
+  (void)real_fstatat64(); (void)real_statx(); (void)real___xstat(); (void)real___xstat64();
+  (void)real___lxstat(); (void)real___lxstat64(); (void)real___fxstat(); (void)real___fxstat64();
+  (void)real___fxstatat(); (void)real___fxstatat64(); (void)real_access(); (void)real_faccessat();
+  (void)real_mkdir(); (void)real_mkdirat(); (void)real_rmdir(); (void)real_unlink();
+  (void)real_unlinkat(); (void)real_rename(); (void)real_renameat(); (void)real_link();
+  (void)real_symlink(); (void)real_readlink(); (void)real___readlink_chk(); (void)real_chdir();
+  (void)real_fchdir(); (void)real_chmod(); (void)real_fchmod(); (void)real_fcntl();
+  (void)real_fcntl64(); (void)real_dup(); (void)real_dup2(); (void)real_dup3(); (void)real_opendir();
+  (void)real_fdopendir(); (void)real_closedir(); (void)real_mmap(); (void)real_mmap64();
+  (void)real_munmap(); (void)real_msync();
+}
+}  // namespace dftracer::preload
+
+// In a fork child only the forking thread exists: a mapping-table lock held by another parent
+// thread at fork time would never be released.
+void dftracer::preload::posix_after_fork_child() noexcept { new (&g_maps_mu) std::mutex(); }

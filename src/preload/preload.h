@@ -1,0 +1,135 @@
+// Shared internals of libdftracer_preload.so: real-function resolution, the per-call gate,
+// path resolution and event helpers.  One module per interface (posix.cpp, stdio.cpp,
+// process.cpp) uses these, Darshan-style; fd_table.h keeps the fd -> path map.
+//
+// Rules every wrapper follows (docs/preload.md):
+//  - return exactly what the real call returned and leave errno as the real call left it;
+//  - never trace while the calling thread is inside the tracer (ReentryGuard / writer thread), in a
+//    vfork child, or before the library constructor finished;
+//  - trace a path call when the absolute, lexically normalised path is a traced path
+//    (Tracer::is_traced_path), an fd call when the fd was opened on a traced path.
+#pragma once
+
+#include <dlfcn.h>
+#include <errno.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "../core/tracer.h"
+#include "fd_table.h"
+
+#define DFT_EXPORT extern "C" __attribute__((visibility("default")))
+#define DFT_HIDDEN __attribute__((visibility("hidden")))
+#define DFT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DFT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace dftracer::preload {
+
+inline constexpr std::string_view kCatPosix = "POSIX";
+inline constexpr std::string_view kCatStdio = "STDIO";
+inline constexpr std::string_view kCatProcess = "PROCESS";
+
+// Set once by the constructor (init.cpp).
+struct State {
+  std::atomic<bool> ready{false};  // constructor finished; wrappers may consult the tracer
+  bool enabled = false;            // config().enable: keep LD_PRELOAD/DFTRACER_* across exec
+  bool posix = false;              // POSIX category on (not DFTRACER_DISABLE_IO/_POSIX)
+  bool stdio = false;              // STDIO category on
+  bool metadata = false;           // DFTRACER_INC_METADATA
+  Tracer* tracer = nullptr;
+};
+extern State g_state DFT_HIDDEN;
+
+// Thread state of this library. initial-exec TLS: the library is loaded at start-up (LD_PRELOAD),
+// so the access is one %fs-relative load.
+struct ThreadState {
+  int busy;         // >0 while a wrapper of ours is recording (nested calls pass straight through)
+  int vfork_child;  // 1 in the child of our vfork() until it execs or exits (shares parent memory)
+  int64_t vfork_t0; // start of the vfork call (parent side)
+};
+extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
+
+// Resolve the next definition of `name` (libc's). Safe to call concurrently; idempotent.
+void* resolve(const char* name) noexcept DFT_HIDDEN;
+
+// Real function pointers: DFT_REAL(name) yields a correctly typed pointer, resolving on first use.
+#define DFT_DECLARE_REAL(ret, name, params)                               \
+  using name##_fn = ret(*) params;                                        \
+  static std::atomic<name##_fn> real_##name##_ptr{nullptr};               \
+  static inline name##_fn real_##name() noexcept {                        \
+    name##_fn f = real_##name##_ptr.load(std::memory_order_relaxed);      \
+    if (DFT_UNLIKELY(f == nullptr)) {                                     \
+      f = reinterpret_cast<name##_fn>(::dftracer::preload::resolve(#name)); \
+      real_##name##_ptr.store(f, std::memory_order_relaxed);              \
+    }                                                                     \
+    return f;                                                             \
+  }
+
+// True when this call may be traced at all (cheap; checked before any path or fd work).
+inline bool gate(bool category) noexcept {
+  if (DFT_LIKELY(!category)) return false;
+  if (__atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return false;
+  if (t_state.busy | t_state.vfork_child) return false;
+  return !in_tracer();
+}
+inline bool posix_on() noexcept { return gate(g_state.posix); }
+inline bool stdio_on() noexcept { return gate(g_state.stdio); }
+// True when fd/FILE bookkeeping may mutate shared state (not inside a vfork child).
+inline bool may_mutate() noexcept { return t_state.vfork_child == 0; }
+
+// Scope marking "this thread is recording": nested intercepted calls pass through, and the
+// tracer's own guard is held so its I/O is never traced.  Saves and restores errno.
+class Recording {
+ public:
+  Recording() noexcept : saved_errno_(errno) { ++t_state.busy; }
+  ~Recording() noexcept {
+    --t_state.busy;
+    errno = saved_errno_;
+  }
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+
+ private:
+  int saved_errno_;
+  ReentryGuard guard_;
+};
+
+// Absolute, lexically normalised path of `path` relative to the directory of `dirfd`
+// (AT_FDCWD = the cwd). Writes into out (capacity `cap`), returns the length, or -1 if it does
+// not fit or dirfd's path is unknown. Does not touch errno.
+int absolute_path(int dirfd, const char* path, char* out, int cap) noexcept DFT_HIDDEN;
+// Same, and true only if the result is a traced path. out must hold kPathCap bytes.
+inline constexpr int kPathCap = 4096 + 256;
+bool traced_path(int dirfd, const char* path, char* out, int* len) noexcept DFT_HIDDEN;
+// Forget the cached cwd (after chdir/fchdir).
+void invalidate_cwd() noexcept DFT_HIDDEN;
+
+// Entry of fd when a call on it must be traced (category on, tracing active, fd opened on a
+// traced path, not re-entrant), else null.
+inline PathRef* traced_fd(bool category, int fd) noexcept {
+  if (DFT_LIKELY(!category)) return nullptr;
+  if (__atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return nullptr;
+  PathRef* p = g_fds.get(fd);
+  if (DFT_LIKELY(p == nullptr)) return nullptr;
+  if (t_state.busy | t_state.vfork_child) return nullptr;
+  return in_tracer() ? nullptr : p;
+}
+
+// Emit one complete event [t0, t1] (µs). fill(ArgList&) adds the args; it only runs with
+// DFTRACER_INC_METADATA=1 (without metadata an event is name, cat, pid, tid, ts, dur).
+// The caller holds a Recording.
+template <typename Fill>
+inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_t t1,
+                 Fill&& fill) noexcept {
+  if (g_state.metadata) {
+    ArgList a;
+    fill(a);
+    g_state.tracer->log_complete(name, cat, t0, t1 - t0, &a);
+  } else {
+    g_state.tracer->log_complete(name, cat, t0, t1 - t0, nullptr);
+  }
+}
+
+}  // namespace dftracer::preload

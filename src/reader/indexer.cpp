@@ -1,0 +1,851 @@
+// Index building (member hop, inflate pass, plain scan) and SQLite persistence.
+#include <limits.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+
+#include "io_util.h"
+#include "reader.h"
+
+namespace dftracer::reader {
+namespace {
+
+constexpr int64_t kWindow = 32768;
+
+uint32_t rd32(const unsigned char* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+uint16_t rd16(const unsigned char* p) { return uint16_t(p[0] | (p[1] << 8)); }
+
+std::string abs_path(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf)) return buf;
+  throw ReaderError(p + ": no such file");
+}
+
+bool ends_with(const std::string& s, const char* suf) {
+  size_t n = std::strlen(suf);
+  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
+}
+
+// ---- gzip header parsing ----------------------------------------------------------------------
+
+struct GzHeader {
+  bool ok = false;       // a syntactically valid gzip header
+  bool df = false;       // carries our 'DF' subfield
+  int64_t header_len = 0;
+  uint32_t csize = 0, usize = 0, nlines = 0, version = 0;
+};
+
+// Parses a gzip member header from p[0..n). Needs the whole header in the buffer.
+GzHeader parse_header(const unsigned char* p, size_t n) {
+  GzHeader h;
+  if (n < 10 || p[0] != 0x1f || p[1] != 0x8b || p[2] != 8) return h;
+  int flg = p[3];
+  if (flg & 0xe0) return h;
+  size_t pos = 10;
+  if (flg & 4) {
+    if (pos + 2 > n) return h;
+    size_t xlen = rd16(p + pos);
+    pos += 2;
+    if (pos + xlen > n) return h;
+    size_t e = pos, end = pos + xlen;
+    while (e + 4 <= end) {
+      size_t slen = rd16(p + e + 2);
+      if (e + 4 + slen > end) break;
+      if (p[e] == 'D' && p[e + 1] == 'F' && slen == 16) {
+        h.csize = rd32(p + e + 4);
+        h.usize = rd32(p + e + 8);
+        h.nlines = rd32(p + e + 12);
+        h.version = rd32(p + e + 16);
+        h.df = h.version == 1 && h.csize >= 20;
+      }
+      e += 4 + slen;
+    }
+    pos = end;
+  }
+  for (int bit : {8, 16}) {
+    if (flg & bit) {
+      const void* z = pos < n ? std::memchr(p + pos, 0, n - pos) : nullptr;
+      if (!z) return h;
+      pos = size_t(static_cast<const unsigned char*>(z) - p) + 1;
+    }
+  }
+  if (flg & 2) pos += 2;
+  if (pos > n) return h;
+  h.ok = true;
+  h.header_len = int64_t(pos);
+  return h;
+}
+
+// ---- line tracking over a linear output stream -------------------------------------------------
+
+// Receives decoded bytes in order; counts lines, places line-aligned checkpoints and collects
+// per-file context from metadata lines.
+class Tracker {
+ public:
+  explicit Tracker(IndexInfo& info) : info_(info) { buf_.resize(kCap + 64); }
+
+  // Space for at least `want` more bytes; returns write pointer.
+  char* space(size_t want, size_t* avail) {
+    if (len_ + want > kCap) compact(want);
+    *avail = buf_.size() - 64 - len_;
+    return buf_.data() + len_;
+  }
+  void commit(size_t n) {
+    const char* p = buf_.data() + len_;
+    process(p, n);
+    len_ += n;
+    total_ += int64_t(n);
+  }
+  int64_t total() const { return total_; }
+  bool at_line_start() const { return total_ == 0 || last_nl_ == total_; }
+  // Last `n` bytes of output (n <= kWindow, n <= bytes kept).
+  std::string tail(int64_t n) const { return std::string(buf_.data() + len_ - n, size_t(n)); }
+
+  // Starts a checkpoint at the next line start at or after the current output position.
+  void mark(Checkpoint cp) {
+    if (pending_) return;
+    cp.block_offset = total_;
+    if (at_line_start()) {
+      place(cp, total_);
+    } else {
+      pend_ = std::move(cp);
+      pending_ = true;
+    }
+  }
+  bool pending() const { return pending_; }
+  int64_t since_last_checkpoint() const { return total_ - last_cp_u_; }
+
+  // Closes the index: `clean` = stream ended normally (an unterminated last line counts).
+  void finish(bool clean) {
+    pending_ = false;
+    flush_context(true, clean);
+    int64_t end = last_nl_;
+    int64_t lines = lines_;
+    if (clean && total_ > last_nl_) {
+      end = total_;
+      lines += 1;
+    } else if (!clean) {
+      info_.truncated_bytes += total_ - last_nl_;
+    }
+    auto& cps = info_.checkpoints;
+    while (!cps.empty() && !(cps.back().flags & kLost) && cps.back().uncompressed_offset >= end) cps.pop_back();
+    close_last(end, lines);
+    info_.lines = lines;
+    info_.uncompressed_bytes = end;
+  }
+  // Closes the running checkpoint at the last complete line (before a lost region).
+  void cut(int64_t lost_compressed_offset, int64_t lost_size) {
+    pending_ = false;
+    flush_context(true, false);
+    auto& cps = info_.checkpoints;
+    while (!cps.empty() && !(cps.back().flags & kLost) && cps.back().uncompressed_offset >= last_nl_) cps.pop_back();
+    close_last(last_nl_, lines_);
+    // Bytes after the last newline belong to a broken line: drop them from the stream.
+    int64_t drop = total_ - last_nl_;
+    total_ = last_nl_;
+    len_ -= size_t(drop);
+    Checkpoint lost;
+    lost.compressed_offset = lost_compressed_offset;
+    lost.compressed_size = lost_size;
+    lost.uncompressed_offset = total_;
+    lost.first_line = lines_;
+    lost.block_offset = total_;
+    lost.flags = kLost;
+    cps.push_back(lost);
+    info_.lost_bytes += lost_size;
+    last_cp_u_ = total_;
+  }
+
+ private:
+  static constexpr size_t kCap = 4 << 20;
+
+  void close_last(int64_t end, int64_t lines) {
+    auto& cps = info_.checkpoints;
+    if (cps.empty() || (cps.back().flags & kLost)) return;
+    auto& c = cps.back();
+    c.uncompressed_size = end - c.uncompressed_offset;
+    c.num_lines = lines - c.first_line;
+    if (c.uncompressed_size <= 0) cps.pop_back();
+  }
+  void place(Checkpoint& cp, int64_t u) {
+    close_last(u, lines_);
+    cp.uncompressed_offset = u;
+    cp.first_line = lines_;
+    info_.checkpoints.push_back(std::move(cp));
+    last_cp_u_ = u;
+  }
+  void process(const char* p, size_t n) {
+    const char* end = p + n;
+    const char* q = p;
+    while (q < end) {
+      const char* nl = static_cast<const char*>(std::memchr(q, '\n', size_t(end - q)));
+      if (!nl) break;
+      ++lines_;
+      last_nl_ = total_ + (nl + 1 - p);
+      if (pending_) {
+        pending_ = false;
+        place(pend_, last_nl_);
+      }
+      q = nl + 1;
+    }
+    if (!pending_) ctx_dirty_ = true;
+    flush_context(false, false);
+  }
+  // Runs collect_context over complete lines not yet examined.
+  void flush_context(bool force, bool clean) {
+    int64_t upto = (clean && force) ? total_ : last_nl_;
+    int64_t from = ctx_done_;
+    if (upto <= from) return;
+    if (!force && upto - from < (256 << 10)) return;
+    int64_t base = total_ - int64_t(len_);  // absolute offset of buf_[0]
+    if (from < base) from = base;
+    collect_context(buf_.data() + (from - base), size_t(upto - from), info_.context);
+    ctx_done_ = upto;
+  }
+  void compact(size_t want) {
+    flush_context(true, false);
+    int64_t base = total_ - int64_t(len_);
+    int64_t keep_from = std::min<int64_t>(total_ - std::min<int64_t>(kWindow, total_ - base), ctx_done_);
+    keep_from = std::max(keep_from, base);
+    size_t drop = size_t(keep_from - base);
+    std::memmove(buf_.data(), buf_.data() + drop, len_ - drop);
+    len_ -= drop;
+    if (len_ + want > buf_.size() - 64) buf_.resize(len_ + want + 64);
+  }
+
+  IndexInfo& info_;
+  std::vector<char> buf_;
+  size_t len_ = 0;
+  int64_t total_ = 0, last_nl_ = 0, lines_ = 0, last_cp_u_ = 0, ctx_done_ = 0;
+  bool pending_ = false, ctx_dirty_ = false;
+  Checkpoint pend_;
+};
+
+// ---- kind (c): plain ---------------------------------------------------------------------------
+
+void index_plain(const File& f, IndexInfo& info) {
+  Tracker t(info);
+  int64_t off = 0;
+  Checkpoint first;
+  t.mark(first);
+  while (off < f.size()) {
+    size_t avail;
+    char* p = t.space(1 << 20, &avail);
+    size_t want = std::min<size_t>(avail, 1 << 20);
+    size_t got = f.pread_full(p, want, off);
+    if (got == 0) break;
+    if (t.since_last_checkpoint() >= kInflateSpan && !t.pending()) {
+      Checkpoint cp;
+      t.mark(cp);
+    }
+    t.commit(got);
+    off += int64_t(got);
+  }
+  t.finish(true);
+  for (auto& c : info.checkpoints) {
+    c.compressed_offset = c.uncompressed_offset;
+    c.compressed_size = c.uncompressed_size;
+    c.block_offset = c.uncompressed_offset;
+  }
+}
+
+// ---- kind (b): inflate pass --------------------------------------------------------------------
+
+// Finds the next plausible gzip member start at or after `from`; returns -1 if none.
+int64_t resync(const File& f, int64_t from) {
+  std::vector<unsigned char> buf(1 << 20);
+  while (from < f.size()) {
+    size_t got = f.pread_full(buf.data(), buf.size(), from);
+    if (got < 10) return -1;
+    for (size_t i = 0; i + 10 <= got; ++i) {
+      const unsigned char* q = static_cast<const unsigned char*>(std::memchr(buf.data() + i, 0x1f, got - 10 - i + 1));
+      if (!q) break;
+      i = size_t(q - buf.data());
+      if (q[1] == 0x8b && q[2] == 8 && !(q[3] & 0xe0)) {
+        GzHeader h = parse_header(q, got - i);
+        if (h.ok) return from + int64_t(i);
+      }
+    }
+    if (got < buf.size()) return -1;
+    from += int64_t(got) - 9;
+  }
+  return -1;
+}
+
+void index_inflate(const File& f, IndexInfo& info) {
+  Tracker t(info);
+  z_stream zs{};
+  if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
+  std::vector<unsigned char> in(1 << 18);
+  int64_t in_off = 0;         // file offset of in[0]
+  int64_t member_start = 0;   // compressed offset of the current member
+  int64_t member_u = 0;       // uncompressed offset of the current member
+  bool clean = false;
+  bool new_member = true;
+  zs.avail_in = 0;
+  auto consumed = [&]() { return in_off + int64_t(zs.next_in - in.data()); };
+  for (;;) {
+    if (zs.avail_in == 0) {
+      in_off = zs.next_in ? consumed() : in_off;
+      size_t got = f.pread_full(in.data(), in.size(), in_off);
+      zs.next_in = in.data();
+      zs.avail_in = uInt(got);
+      if (got == 0) {
+        clean = new_member;  // input ended exactly at a member end
+        break;
+      }
+    }
+    if (new_member) {
+      Checkpoint cp;
+      cp.compressed_offset = consumed();
+      cp.flags = kMemberStart;
+      member_start = cp.compressed_offset;
+      member_u = t.total();
+      t.mark(cp);
+      new_member = false;
+    }
+    size_t avail;
+    char* out = t.space(1 << 16, &avail);
+    zs.next_out = reinterpret_cast<Bytef*>(out);
+    zs.avail_out = uInt(std::min<size_t>(avail, 1 << 20));
+    uInt before = zs.avail_out;
+    int rc = inflate(&zs, Z_BLOCK);
+    t.commit(before - zs.avail_out);
+    if (rc == Z_STREAM_END) {
+      // Trailing zero padding after the last member is tolerated.
+      int64_t pos = consumed();
+      if (pos >= f.size()) {
+        clean = true;
+        break;
+      }
+      unsigned char peek[2] = {0, 0};
+      f.pread_full(peek, 2, pos);
+      if (peek[0] != 0x1f || peek[1] != 0x8b) {
+        info.lost_bytes += f.size() - pos;
+        clean = true;
+        break;
+      }
+      inflateReset(&zs);
+      new_member = true;
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;  // need input
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      // Corrupt data: keep the complete lines decoded so far, skip to the next member.
+      int64_t err_at = consumed();
+      int64_t next = resync(f, std::max(err_at, member_start + 1));
+      int64_t lost_from = t.total() > member_u ? err_at : member_start;
+      int64_t lost_to = next < 0 ? f.size() : next;
+      t.cut(lost_from, lost_to - lost_from);
+      if (next < 0) {
+        clean = true;
+        break;
+      }
+      inflateReset(&zs);
+      zs.avail_in = 0;
+      zs.next_in = nullptr;
+      in_off = next;
+      new_member = true;
+      continue;
+    }
+    // At a deflate block boundary (not the last block): maybe add a zran-style checkpoint.
+    if ((zs.data_type & 0xc0) == 0x80 && t.total() > member_u && t.since_last_checkpoint() >= kInflateSpan &&
+        !t.pending()) {
+      Checkpoint cp;
+      int bits = zs.data_type & 7;
+      int64_t pos = consumed();
+      cp.compressed_offset = pos - (bits ? 1 : 0);
+      cp.bit_offset = bits;
+      int64_t wlen = std::min<int64_t>(kWindow, t.total() - member_u);
+      cp.window = t.tail(wlen);
+      t.mark(cp);
+    }
+  }
+  inflateEnd(&zs);
+  t.finish(clean);
+  auto& cps = info.checkpoints;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (cps[i].flags & kLost) continue;
+    int64_t next = i + 1 < cps.size() ? cps[i + 1].compressed_offset : f.size();
+    cps[i].compressed_size = std::max<int64_t>(0, next - cps[i].compressed_offset);
+  }
+}
+
+// ---- kind (a): member hop ----------------------------------------------------------------------
+
+// Inflates one member starting at `off` (any gzip header). Returns bytes of whole lines in
+// *u_whole, their line count, the member's compressed length (or -1 if cut short / corrupt).
+struct MemberScan {
+  int64_t csize = -1;
+  int64_t u_total = 0, u_whole = 0, lines = 0;
+  bool corrupt = false;
+  std::string tail;  // decoded content (for context collection)
+};
+MemberScan scan_member(const File& f, int64_t off) {
+  MemberScan r;
+  z_stream zs{};
+  if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
+  std::vector<unsigned char> in(1 << 18);
+  std::vector<char> out(1 << 18);
+  int64_t pos = off;
+  int64_t last_nl = 0;
+  for (;;) {
+    if (zs.avail_in == 0) {
+      size_t got = f.pread_full(in.data(), in.size(), pos);
+      pos += int64_t(got);
+      zs.next_in = in.data();
+      zs.avail_in = uInt(got);
+      if (got == 0) break;  // cut short
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = uInt(out.size());
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    size_t n = out.size() - zs.avail_out;
+    for (size_t i = 0; i < n; ++i)
+      if (out[i] == '\n') {
+        ++r.lines;
+        last_nl = r.u_total + int64_t(i) + 1;
+      }
+    r.tail.append(out.data(), n);
+    r.u_total += int64_t(n);
+    if (rc == Z_STREAM_END) {
+      r.csize = pos - int64_t(zs.avail_in) - off;
+      break;
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;
+    if (rc != Z_OK) {
+      r.corrupt = true;
+      break;
+    }
+  }
+  inflateEnd(&zs);
+  r.u_whole = last_nl;
+  return r;
+}
+
+int64_t find_df_header(const File& f, int64_t from) {
+  while (from >= 0 && from < f.size()) {
+    int64_t at = resync(f, from);
+    if (at < 0) return -1;
+    unsigned char hb[64];
+    size_t got = f.pread_full(hb, sizeof hb, at);
+    GzHeader h = parse_header(hb, got);
+    if (h.ok && h.df && at + int64_t(h.csize) <= f.size()) return at;
+    from = at + 1;
+  }
+  return -1;
+}
+
+void index_members(const File& f, IndexInfo& info) {
+  int64_t off = 0, u = 0, line = 0;
+  unsigned char hb[512];
+  auto& cps = info.checkpoints;
+  bool last_unterminated = false;
+  while (off < f.size()) {
+    size_t got = f.pread_full(hb, sizeof hb, off);
+    GzHeader h = parse_header(hb, got);
+    Checkpoint cp;
+    cp.compressed_offset = off;
+    cp.block_offset = u;
+    cp.uncompressed_offset = u;
+    cp.first_line = line;
+    cp.flags = kMemberStart;
+    bool zero_tail = true;
+    for (size_t i = 0; i < got && zero_tail; ++i) zero_tail = hb[i] == 0;
+    if (h.ok && h.df && off + int64_t(h.csize) <= f.size()) {
+      cp.compressed_size = h.csize;
+      cp.uncompressed_size = h.usize;
+      cp.num_lines = h.nlines;
+      cps.push_back(cp);
+      off += h.csize;
+      u += h.usize;
+      line += h.nlines;
+      continue;
+    }
+    if (h.ok) {
+      // A member without (or with a cut-short) size subfield: inflate it once.
+      MemberScan m = scan_member(f, off);
+      if (!m.corrupt) {
+        bool cut = m.csize < 0;
+        int64_t keep = cut ? m.u_whole : m.u_total;
+        collect_context(m.tail.data(), size_t(keep), info.context);
+        cp.compressed_size = cut ? f.size() - off : m.csize;
+        cp.uncompressed_size = keep;
+        cp.num_lines = m.lines + ((!cut && m.u_total > m.u_whole) ? 1 : 0);
+        last_unterminated = !cut && m.u_total > m.u_whole;
+        if (cut) {
+          cp.flags |= kTruncated;
+          info.truncated_bytes += (h.df ? int64_t(h.usize) : m.u_total) - keep;
+        }
+        if (keep > 0) cps.push_back(cp);
+        off += cp.compressed_size;
+        u += keep;
+        line += cp.num_lines;
+        continue;
+      }
+    }
+    if (zero_tail && got < sizeof hb) {  // zero padding at the end
+      info.lost_bytes += f.size() - off;
+      break;
+    }
+    // Corrupt header or data: lost region up to the next valid member header.
+    int64_t next = find_df_header(f, off + 1);
+    int64_t end = next < 0 ? f.size() : next;
+    if (next < 0 && !h.ok && got < 32) {
+      info.truncated_bytes += end - off;  // a header cut short at the end of the file
+      break;
+    }
+    cp.flags = kLost;
+    cp.compressed_size = end - off;
+    cp.uncompressed_size = 0;
+    cp.num_lines = 0;
+    cps.push_back(cp);
+    info.lost_bytes += end - off;
+    off = end;
+  }
+  (void)last_unterminated;
+  info.lines = line;
+  info.uncompressed_bytes = u;
+}
+
+// ---- SQLite ------------------------------------------------------------------------------------
+
+struct Db {
+  sqlite3* db = nullptr;
+  ~Db() {
+    if (db) sqlite3_close(db);
+  }
+  void exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string m = err ? err : "sqlite error";
+      sqlite3_free(err);
+      throw ReaderError("index: " + m);
+    }
+  }
+};
+
+struct Stmt {
+  sqlite3_stmt* st = nullptr;
+  Stmt(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK)
+      throw ReaderError(std::string("index: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(st); }
+  bool step() {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw ReaderError(std::string("index: ") + sqlite3_errmsg(sqlite3_db_handle(st)));
+  }
+  void reset() {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  }
+};
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS metadata(key TEXT PRIMARY KEY, value);
+CREATE TABLE IF NOT EXISTS checkpoints(
+  number INTEGER PRIMARY KEY, compressed_offset INTEGER, compressed_size INTEGER,
+  uncompressed_offset INTEGER, uncompressed_size INTEGER, first_line INTEGER, num_lines INTEGER,
+  bit_offset INTEGER, block_offset INTEGER, flags INTEGER, window BLOB);
+CREATE TABLE IF NOT EXISTS context(kind TEXT, hash TEXT, value TEXT, PRIMARY KEY(kind, hash));
+CREATE TABLE IF NOT EXISTS arg_columns(key TEXT PRIMARY KEY, dtype TEXT);
+)SQL";
+
+void put_meta(sqlite3* db, const char* key, int64_t v) {
+  Stmt s(db, "INSERT OR REPLACE INTO metadata(key, value) VALUES(?, ?)");
+  sqlite3_bind_text(s.st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s.st, 2, v);
+  s.step();
+}
+void put_meta(sqlite3* db, const char* key, const std::string& v) {
+  Stmt s(db, "INSERT OR REPLACE INTO metadata(key, value) VALUES(?, ?)");
+  sqlite3_bind_text(s.st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s.st, 2, v.data(), int(v.size()), SQLITE_TRANSIENT);
+  s.step();
+}
+
+void write_context(sqlite3* db, const FileContext& ctx) {
+  Stmt s(db, "INSERT OR REPLACE INTO context(kind, hash, value) VALUES(?, ?, ?)");
+  auto put = [&](const char* kind, const std::unordered_map<std::string, std::string>& m) {
+    for (auto& [k, v] : m) {
+      s.reset();
+      sqlite3_bind_text(s.st, 1, kind, -1, SQLITE_STATIC);
+      sqlite3_bind_text(s.st, 2, k.data(), int(k.size()), SQLITE_STATIC);
+      sqlite3_bind_text(s.st, 3, v.data(), int(v.size()), SQLITE_STATIC);
+      s.step();
+    }
+  };
+  put("FH", ctx.fh);
+  put("HH", ctx.hh);
+  put("SH", ctx.sh);
+  put_meta(db, "context_scanned", int64_t(ctx.scanned));
+  put_meta(db, "hostname", ctx.hostname);
+}
+
+void write_stats(sqlite3* db, const IndexInfo& info) {
+  put_meta(db, "stats_scanned", int64_t(info.stats_scanned));
+  put_meta(db, "events", info.events);
+  put_meta(db, "metadata_records", info.metadata_records);
+  put_meta(db, "skipped_lines", info.skipped_lines);
+  sqlite3_exec(db, "DELETE FROM arg_columns", nullptr, nullptr, nullptr);
+  Stmt s(db, "INSERT INTO arg_columns(key, dtype) VALUES(?, ?)");
+  for (auto& [k, d] : info.arg_columns) {
+    s.reset();
+    sqlite3_bind_text(s.st, 1, k.data(), int(k.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s.st, 2, d.data(), int(d.size()), SQLITE_STATIC);
+    s.step();
+  }
+}
+
+void open_db(Db& d, const std::string& path, bool write) {
+  int flags = write ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
+  if (sqlite3_open_v2(path.c_str(), &d.db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+    throw ReaderError(path + ": cannot open index: " + (d.db ? sqlite3_errmsg(d.db) : "?"));
+  sqlite3_busy_timeout(d.db, 30000);
+}
+
+std::atomic<int> g_tmp_counter{0};
+
+// Writes the index to a temp file in WAL mode, then renames it over `info.index_path`.
+void save_index(const IndexInfo& info) {
+  std::string tmp = info.index_path + "-tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++);
+  ::unlink(tmp.c_str());
+  {
+    Db d;
+    open_db(d, tmp, true);
+    d.exec("PRAGMA journal_mode=WAL;");
+    d.exec(kSchema);
+    d.exec("BEGIN");
+    put_meta(d.db, "format_version", int64_t(kIndexFormatVersion));
+    put_meta(d.db, "trace_path", info.path);
+    put_meta(d.db, "size", info.size);
+    put_meta(d.db, "mtime_ns", info.mtime_ns);
+    put_meta(d.db, "kind", info.kind);
+    put_meta(d.db, "lines", info.lines);
+    put_meta(d.db, "uncompressed_bytes", info.uncompressed_bytes);
+    put_meta(d.db, "truncated_bytes", info.truncated_bytes);
+    put_meta(d.db, "lost_bytes", info.lost_bytes);
+    Stmt s(d.db,
+           "INSERT INTO checkpoints VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    std::vector<unsigned char> zbuf;
+    for (auto& c : info.checkpoints) {
+      s.reset();
+      sqlite3_bind_int64(s.st, 1, c.number);
+      sqlite3_bind_int64(s.st, 2, c.compressed_offset);
+      sqlite3_bind_int64(s.st, 3, c.compressed_size);
+      sqlite3_bind_int64(s.st, 4, c.uncompressed_offset);
+      sqlite3_bind_int64(s.st, 5, c.uncompressed_size);
+      sqlite3_bind_int64(s.st, 6, c.first_line);
+      sqlite3_bind_int64(s.st, 7, c.num_lines);
+      sqlite3_bind_int(s.st, 8, c.bit_offset);
+      sqlite3_bind_int64(s.st, 9, c.block_offset);
+      sqlite3_bind_int(s.st, 10, c.flags);
+      if (!c.window.empty()) {
+        uLongf zl = compressBound(uLong(c.window.size()));
+        zbuf.resize(zl);
+        compress2(zbuf.data(), &zl, reinterpret_cast<const Bytef*>(c.window.data()), uLong(c.window.size()), 6);
+        sqlite3_bind_blob(s.st, 11, zbuf.data(), int(zl), SQLITE_TRANSIENT);
+      } else {
+        sqlite3_bind_null(s.st, 11);
+      }
+      s.step();
+    }
+    write_context(d.db, info.context);
+    write_stats(d.db, info);
+    d.exec("COMMIT");
+  }
+  if (::rename(tmp.c_str(), info.index_path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw ReaderError(info.index_path + ": cannot write index: " + std::strerror(errno));
+  }
+}
+
+// Loads an index; returns false when absent, unreadable, foreign or stale.
+bool load_index(IndexInfo& info, const File& f) {
+  struct stat st;
+  if (::stat(info.index_path.c_str(), &st) != 0) return false;
+  try {
+    Db d;
+    open_db(d, info.index_path, false);
+    std::map<std::string, std::string> meta;
+    {
+      Stmt s(d.db, "SELECT key, value FROM metadata");
+      while (s.step()) {
+        const char* k = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 0));
+        const char* v = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
+        meta[k ? k : ""] = v ? v : "";
+      }
+    }
+    auto geti = [&](const char* k) -> int64_t {
+      auto it = meta.find(k);
+      if (it == meta.end()) throw ReaderError("missing key");
+      return std::stoll(it->second);
+    };
+    if (geti("format_version") != kIndexFormatVersion) return false;
+    if (meta["trace_path"] != info.path) return false;
+    if (geti("size") != f.size() || geti("mtime_ns") != f.mtime_ns()) return false;
+    info.kind = meta["kind"];
+    info.size = f.size();
+    info.mtime_ns = f.mtime_ns();
+    info.lines = geti("lines");
+    info.uncompressed_bytes = geti("uncompressed_bytes");
+    info.truncated_bytes = geti("truncated_bytes");
+    info.lost_bytes = geti("lost_bytes");
+    info.compressed_bytes = f.size();
+    info.context.scanned = geti("context_scanned") != 0;
+    info.context.hostname = meta["hostname"];
+    info.stats_scanned = geti("stats_scanned") != 0;
+    info.events = geti("events");
+    info.metadata_records = geti("metadata_records");
+    info.skipped_lines = geti("skipped_lines");
+    Stmt s(d.db, "SELECT * FROM checkpoints ORDER BY number");
+    std::vector<char> wbuf;
+    while (s.step()) {
+      Checkpoint c;
+      c.number = sqlite3_column_int64(s.st, 0);
+      c.compressed_offset = sqlite3_column_int64(s.st, 1);
+      c.compressed_size = sqlite3_column_int64(s.st, 2);
+      c.uncompressed_offset = sqlite3_column_int64(s.st, 3);
+      c.uncompressed_size = sqlite3_column_int64(s.st, 4);
+      c.first_line = sqlite3_column_int64(s.st, 5);
+      c.num_lines = sqlite3_column_int64(s.st, 6);
+      c.bit_offset = sqlite3_column_int(s.st, 7);
+      c.block_offset = sqlite3_column_int64(s.st, 8);
+      c.flags = sqlite3_column_int(s.st, 9);
+      if (sqlite3_column_type(s.st, 10) == SQLITE_BLOB) {
+        const void* b = sqlite3_column_blob(s.st, 10);
+        int bl = sqlite3_column_bytes(s.st, 10);
+        wbuf.resize(kWindow);
+        uLongf wl = kWindow;
+        if (uncompress(reinterpret_cast<Bytef*>(wbuf.data()), &wl, static_cast<const Bytef*>(b), uLong(bl)) != Z_OK)
+          return false;
+        c.window.assign(wbuf.data(), wl);
+      }
+      info.checkpoints.push_back(std::move(c));
+    }
+    Stmt cs(d.db, "SELECT kind, hash, value FROM context");
+    while (cs.step()) {
+      std::string kind = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 0));
+      std::string h = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 1));
+      std::string v = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 2));
+      auto& m = kind == "FH" ? info.context.fh : kind == "HH" ? info.context.hh : info.context.sh;
+      m[h] = v;
+    }
+    Stmt as(d.db, "SELECT key, dtype FROM arg_columns ORDER BY key");
+    while (as.step())
+      info.arg_columns.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(as.st, 0)),
+                                    reinterpret_cast<const char*>(sqlite3_column_text(as.st, 1)));
+    return true;
+  } catch (const std::exception&) {
+    info.checkpoints.clear();
+    info.context = FileContext{};
+    info.arg_columns.clear();
+    return false;
+  }
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool mkdirs(const std::string& dir) {
+  std::string cur;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!cur.empty()) ::mkdir(cur.c_str(), 0755);
+    }
+    if (i < dir.size()) cur += dir[i];
+  }
+  struct stat st;
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+std::string index_path_for(const std::string& trace, const std::string& index_dir) {
+  std::string abs = abs_path(trace);
+  std::string dir = abs.substr(0, abs.rfind('/'));
+  if (dir.empty()) dir = "/";
+  std::string idir = index_dir;
+  if (idir.empty()) {
+    if (::access(dir.c_str(), W_OK) == 0) return abs + ".zindex";
+    const char* env = ::getenv("DFTRACER_INDEX_DIR");
+    if (env && *env) {
+      idir = env;
+    } else {
+      const char* home = ::getenv("HOME");
+      idir = std::string(home && *home ? home : "/tmp") + "/.cache/dftracer/zindex";
+    }
+  }
+  if (!mkdirs(idir)) throw ReaderError(idir + ": cannot create index directory");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(abs)));
+  return idir + "/" + abs.substr(abs.rfind('/') + 1) + "-" + hex + ".zindex";
+}
+
+IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force) {
+  IndexInfo info;
+  info.path = abs_path(trace);
+  info.index_path = index_path_for(info.path, index_dir);
+  File f(info.path);
+  if (!force && load_index(info, f)) return info;
+  info = IndexInfo{};
+  info.path = abs_path(trace);
+  info.index_path = index_path_for(info.path, index_dir);
+  info.size = f.size();
+  info.mtime_ns = f.mtime_ns();
+  info.compressed_bytes = f.size();
+  info.rebuilt = true;
+  unsigned char hb[512];
+  size_t got = f.pread_full(hb, sizeof hb, 0);
+  bool gz = got >= 2 && hb[0] == 0x1f && hb[1] == 0x8b;
+  if (gz) {
+    GzHeader h = parse_header(hb, got);
+    if (h.ok && h.df) {
+      info.kind = "member";
+      index_members(f, info);
+    } else {
+      info.kind = "inflate";
+      index_inflate(f, info);
+      info.context.scanned = true;
+    }
+  } else if (got > 0 && (ends_with(info.path, ".gz") || ends_with(info.path, ".gzip"))) {
+    throw ReaderError(info.path + ": not a gzip file (bad magic bytes)");
+  } else {
+    info.kind = f.size() == 0 && ends_with(info.path, ".gz") ? "member" : "plain";
+    if (f.size() > 0) index_plain(f, info);
+    info.context.scanned = true;
+  }
+  for (size_t i = 0; i < info.checkpoints.size(); ++i) info.checkpoints[i].number = int64_t(i);
+  if (info.context.hostname.empty() && info.context.hh.size() == 1) info.context.hostname = info.context.hh.begin()->second;
+  save_index(info);
+  return info;
+}
+
+// Stores stats/context computed by scan (see batch.cpp) into an existing index.
+void store_scan(const IndexInfo& info) {
+  Db d;
+  open_db(d, info.index_path, true);
+  d.exec("PRAGMA journal_mode=WAL;");
+  d.exec("BEGIN IMMEDIATE");
+  write_context(d.db, info.context);
+  write_stats(d.db, info);
+  d.exec("COMMIT");
+}
+
+}  // namespace dftracer::reader

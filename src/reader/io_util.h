@@ -1,0 +1,55 @@
+// Small POSIX file helpers for the reader (internal).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "reader.h"
+
+namespace dftracer::reader {
+
+class File {
+ public:
+  explicit File(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw ReaderError(path + ": cannot open: " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) throw ReaderError(path + ": cannot stat: " + std::strerror(errno));
+    size_ = st.st_size;
+    mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  int64_t size() const { return size_; }
+  int64_t mtime_ns() const { return mtime_ns_; }
+  // Reads up to n bytes at off; returns bytes read (short only at end of file).
+  size_t pread_full(void* buf, size_t n, int64_t off) const {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd_, static_cast<char*>(buf) + got, n - got, off + int64_t(got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw ReaderError(path_ + ": read error: " + std::strerror(errno));
+      }
+      if (r == 0) break;
+      got += size_t(r);
+    }
+    return got;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+  int64_t mtime_ns_ = 0;
+};
+
+}  // namespace dftracer::reader

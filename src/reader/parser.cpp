@@ -1,0 +1,577 @@
+// JSON-lines parser into typed columns (simdjson on-demand, one document per line so that a bad
+// line is skipped and counted without losing the others).
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "reader.h"
+
+namespace dftracer::reader {
+
+namespace od = simdjson::ondemand;
+
+const char* phase_letter(int64_t code) {
+  // DFTracer v2 integer phases (docs/index.md): 0 B, 1 X, 2 M, 3 i, 4 E, 5 C.
+  static const char* kLetters[] = {"B", "X", "M", "i", "E", "C"};
+  if (code >= 0 && code < 6) return kLetters[code];
+  return "?";
+}
+
+int64_t ArgColumn::length() const {
+  return type == ArgType::Int ? int64_t(ints.size()) : type == ArgType::Float ? int64_t(floats.size())
+                                                                               : int64_t(strings.codes.size());
+}
+
+namespace {
+
+enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2 };
+
+SizeKind size_kind_of(std::string_view n) {
+  while (!n.empty() && n.front() == '_') n.remove_prefix(1);
+  if (n.size() > 4 && n.compare(n.size() - 4, 4, "_chk") == 0) n.remove_suffix(4);
+  static const char* ret_names[] = {"read",    "pread",    "pread64",  "readv",   "preadv",  "preadv64",
+                                    "preadv2", "write",    "pwrite",   "pwrite64", "writev", "pwritev",
+                                    "pwritev64", "pwritev2", "read64", "write64"};
+  for (auto* r : ret_names)
+    if (n == r) return kRet;
+  if (n == "fread" || n == "fwrite" || n == "fread_unlocked" || n == "fwrite_unlocked") return kRetTimesSize;
+  return kNoSize;
+}
+
+bool parse_int_text(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 20) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  auto r = std::from_chars(b, e, out);
+  return r.ec == std::errc() && r.ptr == e;
+}
+
+void append_json_string(std::string& o, std::string_view s) {
+  o += '"';
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o += ch;
+    }
+  }
+  o += '"';
+}
+
+std::string double_text(double d) {
+  char b[32];
+  auto r = std::to_chars(b, b + sizeof b, d);
+  return std::string(b, r.ptr);
+}
+
+// Replaces invalid UTF-8 sequences with U+FFFD.
+void repair_utf8(const char* p, size_t n, std::string& out) {
+  out.clear();
+  size_t i = 0;
+  auto cont = [&](size_t k) { return k < n && (static_cast<unsigned char>(p[k]) & 0xc0) == 0x80; };
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(p[i]);
+    size_t len = 0;
+    if (c < 0x80) len = 1;
+    else if (c >= 0xc2 && c <= 0xdf && cont(i + 1)) len = 2;
+    else if (c >= 0xe0 && c <= 0xef && cont(i + 1) && cont(i + 2)) {
+      unsigned char c1 = static_cast<unsigned char>(p[i + 1]);
+      if (!((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f))) len = 3;
+    } else if (c >= 0xf0 && c <= 0xf4 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
+      unsigned char c1 = static_cast<unsigned char>(p[i + 1]);
+      if (!((c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 > 0x8f))) len = 4;
+    }
+    if (len) {
+      out.append(p + i, len);
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+}
+
+struct Staged {
+  std::string_view key;
+  ArgType type;
+  int64_t i;
+  double d;
+  std::string_view s;
+  bool is_null;
+};
+
+// Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
+bool read_i64(od::value v, int64_t& out) {
+  od::json_type t;
+  if (v.type().get(t)) return false;
+  if (t == od::json_type::number) {
+    od::number n;
+    if (v.get_number().get(n)) return false;
+    if (n.is_int64()) out = n.get_int64();
+    else if (n.is_uint64()) out = int64_t(n.get_uint64());
+    else out = int64_t(n.get_double());
+    return true;
+  }
+  if (t == od::json_type::string) {
+    std::string_view s;
+    if (v.get_string().get(s)) return false;
+    return parse_int_text(s, out);
+  }
+  return false;
+}
+
+}  // namespace
+
+struct Parser::Impl {
+  od::parser parser;
+  std::string scratch;
+  std::vector<Staged> staged;
+  std::deque<std::string> keys;  // storage for arg column names
+  std::unordered_map<std::string_view, int> arg_index;
+  std::vector<int8_t> name_size_kind;
+  std::string tmp;
+
+  int column_for(EventColumns& out, std::string_view key, ArgType t) {
+    auto it = arg_index.find(key);
+    if (it != arg_index.end()) return it->second;
+    keys.emplace_back(key);
+    int idx = int(out.args.size());
+    out.args.emplace_back();
+    out.args.back().key = keys.back();
+    out.args.back().type = t;
+    arg_index.emplace(std::string_view(keys.back()), idx);
+    return idx;
+  }
+
+  static void pad(ArgColumn& c, int64_t row) {
+    while (c.length() < row) {
+      if (c.type == ArgType::Int) {
+        c.ints.push_back(0);
+        c.mask.push_back(1);
+      } else if (c.type == ArgType::Float) {
+        c.floats.push_back(0);
+        c.mask.push_back(1);
+      } else {
+        c.strings.codes.push_back(-1);
+      }
+    }
+  }
+  static void promote(ArgColumn& c, ArgType t) {
+    if (t <= c.type) return;
+    if (c.type == ArgType::Int && t == ArgType::Float) {
+      c.floats.resize(c.ints.size());
+      for (size_t k = 0; k < c.ints.size(); ++k) c.floats[k] = double(c.ints[k]);
+      c.ints.clear();
+      c.type = ArgType::Float;
+      return;
+    }
+    // To strings: existing numbers become their text.
+    c.strings.codes.resize(size_t(c.length()));
+    for (size_t k = 0; k < c.strings.codes.size(); ++k) {
+      if (c.mask[k]) {
+        c.strings.codes[k] = -1;
+        continue;
+      }
+      std::string txt = c.type == ArgType::Int ? std::to_string(c.ints[k]) : double_text(c.floats[k]);
+      c.strings.codes[k] = c.strings.intern(txt);
+    }
+    c.ints.clear();
+    c.floats.clear();
+    c.mask.clear();
+    c.type = ArgType::String;
+  }
+  static void put(ArgColumn& c, const Staged& v, int64_t row) {
+    if (v.is_null) return;
+    promote(c, v.type);
+    pad(c, row);
+    if (c.type == ArgType::Int) {
+      c.ints.push_back(v.i);
+      c.mask.push_back(0);
+    } else if (c.type == ArgType::Float) {
+      c.floats.push_back(v.type == ArgType::Int ? double(v.i) : v.d);
+      c.mask.push_back(0);
+    } else {
+      if (v.type == ArgType::String) c.strings.codes.push_back(c.strings.intern(v.s));
+      else if (v.type == ArgType::Int) c.strings.codes.push_back(c.strings.intern(std::to_string(v.i)));
+      else c.strings.codes.push_back(c.strings.intern(double_text(v.d)));
+    }
+  }
+
+  // Stages one args value; returns false on a JSON error.
+  bool stage(std::string_view key, od::value v) {
+    Staged s{key, ArgType::Int, 0, 0.0, {}, false};
+    od::json_type t;
+    if (v.type().get(t)) return false;
+    switch (t) {
+      case od::json_type::number: {
+        od::number n;
+        if (v.get_number().get(n)) return false;
+        if (n.is_int64()) {
+          s.i = n.get_int64();
+        } else if (n.is_uint64()) {
+          s.type = ArgType::Float;
+          s.d = double(n.get_uint64());
+        } else {
+          s.type = ArgType::Float;
+          s.d = n.get_double();
+        }
+        break;
+      }
+      case od::json_type::string: {
+        std::string_view sv;
+        if (v.get_string().get(sv)) return false;
+        if (!parse_int_text(sv, s.i)) {  // legacy traces write numbers as strings
+          s.type = ArgType::String;
+          s.s = sv;
+        }
+        break;
+      }
+      case od::json_type::boolean: {
+        bool b;
+        if (v.get_bool().get(b)) return false;
+        s.i = b ? 1 : 0;
+        break;
+      }
+      case od::json_type::null:
+        if (v.is_null().error()) return false;
+        s.is_null = true;
+        break;
+      default: {  // nested object/array: keep its JSON text
+        std::string_view raw;
+        if (t == od::json_type::object) {
+          od::object o;
+          if (v.get_object().get(o) || o.raw_json().get(raw)) return false;
+        } else {
+          od::array a;
+          if (v.get_array().get(a) || a.raw_json().get(raw)) return false;
+        }
+        s.type = ArgType::String;
+        s.s = raw;
+      }
+    }
+    staged.push_back(s);
+    return true;
+  }
+
+  static const Staged* find(const std::vector<Staged>& st, std::string_view k) {
+    for (auto& s : st)
+      if (s.key == k) return &s;
+    return nullptr;
+  }
+  static std::string text_of(const Staged& s) {
+    if (s.is_null) return "";
+    if (s.type == ArgType::String) return std::string(s.s);
+    if (s.type == ArgType::Int) return std::to_string(s.i);
+    return double_text(s.d);
+  }
+
+  // Parses one line (trimmed, non-empty). Returns false if it must be skipped.
+  bool line(const char* p, size_t n, size_t cap, FileContext& ctx, EventColumns& out, bool retried) {
+    staged.clear();
+    od::document doc;
+    auto err = parser.iterate(p, n, cap).get(doc);
+    od::object obj;
+    if (!err) err = doc.get_object().get(obj);
+    if (err == simdjson::UTF8_ERROR && !retried) return repaired(p, n, ctx, out);
+    if (err) return false;
+    std::string_view name, cat, ph;
+    bool has_name = false, has_ts = false, has_dur = false, has_cat = false;
+    int64_t pid = 0, tid = 0, ts = 0, dur = 0;
+    for (auto field : obj) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) {
+        if (field.error() == simdjson::UTF8_ERROR && !retried) return repaired(p, n, ctx, out);
+        return false;
+      }
+      od::value v;
+      if (field.value().get(v)) return false;
+      if (key == "name") {
+        if (v.get_string().get(name)) return false;
+        has_name = true;
+      } else if (key == "cat") {
+        if (v.get_string().get(cat)) return false;
+        has_cat = true;
+      } else if (key == "ts") {
+        if (!read_i64(v, ts)) return false;
+        has_ts = true;
+      } else if (key == "dur") {
+        if (!read_i64(v, dur)) return false;
+        has_dur = true;
+      } else if (key == "pid") {
+        if (!read_i64(v, pid)) return false;
+      } else if (key == "tid") {
+        if (!read_i64(v, tid)) return false;
+      } else if (key == "ph") {
+        od::json_type t;
+        if (v.type().get(t)) return false;
+        if (t == od::json_type::number) {
+          int64_t code;
+          if (v.get_int64().get(code)) return false;
+          ph = phase_letter(code);
+        } else if (v.get_string().get(ph)) {
+          return false;
+        }
+      } else if (key == "args") {
+        od::object args;
+        if (v.get_object().get(args)) return false;
+        for (auto af : args) {
+          std::string_view ak;
+          if (af.unescaped_key().get(ak)) return false;
+          od::value av;
+          if (af.value().get(av)) return false;
+          if (!stage(ak, av)) return false;
+        }
+      } else {
+        // Other top-level keys (id, ...) are not columns: on-demand skips unread values.
+      }
+    }
+    if (!has_name) return false;
+    bool is_meta = ph == "M" || (has_cat && cat == "dftracer");
+    if (is_meta) {
+      meta_record(name, cat, ph, pid, tid, ts, has_ts, dur, has_dur, ctx, out);
+      return true;
+    }
+    if (!has_ts) return false;
+    commit(name, has_cat ? cat : std::string_view(), has_cat, ph, pid, tid, ts, dur, ctx, out);
+    return true;
+  }
+
+  bool repaired(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
+    std::string fixed;
+    repair_utf8(p, n, fixed);
+    ++out.replaced_utf8_lines;
+    scratch.assign(fixed);
+    scratch.append(simdjson::SIMDJSON_PADDING, ' ');
+    return line(scratch.data(), fixed.size(), scratch.size(), ctx, out, true);
+  }
+
+  void meta_record(std::string_view name, std::string_view cat, std::string_view ph, int64_t pid, int64_t tid,
+                   int64_t ts, bool has_ts, int64_t dur, bool has_dur, FileContext& ctx, EventColumns& out) {
+    MetaRecord m;
+    m.name = std::string(name);
+    m.cat = std::string(cat);
+    m.ph = std::string(ph);
+    m.pid = pid;
+    m.tid = tid;
+    m.ts = ts;
+    m.has_ts = has_ts;
+    m.dur = dur;
+    m.has_dur = has_dur;
+    const Staged* k = find(staged, "name");
+    const Staged* v = find(staged, "value");
+    if (k) m.key = text_of(*k);
+    if (v) m.value = text_of(*v);
+    std::string& a = m.args;
+    a = "{";
+    for (size_t i = 0; i < staged.size(); ++i) {
+      if (i) a += ',';
+      append_json_string(a, staged[i].key);
+      a += ':';
+      const Staged& s = staged[i];
+      if (s.is_null) a += "null";
+      else if (s.type == ArgType::Int) a += std::to_string(s.i);
+      else if (s.type == ArgType::Float) a += double_text(s.d);
+      else if (!s.s.empty() && (s.s.front() == '{' || s.s.front() == '[')) a += s.s;
+      else append_json_string(a, s.s);
+    }
+    a += '}';
+    if (ph == "M" && k && v) {
+      if (name == "FH") ctx.fh[m.value] = m.key;
+      else if (name == "HH") ctx.hh[m.value] = m.key;
+      else if (name == "SH") ctx.sh[m.value] = m.key;
+      else if (name == "hostname" && ctx.hostname.empty()) ctx.hostname = m.value;
+    }
+    out.metadata.push_back(std::move(m));
+  }
+
+  int32_t resolve(const std::unordered_map<std::string, std::string>& map, const Staged& h, DictColumn& col,
+                  EventColumns& out) {
+    tmp = text_of(h);
+    auto it = map.find(tmp);
+    if (it == map.end()) {
+      ++out.unresolved_hashes;
+      return -1;
+    }
+    return col.intern(it->second);
+  }
+
+  void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid,
+              int64_t tid, int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out) {
+    int64_t row = out.rows;
+    int32_t nc = out.name.intern(name);
+    out.name.codes.push_back(nc);
+    if (size_t(nc) >= name_size_kind.size()) name_size_kind.resize(size_t(nc) + 1, -1);
+    if (name_size_kind[size_t(nc)] < 0) name_size_kind[size_t(nc)] = size_kind_of(name);
+    out.cat.codes.push_back(has_cat ? out.cat.intern(cat) : -1);
+    out.ph.codes.push_back(ph.empty() ? -1 : out.ph.intern(ph));
+    out.pid.push_back(pid);
+    out.tid.push_back(tid);
+    out.ts.push_back(ts);
+    out.dur.push_back(dur);
+    out.te.push_back(ts + dur);
+    const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr,
+                 *ret = nullptr, *asize = nullptr;
+    for (auto& s : staged) {
+      std::string_view k = s.key;
+      if (k == "hostname") host = &s;
+      else if (k == "hhash") hhash = &s;
+      else if (k == "fname") fname = &s;
+      else if (k == "fhash") fhash = &s;
+      else if (k == "offset") offset = &s;
+      else {
+        if (k == "ret") ret = &s;
+        else if (k == "size") asize = &s;
+        std::string_view col = k == "size" ? std::string_view("arg_size") : k;
+        if (s.is_null) continue;
+        int ci = column_for(out, col, s.type);
+        put(out.args[size_t(ci)], s, row);
+      }
+    }
+    // hostname: args.hostname, HH resolution of args.hhash, else the file's host.
+    int32_t hc = -1;
+    if (host && !host->is_null) hc = out.hostname.intern(text_of(*host));
+    else if (hhash && !hhash->is_null) hc = resolve(ctx.hh, *hhash, out.hostname, out);
+    if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
+    out.hostname.codes.push_back(hc);
+    int32_t fc = -1;
+    if (fname && !fname->is_null) fc = out.fname.intern(text_of(*fname));
+    else if (fhash && !fhash->is_null) fc = resolve(ctx.fh, *fhash, out.fname, out);
+    out.fname.codes.push_back(fc);
+    bool off_ok = offset && !offset->is_null && offset->type == ArgType::Int;
+    out.offset.push_back(off_ok ? offset->i : 0);
+    out.offset_mask.push_back(off_ok ? 0 : 1);
+    int64_t size = 0;
+    bool size_ok = false;
+    int8_t sk = name_size_kind[size_t(nc)];
+    if (sk != kNoSize && ret && !ret->is_null && ret->type == ArgType::Int && ret->i >= 0) {
+      if (sk == kRet) {
+        size = ret->i;
+        size_ok = true;
+      } else if (asize && !asize->is_null && asize->type == ArgType::Int) {
+        size = ret->i * asize->i;
+        size_ok = true;
+      }
+    }
+    out.size.push_back(size);
+    out.size_mask.push_back(size_ok ? 0 : 1);
+    out.rows = row + 1;
+  }
+};
+
+Parser::Parser() : impl_(new Impl) {}
+Parser::~Parser() = default;
+
+void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ctx, EventColumns& out) {
+  Impl& im = *impl_;
+  im.arg_index.clear();
+  im.keys.clear();
+  for (size_t i = 0; i < out.args.size(); ++i) {
+    im.keys.emplace_back(out.args[i].key);
+    im.arg_index.emplace(std::string_view(im.keys.back()), int(i));
+  }
+  im.name_size_kind.assign(out.name.categories.size(), -1);
+  const char* end = buf + len;
+  const char* cap_end = buf + capacity;
+  const char* p = buf;
+  size_t max_line = 0;
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', size_t(end - p)));
+    const char* le = nl ? nl : end;
+    const char* b = p;
+    const char* e = le;
+    p = nl ? nl + 1 : end;
+    while (b < e && (*b == ' ' || *b == '\t')) ++b;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == ',')) --e;
+    size_t n = size_t(e - b);
+    if (n == 0 || (n == 1 && (*b == '[' || *b == ']'))) continue;
+    if (n > max_line) {
+      max_line = n;
+      if (im.parser.capacity() < n && im.parser.allocate(std::max<size_t>(n, 1 << 16)) != simdjson::SUCCESS) {
+        ++out.skipped_lines;
+        continue;
+      }
+    }
+    if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
+      ++out.skipped_lines;
+      if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));
+    }
+  }
+}
+
+void Parser::finish(EventColumns& out) {
+  for (auto& c : out.args) Impl::pad(c, out.rows);
+  std::sort(out.args.begin(), out.args.end(), [](const ArgColumn& a, const ArgColumn& b) { return a.key < b.key; });
+}
+
+void collect_context(const char* buf, size_t len, FileContext& ctx) {
+  static const char kNeedle[] = "\"ph\":\"M\"";
+  const char* p = buf;
+  const char* end = buf + len;
+  od::parser parser;
+  std::string line;
+  while (p < end) {
+    const char* hit = static_cast<const char*>(memmem(p, size_t(end - p), kNeedle, sizeof kNeedle - 1));
+    if (!hit) break;
+    const char* b = hit;
+    while (b > buf && b[-1] != '\n') --b;
+    const char* e = static_cast<const char*>(std::memchr(hit, '\n', size_t(end - hit)));
+    if (!e) e = end;
+    line.assign(b, size_t(e - b));
+    size_t n = line.size();
+    line.append(simdjson::SIMDJSON_PADDING, ' ');
+    od::document doc;
+    od::object obj;
+    std::string_view name, k;
+    std::string vtxt;
+    bool ok = !parser.iterate(line.data(), n, line.size()).get(doc) && !doc.get_object().get(obj);
+    if (ok) {
+      for (auto field : obj) {
+        std::string_view key;
+        if (field.unescaped_key().get(key)) break;
+        od::value val;
+        if (field.value().get(val)) break;
+        if (key == "name") {
+          if (val.get_string().get(name)) break;
+        } else if (key == "args") {
+          od::object args;
+          if (val.get_object().get(args)) break;
+          for (auto af : args) {
+            std::string_view ak;
+            if (af.unescaped_key().get(ak)) break;
+            od::value av;
+            if (af.value().get(av)) break;
+            if (ak == "name") {
+              std::string_view s;
+              if (!av.get_string().get(s)) k = s;
+            } else if (ak == "value") {
+              int64_t iv;
+              std::string_view s;
+              od::json_type t;
+              if (av.type().get(t)) break;
+              if (t == od::json_type::number && !av.get_int64().get(iv)) {
+                vtxt = std::to_string(iv);
+              } else if (t == od::json_type::string && !av.get_string().get(s)) {
+                vtxt.assign(s);
+              }
+            }
+          }
+        }
+      }
+    }
+    p = e + 1;
+    if (!ok || k.empty() || vtxt.empty()) continue;
+    if (name == "FH") ctx.fh[vtxt] = std::string(k);
+    else if (name == "HH") ctx.hh[vtxt] = std::string(k);
+    else if (name == "SH") ctx.sh[vtxt] = std::string(k);
+  }
+}
+
+}  // namespace dftracer::reader

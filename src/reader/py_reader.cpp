@@ -1,0 +1,257 @@
+// pybind11 module dfanalyzer._reader (contract: docs/design.md, "Reader binding").
+// Columns are handed to NumPy without a copy: one heap Batch owns every vector and a capsule
+// holding it is the base of each array.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "reader.h"
+
+namespace py = pybind11;
+using namespace dftracer::reader;
+
+namespace {
+
+std::string opt(const py::object& o) { return o.is_none() ? std::string() : py::str(o).cast<std::string>(); }
+
+py::dict checkpoint_dict(const Checkpoint& c) {
+  py::dict d;
+  d["number"] = c.number;
+  d["compressed_offset"] = c.compressed_offset;
+  d["compressed_size"] = c.compressed_size;
+  d["uncompressed_offset"] = c.uncompressed_offset;
+  d["uncompressed_size"] = c.uncompressed_size;
+  d["first_line"] = c.first_line;
+  d["num_lines"] = c.num_lines;
+  d["bit_offset"] = c.bit_offset;
+  d["flags"] = c.flags;
+  d["lost"] = bool(c.flags & kLost);
+  return d;
+}
+
+py::dict info_dict(const IndexInfo& i) {
+  py::dict d;
+  d["path"] = i.path;
+  d["index_path"] = i.index_path;
+  d["kind"] = i.kind;
+  d["size"] = i.size;
+  d["mtime"] = double(i.mtime_ns) / 1e9;
+  d["lines"] = i.lines;
+  d["compressed_bytes"] = i.compressed_bytes;
+  d["uncompressed_bytes"] = i.uncompressed_bytes;
+  d["truncated_bytes"] = i.truncated_bytes;
+  d["lost_bytes"] = i.lost_bytes;
+  d["rebuilt"] = i.rebuilt;
+  py::list cps;
+  for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c));
+  d["checkpoints"] = cps;
+  return d;
+}
+
+py::dict scan_dict(const IndexInfo& i) {
+  py::dict d = info_dict(i);
+  d["events"] = i.events;
+  d["metadata_records"] = i.metadata_records;
+  d["skipped_lines"] = i.skipped_lines;
+  py::list cols;
+  for (auto& [k, t] : i.arg_columns) cols.append(py::make_tuple(k, t));
+  d["arg_columns"] = cols;
+  d["hostname"] = i.context.hostname;
+  d["context_sizes"] = py::dict(py::arg("FH") = i.context.fh.size(), py::arg("HH") = i.context.hh.size(),
+                                py::arg("SH") = i.context.sh.size());
+  return d;
+}
+
+// Owner of all column storage handed to NumPy.
+struct Batch {
+  EventColumns cols;
+  RangeData range;
+  std::vector<std::vector<int8_t>> codes8;
+  std::vector<std::vector<int16_t>> codes16;
+};
+
+template <typename T>
+py::array view(std::vector<T>& v, const py::capsule& base) {
+  return py::array_t<T>({py::ssize_t(v.size())}, {py::ssize_t(sizeof(T))}, v.data(), base);
+}
+
+py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
+  return py::array(py::dtype("bool"), {py::ssize_t(v.size())}, {py::ssize_t(1)}, v.data(), base);
+}
+
+// Dictionary column -> (codes array with the narrowest pandas code dtype, categories list).
+py::tuple dict_view(Batch& b, DictColumn& d, const py::capsule& base) {
+  py::list cats;
+  for (auto& s : d.categories) cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  size_t n = d.categories.size();
+  py::array codes;
+  if (n < 128) {
+    b.codes8.emplace_back(d.codes.begin(), d.codes.end());
+    codes = view(b.codes8.back(), base);
+  } else if (n < 32768) {
+    b.codes16.emplace_back(d.codes.begin(), d.codes.end());
+    codes = view(b.codes16.back(), base);
+  } else {
+    codes = view(d.codes, base);
+  }
+  return py::make_tuple(codes, cats);
+}
+
+py::dict load_batch(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
+  auto* b = new Batch();
+  std::unique_ptr<Batch> guard(b);
+  std::string idir = opt(index_dir);
+  {
+    py::gil_scoped_release nogil;
+    IndexInfo idx = build_index(path, idir, false);
+    b->range = read_checkpoints(idx, first, last);
+    FileContext ctx = idx.context;
+    Parser parser;
+    RangeData& r = b->range;
+    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b->cols);
+    if (b->cols.unresolved_hashes > 0 && !idx.context.scanned) {
+      // Hashes defined outside this batch: complete the file's context once, then re-parse.
+      ensure_context(idx);
+      b->cols = EventColumns{};
+      FileContext full = idx.context;
+      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
+    }
+    Parser::finish(b->cols);
+    r.data = std::string();  // raw lines are no longer needed
+  }
+  // (Codes vectors are reserved up front so that views stay valid.)
+  EventColumns& c = b->cols;
+  b->codes8.reserve(8 + c.args.size());
+  b->codes16.reserve(8 + c.args.size());
+  py::capsule base(guard.release(), [](void* p) { delete static_cast<Batch*>(p); });
+  py::dict out;
+  out["rows"] = c.rows;
+  py::dict core;
+  core["name"] = dict_view(*b, c.name, base);
+  core["cat"] = dict_view(*b, c.cat, base);
+  core["ph"] = dict_view(*b, c.ph, base);
+  core["hostname"] = dict_view(*b, c.hostname, base);
+  core["fname"] = dict_view(*b, c.fname, base);
+  core["pid"] = view(c.pid, base);
+  core["tid"] = view(c.tid, base);
+  core["ts"] = view(c.ts, base);
+  core["dur"] = view(c.dur, base);
+  core["te"] = view(c.te, base);
+  core["size"] = py::make_tuple(view(c.size, base), mask_view(c.size_mask, base));
+  core["offset"] = py::make_tuple(view(c.offset, base), mask_view(c.offset_mask, base));
+  out["core"] = core;
+  py::list args;
+  for (auto& a : c.args) {
+    if (a.type == ArgType::Int)
+      args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
+    else if (a.type == ArgType::Float)
+      args.append(py::make_tuple(a.key, "Float64", py::make_tuple(view(a.floats, base), mask_view(a.mask, base))));
+    else
+      args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
+  }
+  out["args"] = args;
+  py::dict meta;
+  py::list mn, mc, mph, mk, mv, ma, mpid, mtid, mts, mdur;
+  for (auto& m : c.metadata) {
+    mn.append(m.name);
+    mc.append(m.cat);
+    mph.append(m.ph);
+    mk.append(m.key);
+    mv.append(m.value);
+    ma.append(m.args);
+    mpid.append(m.pid);
+    mtid.append(m.tid);
+    mts.append(m.has_ts ? py::object(py::int_(m.ts)) : py::object(py::none()));
+    mdur.append(m.has_dur ? py::object(py::int_(m.dur)) : py::object(py::none()));
+  }
+  meta["name"] = mn;
+  meta["cat"] = mc;
+  meta["ph"] = mph;
+  meta["pid"] = mpid;
+  meta["tid"] = mtid;
+  meta["ts"] = mts;
+  meta["dur"] = mdur;
+  meta["key"] = mk;
+  meta["value"] = mv;
+  meta["args"] = ma;
+  out["metadata"] = meta;
+  out["skipped_lines"] = c.skipped_lines;
+  out["skipped_examples"] = c.skipped_examples;
+  out["lost_bytes"] = b->range.lost_bytes;
+  out["lost_lines"] = b->range.lost_lines;
+  out["warnings"] = b->range.warnings;
+  out["unresolved_hashes"] = c.unresolved_hashes;
+  out["replaced_utf8_lines"] = c.replaced_utf8_lines;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_reader, m) {
+  m.doc() = "DFTracer trace indexer, batch reader and parser (see docs/index.md)";
+#if defined(DFTRACER_READER_NEEDS_AVX2) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2"))
+    throw py::import_error("dfanalyzer._reader was built for x86-64-v3 (AVX2); rebuild with -DDFTRACER_READER_MARCH=");
+#endif
+  py::register_exception<ReaderError>(m, "ReaderError", PyExc_OSError);
+  m.def(
+      "build_index",
+      [](const std::string& path, const py::object& index_dir, bool force) {
+        IndexInfo i;
+        {
+          py::gil_scoped_release nogil;
+          i = build_index(path, opt(index_dir), force);
+        }
+        return info_dict(i);
+      },
+      py::arg("path"), py::arg("index_dir") = py::none(), py::arg("force") = false,
+      "Build or load the index of a trace; returns its metadata and checkpoints.");
+  m.def(
+      "scan",
+      [](const std::string& path, const py::object& index_dir) {
+        IndexInfo i;
+        {
+          py::gil_scoped_release nogil;
+          i = scan_file(path, opt(index_dir));
+        }
+        return scan_dict(i);
+      },
+      py::arg("path"), py::arg("index_dir") = py::none(),
+      "Index + one parse pass: events, metadata records, skipped lines, args columns (cached in the index).");
+  m.def(
+      "read_lines",
+      [](const std::string& path, int64_t first_line, int64_t n_lines, const py::object& index_dir) {
+        std::vector<std::string> lines;
+        {
+          py::gil_scoped_release nogil;
+          IndexInfo i = build_index(path, opt(index_dir), false);
+          lines = read_lines(i, first_line, n_lines);
+        }
+        py::list out;
+        for (auto& s : lines) out.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+        return out;
+      },
+      py::arg("path"), py::arg("first_line"), py::arg("n_lines"), py::arg("index_dir") = py::none(),
+      "Lines [first_line, first_line + n_lines) (0-based) without their newline.");
+  m.def(
+      "read_checkpoints",
+      [](const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
+        RangeData r;
+        {
+          py::gil_scoped_release nogil;
+          IndexInfo i = build_index(path, opt(index_dir), false);
+          r = read_checkpoints(i, first, last);
+        }
+        return py::bytes(r.data.data(), r.data.size());
+      },
+      py::arg("path"), py::arg("first"), py::arg("last"), py::arg("index_dir") = py::none(),
+      "Raw bytes of checkpoints [first, last] (inclusive).");
+  m.def("load_batch", &load_batch, py::arg("path"), py::arg("first"), py::arg("last"),
+        py::arg("index_dir") = py::none(),
+        "Parse checkpoints [first, last] into columns (NumPy views owned by the batch).");
+  m.def("index_path", [](const std::string& path, const py::object& index_dir) {
+    return index_path_for(path, opt(index_dir));
+  }, py::arg("path"), py::arg("index_dir") = py::none());
+  m.attr("INDEX_FORMAT_VERSION") = kIndexFormatVersion;
+}

@@ -1,0 +1,208 @@
+// Indexer, batch reader and parser of DFTracer traces (docs/index.md, docs/design.md).
+//
+// Indexing (paper §IV-C): one SQLite index per trace file, built once, then any range of
+// checkpoints is decompressed and parsed on its own.
+//   kind "member"  - our gzip member format: hop header to header with the 'DF' FEXTRA subfield.
+//   kind "inflate" - any other gzip: one inflate pass, zran-style checkpoints with 32 KiB windows.
+//   kind "plain"   - uncompressed JSON lines: line-start checkpoints found with memchr.
+// Offsets and sizes are bytes; timestamps and durations are µs (Chrome trace-event format).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dftracer::reader {
+
+inline constexpr int kIndexFormatVersion = 1;
+inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
+
+// Raised for unreadable inputs (missing file, I/O error, unusable index directory).
+struct ReaderError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum CheckpointFlags : int {
+  kMemberStart = 1,  // compressed_offset is a gzip member header (no window needed)
+  kLost = 2,         // undecodable region (corrupt header/data); num_lines = 0
+  kTruncated = 4,    // final member/stream cut short: only its complete lines are indexed
+};
+
+struct Checkpoint {
+  int64_t number = 0;
+  int64_t compressed_offset = 0;    // member start, or the byte holding the first bits of the block
+  int64_t compressed_size = 0;      // member size (kind member) or bytes to the next checkpoint
+  int64_t uncompressed_offset = 0;  // first byte of the checkpoint's first line
+  int64_t uncompressed_size = 0;    // bytes of whole lines in this checkpoint
+  int64_t first_line = 0;           // 0-based line number of its first line
+  int64_t num_lines = 0;
+  int bit_offset = 0;               // 0-7 bits of compressed_offset's byte already used (inflate kind)
+  int64_t block_offset = 0;         // uncompressed offset where decoding restarts (<= uncompressed_offset)
+  int flags = 0;
+  std::string window;               // raw 32 KiB (or shorter) history; stored zlib-compressed
+};
+
+// Per-file context used to decode any batch on its own (DFTracer v1 hashed traces).
+struct FileContext {
+  bool scanned = false;                                  // maps are complete for the whole file
+  std::string hostname;                                  // single host of the file, if known
+  std::unordered_map<std::string, std::string> fh, hh, sh;  // hash (as text) -> string
+};
+
+struct IndexInfo {
+  std::string path;        // absolute trace path
+  std::string index_path;  // SQLite file
+  std::string kind;        // "member" | "inflate" | "plain"
+  int64_t size = 0;        // trace file size, bytes
+  int64_t mtime_ns = 0;
+  int64_t lines = 0;               // lines (as `sed` counts them) in indexed content
+  int64_t compressed_bytes = 0;    // file bytes
+  int64_t uncompressed_bytes = 0;  // bytes of indexed content
+  int64_t truncated_bytes = 0;     // bytes dropped at a cut-short end
+  int64_t lost_bytes = 0;          // compressed bytes in undecodable regions found at index time
+  bool rebuilt = false;            // built (or rebuilt) by this call
+  std::vector<Checkpoint> checkpoints;
+  FileContext context;
+  // Filled by scan_file (stats over all lines), empty until then.
+  bool stats_scanned = false;
+  int64_t events = 0, metadata_records = 0, skipped_lines = 0;
+  std::vector<std::pair<std::string, std::string>> arg_columns;  // key -> "Int64"|"Float64"|"string"
+};
+
+// Where the index of `trace` lives: `<trace>.zindex` when the trace directory is writable and no
+// `index_dir` is given, else `<index_dir or $DFTRACER_INDEX_DIR or ~/.cache/dftracer/zindex>/<name>-<hash>.zindex`.
+std::string index_path_for(const std::string& trace, const std::string& index_dir);
+
+// Opens a valid index or builds one (a stale, foreign, corrupt or non-SQLite index is rebuilt).
+// Throws ReaderError when the trace cannot be read or the index cannot be written.
+IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false);
+
+// Parses every line once and stores events/metadata/skipped counts, the args columns with their
+// dtypes and the full per-file context in the index (kept until the trace changes).
+IndexInfo scan_file(const std::string& trace, const std::string& index_dir = "");
+
+// Makes idx.context complete for the whole file (one pass over metadata lines), stored in the index.
+void ensure_context(IndexInfo& idx);
+
+// Raw content of checkpoints [first, last] (inclusive), padded for simdjson.
+struct RangeData {
+  std::string data;            // whole lines; capacity has >= 64 bytes of padding
+  int64_t first_line = 0;
+  int64_t lost_lines = 0;      // lines of members that failed to decode
+  int64_t lost_bytes = 0;      // bytes (uncompressed when known, else compressed) not decoded
+  std::vector<std::string> warnings;
+};
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last);
+std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, int64_t n_lines);
+
+// ---- Parser ------------------------------------------------------------------------------------
+
+// Dictionary-encoded string column: codes index `categories`, -1 = null.
+struct DictColumn {
+  std::vector<int32_t> codes;
+  std::deque<std::string> categories;  // stable storage: `lookup` views into it
+  std::unordered_map<std::string_view, int32_t> lookup;
+  std::string_view last_view;
+  int32_t last_code = -1;
+  DictColumn() = default;
+  // Copies and moves rebuild `lookup` (its views must point into this object's storage).
+  DictColumn(const DictColumn& o) : codes(o.codes), categories(o.categories) { reindex(); }
+  DictColumn(DictColumn&& o) noexcept : codes(std::move(o.codes)), categories(std::move(o.categories)) { reindex(); }
+  DictColumn& operator=(const DictColumn& o) {
+    codes = o.codes;
+    categories = o.categories;
+    reindex();
+    return *this;
+  }
+  DictColumn& operator=(DictColumn&& o) noexcept {
+    codes = std::move(o.codes);
+    categories = std::move(o.categories);
+    reindex();
+    return *this;
+  }
+  void reindex() noexcept {
+    lookup.clear();
+    last_code = -1;
+    last_view = {};
+    for (size_t i = 0; i < categories.size(); ++i) lookup.emplace(std::string_view(categories[i]), int32_t(i));
+  }
+  int32_t intern(std::string_view s) {
+    if (last_code >= 0 && s == last_view) return last_code;
+    auto it = lookup.find(s);
+    int32_t c;
+    if (it != lookup.end()) {
+      c = it->second;
+    } else {
+      c = int32_t(categories.size());
+      categories.emplace_back(s);
+      lookup.emplace(std::string_view(categories.back()), c);
+    }
+    last_view = categories[size_t(c)];
+    last_code = c;
+    return c;
+  }
+};
+
+enum class ArgType : int { Int = 0, Float = 1, String = 2 };
+
+struct ArgColumn {
+  std::string key;
+  ArgType type = ArgType::Int;
+  std::vector<int64_t> ints;      // when Int
+  std::vector<double> floats;     // when Float
+  DictColumn strings;             // when String (codes)
+  std::vector<uint8_t> mask;      // 1 = null (pandas mask convention), for Int and Float
+  int64_t length() const;
+};
+
+struct MetaRecord {
+  std::string name, cat, ph, key, value, args;
+  int64_t pid = 0, tid = 0, ts = 0, dur = 0;
+  bool has_ts = false, has_dur = false;
+};
+
+struct EventColumns {
+  int64_t rows = 0;
+  DictColumn name, cat, ph, hostname, fname;
+  std::vector<int64_t> pid, tid, ts, dur, te;
+  std::vector<int64_t> size, offset;
+  std::vector<uint8_t> size_mask, offset_mask;  // 1 = null
+  std::vector<ArgColumn> args;                   // sorted by key at finish()
+  std::vector<MetaRecord> metadata;
+  int64_t skipped_lines = 0;
+  int64_t unresolved_hashes = 0;                 // fhash/hhash not found in any map
+  int64_t replaced_utf8_lines = 0;
+  std::vector<std::string> skipped_examples;     // first few skip reasons
+};
+
+// Parses newline-separated JSON lines into columns. `ctx` may be updated with batch-local
+// FH/HH/SH records. Never throws on bad lines: they are counted in skipped_lines.
+class Parser {
+ public:
+  Parser();
+  ~Parser();
+  Parser(const Parser&) = delete;
+  Parser& operator=(const Parser&) = delete;
+  // `buf` must have >= 64 readable bytes after `len` (simdjson padding).
+  void parse(const char* buf, size_t len, size_t capacity, FileContext& ctx, EventColumns& out);
+  // Pads all columns to out.rows and sorts args columns by key.
+  static void finish(EventColumns& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Collects FH/HH/SH maps (and hostname) from metadata lines in `buf` (cheap substring prefilter).
+void collect_context(const char* buf, size_t len, FileContext& ctx);
+
+// v2 integer phase -> Chrome trace-event letter (documented in docs/index.md).
+const char* phase_letter(int64_t code);
+
+}  // namespace dftracer::reader

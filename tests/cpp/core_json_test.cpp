@@ -1,0 +1,80 @@
+// Byte-exact tests of the JSON writer and the gzip member encoder.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <string>
+
+#include "core_test_util.h"
+#include "gzip_member.h"
+#include "json.h"
+
+using namespace dftracer;
+
+static std::string esc(const std::string& in) {
+  std::string out(json::max_escaped(in.size()) + 1, '\0');
+  char* e = json::write_escaped(&out[0], in.data(), in.size());
+  out.resize(static_cast<size_t>(e - out.data()));
+  return out;
+}
+
+TEST(CoreJson, EscapesQuotesBackslashAndControls) {
+  EXPECT_EQ(esc("a\"b"), "a\\\"b");
+  EXPECT_EQ(esc("a\\b"), "a\\\\b");
+  EXPECT_EQ(esc("l1\nl2\tx\r"), "l1\\nl2\\tx\\r");
+  EXPECT_EQ(esc(std::string("n\0z", 3)), "n\\u0000z");
+  EXPECT_EQ(esc("\x01\x1f\b\f"), "\\u0001\\u001f\\b\\f");
+  EXPECT_EQ(esc("plain ascii /~\x7f"), "plain ascii /~\x7f");
+}
+
+TEST(CoreJson, KeepsValidUtf8AndReplacesInvalid) {
+  EXPECT_EQ(esc("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(esc("a\xff" "b"), "a\xef\xbf\xbd" "b");            // stray byte
+  EXPECT_EQ(esc("\xc3"), "\xef\xbf\xbd");                      // truncated sequence
+  EXPECT_EQ(esc("\xc0\x80"), "\xef\xbf\xbd\xef\xbf\xbd");      // overlong NUL
+  EXPECT_EQ(esc("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // > U+10FFFF
+}
+
+TEST(CoreJson, Numbers) {
+  char buf[64];
+  auto s = [&](char* end) { return std::string(buf, static_cast<size_t>(end - buf)); };
+  EXPECT_EQ(s(json::write_i64(buf, 0)), "0");
+  EXPECT_EQ(s(json::write_i64(buf, -7)), "-7");
+  EXPECT_EQ(s(json::write_i64(buf, INT64_MIN)), "-9223372036854775808");
+  EXPECT_EQ(s(json::write_u64(buf, UINT64_MAX)), "18446744073709551615");
+  EXPECT_EQ(s(json::write_u64(buf, 1732221123456789ull)), "1732221123456789");
+  EXPECT_EQ(s(json::write_double(buf, 2.5)), "2.5");
+  EXPECT_EQ(s(json::write_double(buf, 0.1)), "0.1");
+  EXPECT_EQ(s(json::write_double(buf, 1.0 / 0.0)), "null");
+}
+
+TEST(CoreGzip, MemberHeaderAndRoundTrip) {
+  std::string text = "[\n";
+  for (int i = 0; i < 1000; ++i) text += "{\"id\":" + std::to_string(i) + ",\"name\":\"read\"}\n";
+  MemberEncoder enc(6);
+  ASSERT_TRUE(enc.ok());
+  std::string m1, m2;
+  ASSERT_TRUE(enc.encode(text.data(), text.size(), &m1));
+  ASSERT_TRUE(enc.encode("x\n", 2, &m2));
+  std::string file = m1 + m2;
+  uint64_t tail = 99;
+  auto members = dft_test::walk_members(file, &tail);
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(tail, 0u);
+  EXPECT_EQ(members[0].offset, 0u);
+  EXPECT_EQ(members[0].csize, m1.size());
+  EXPECT_EQ(members[0].usize, text.size());
+  EXPECT_EQ(members[0].lines, 1001u);
+  EXPECT_EQ(members[0].version, 1u);
+  EXPECT_TRUE(members[0].inflated_ok);
+  EXPECT_EQ(members[0].data, text);
+  EXPECT_EQ(members[1].offset, m1.size());
+  EXPECT_EQ(members[1].usize, 2u);
+  EXPECT_EQ(members[1].lines, 1u);
+  EXPECT_EQ(members[1].data, "x\n");
+  // Fixed header bytes: FLG = FEXTRA, MTIME 0, XFL 0, OS 3, XLEN 20, SI 'D''F', SLEN 16.
+  const unsigned char* h = reinterpret_cast<const unsigned char*>(m1.data());
+  const unsigned char expect[16] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3, 20, 0, 'D', 'F', 16, 0};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(h[i], expect[i]) << "byte " << i;
+  EXPECT_EQ(count_lines("a\nb\n\nc", 6), 3u);
+}

@@ -1,0 +1,168 @@
+"""Reader on the real DFTracer fixtures, our member format, and the CLI tools."""
+import glob
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from dfanalyzer import reader as R  # noqa: E402
+from dfanalyzer.tools import cat_main, index_main  # noqa: E402
+import gen_traces  # noqa: E402
+
+CM1 = os.path.join(ROOT, "tests", "data", "dftracer-v1.0.5-cm1")
+LEGACY = os.path.join(ROOT, "tests", "data", "dftracer-legacy")
+
+
+@pytest.fixture()
+def cm1(tmp_path):
+    d = tmp_path / "cm1"
+    shutil.copytree(CM1, d)
+    return sorted(glob.glob(str(d / "*.pfw.gz")))
+
+
+@pytest.fixture()
+def legacy(tmp_path):
+    d = tmp_path / "legacy"
+    shutil.copytree(LEGACY, d)
+    return str(d / "test.pfw"), str(d / "test.pfw.gz")
+
+
+def test_cm1_event_counts_and_hash_resolution(cm1):
+    assert len(cm1) == 48
+    total = 0
+    for f in cm1:
+        idx = R.build_index(f)
+        assert idx["kind"] == "inflate"
+        b = R.load_batch(f, 0, len(idx["checkpoints"]) - 1)
+        total += len(b.events)
+        assert b.skipped_lines == 0
+        assert b.events["fname"].isna().sum() == 0 or "fname" in b.events
+        assert b.events["hostname"].notna().all()
+        assert set(b.metadata["name"]) >= {"FH", "HH", "SH", "start", "end"}
+    assert total == 283945
+
+
+def test_cm1_first_file_values(cm1):
+    f = cm1[0]
+    b = R.load_batch(f, 0, 0)
+    ev = b.events
+    assert len(ev) == 8080
+    row = ev.iloc[1]  # {"name":"fread", ... "ret":3107,"fhash":33084,"count":8192,"size":1}
+    assert row["name"] == "fread" and row["cat"] == "STDIO" and row["ph"] == "X"
+    assert row["ts"] == 1727387307985825 and row["dur"] == 10 and row["te"] == 1727387307985835
+    assert row["size"] == 3107 and row["arg_size"] == 1 and row["count"] == 8192
+    assert row["hostname"] == "corona173"
+    assert row["fname"].endswith("/etc/openmpi-mca-params.conf")
+    assert list(ev.columns[:12]) == R.CORE_COLUMNS
+    for c, d in R.EVENT_META.items():
+        assert str(ev[c].dtype) == d
+    assert str(ev["mode"].dtype) == "category"
+
+
+def test_batch_arrays_are_zero_copy(cm1):
+    b = R.load_batch(cm1[0], 0, 0)
+    ts = b.events["ts"].to_numpy()
+    assert not ts.flags.owndata and ts.base is not None
+
+
+def test_legacy_numbers_as_strings(legacy):
+    for f in legacy:
+        idx = R.build_index(f)
+        assert idx["kind"] == ("plain" if f.endswith(".pfw") else "inflate")
+        b = R.load_batch(f, 0, len(idx["checkpoints"]) - 1)
+        assert len(b.events) == 1012 and b.skipped_lines == 0
+        assert b.events["pid"].dtype == np.int64 and (b.events["pid"] == 1338896).all()
+        w = b.events[b.events["name"] == "write"].iloc[0]
+        assert w["size"] == 3276800 and w["count"] == 3276800
+        assert (b.events["hostname"] == "corona237").all()
+
+
+def test_member_format_hop_and_read(tmp_path):
+    paths = gen_traces.generate(str(tmp_path), 30000, files=1, fmt="member", member_bytes=256 << 10)
+    idx = R.build_index(paths[0])
+    assert idx["kind"] == "member" and idx["rebuilt"]
+    with gzip.open(paths[0], "rb") as fh:
+        raw = fh.read()
+    assert idx["lines"] == raw.count(b"\n") == 30001
+    assert idx["uncompressed_bytes"] == len(raw)
+    n = len(idx["checkpoints"])
+    assert n > 5
+    b = R.load_batch(paths[0], 0, n - 1)
+    assert len(b.events) == 30000 and b.warnings == []
+    # per-checkpoint batches give the same rows
+    rows = sum(len(R.load_batch(paths[0], i, i).events) for i in range(n))
+    assert rows == 30000
+    assert R.read_checkpoints(paths[0], 0, n - 1) == raw
+    lines = raw.split(b"\n")
+    assert R.read_lines(paths[0], 1234, 3) == [x.decode() for x in lines[1234:1237]]
+    # second call loads the stored index
+    assert R.build_index(paths[0])["rebuilt"] is False
+    ev = b.events
+    rd = ev[ev["name"] == "read"]
+    assert (rd["size"] == rd["ret"]).all()
+    fr = ev[ev["name"] == "fread"]
+    assert (fr["size"] == fr["ret"] * 4096).all()
+    assert ev[ev["name"] == "open64"]["size"].isna().all()
+    assert str(ev["flops"].dtype) == "Float64" and str(ev["epoch"].dtype) == "Int64"
+
+
+def test_scan_arg_columns_gives_exact_meta(tmp_path):
+    paths = gen_traces.generate(str(tmp_path), 5000, files=1, fmt="member", member_bytes=64 << 10)
+    cols = R.scan_arg_columns(paths[0])
+    assert cols["flops"] == "Float64" and cols["mode"] == "string" and cols["arg_size"] == "Int64"
+    meta = R.empty_events_frame(cols)
+    b = R.load_batch(paths[0], 1, 1, arg_columns=cols)
+    assert list(b.events.columns) == list(meta.columns)
+    assert [str(t) for t in b.events.dtypes] == [str(t) for t in meta.dtypes]
+
+
+def test_inflate_kind_random_access(tmp_path):
+    paths = gen_traces.generate(str(tmp_path), 60000, files=1, fmt="gzip")
+    idx = R.build_index(paths[0])
+    assert idx["kind"] == "inflate" and len(idx["checkpoints"]) > 3
+    with gzip.open(paths[0], "rb") as fh:
+        raw = fh.read()
+    n = len(idx["checkpoints"])
+    got = b"".join(R.read_checkpoints(paths[0], i, i) for i in range(n))
+    assert got == raw
+    assert sum(len(R.load_batch(paths[0], i, i).events) for i in range(n)) == 60000
+
+
+def test_v2_integer_phase_lines(tmp_path):
+    p = tmp_path / "v2.pfw"
+    p.write_text('{"id":1,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":100,"dur":7,"ph":1,'
+                 '"args":{"fname":"/a","ret":10,"hostname":"h1"}}\n'
+                 '{"id":2,"name":"mark","cat":"app","pid":5,"tid":6,"ts":200,"ph":3}\n')
+    b = R.load_batch(str(p), 0, 0)
+    assert list(b.events["ph"]) == ["X", "i"]
+    assert list(b.events["size"]) == [10, pd.NA]
+
+
+def test_cli_index_counts(cm1, legacy, capsys):
+    assert index_main(cm1) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    total = out[-1].split()
+    # total row: lines events compressed uncompressed checkpoints
+    assert int(total[-4]) == 283945
+    assert int(total[-2]) == sum(len(gzip.open(f).read()) for f in cm1)
+    assert index_main([legacy[1]]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[1:] == ["inflate", "1013", "1012", "8947", "253630", "1"]
+
+
+def test_cli_cat_matches_zcat_sed(legacy, cm1, capsys):
+    assert cat_main([legacy[1], "--lines", "10:20"]) == 0
+    out = capsys.readouterr().out
+    want = gzip.open(legacy[1]).read().decode().split("\n")[9:20]
+    assert out == "\n".join(want) + "\n"
+    assert cat_main([cm1[0], "--lines", "8000:8793"]) == 0
+    out = capsys.readouterr().out
+    want = subprocess.run("zcat %s | sed -n 8000,8793p" % cm1[0], shell=True, capture_output=True).stdout.decode()
+    assert out.rstrip("\n") == want.rstrip("\n") and out.count("\n") == 794

@@ -1,0 +1,52 @@
+"""Bounded libFuzzer runs over the parser and the indexer (clang + libclang-rt).
+
+Duration per target: $DFTRACER_FUZZ_SECONDS (default 20 s; CI may use up to 60)."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "src", "reader")
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import gen_traces  # noqa: E402
+
+SECONDS = int(os.environ.get("DFTRACER_FUZZ_SECONDS", "20"))
+
+
+def _build(tmp, target):
+    exe = os.path.join(tmp, "fuzz_" + target)
+    cmd = ["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+           "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
+           os.path.join(SRC, "fuzz_%s.cpp" % target), os.path.join(SRC, "indexer.cpp"),
+           os.path.join(SRC, "batch.cpp"), os.path.join(SRC, "parser.cpp"),
+           "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["parser", "indexer"])
+def test_fuzz(tmp_path, target):
+    assert shutil.which("clang++"), "clang++ is required (apt-get install clang libclang-rt-14-dev)"
+    exe = _build(str(tmp_path), target)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = b"".join(list(gen_traces.event_lines(40, 7, "h")))
+    legacy = os.path.join(ROOT, "tests", "data", "dftracer-legacy", "test.pfw")
+    if target == "parser":
+        (corpus / "a").write_bytes(lines)
+        (corpus / "b").write_bytes(open(legacy, "rb").read()[:4000])
+    else:
+        (corpus / "a").write_bytes(gen_traces.gzip_member(lines[:3000]) + gen_traces.gzip_member(lines[3000:]))
+        (corpus / "b").write_bytes(open(legacy + ".gz", "rb").read())
+    r = subprocess.run([exe, "-max_total_time=%d" % SECONDS, "-max_len=16384", "-rss_limit_mb=2048",
+                        str(corpus)], capture_output=True, text=True, cwd=str(tmp_path),
+                       env=dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=64:detect_leaks=1"))
+    tail = r.stderr[-3000:]
+    assert r.returncode == 0, tail
+    assert "ERROR: AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, tail
+    assert "Done" in r.stderr, tail
