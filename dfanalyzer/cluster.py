@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping, Optional, Union
 
 import dask.utils
-from distributed import Client, LocalCluster
+from distributed import Client
 
 __all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "usable_cores"]
 
@@ -194,13 +194,14 @@ def _check_slurm(cfg: dict, where: str) -> None:
             raise _bad(where, "scheduler_options", "a mapping", cfg["scheduler_options"])
 
 
-def make_slurm_cluster(config: ConfigLike, dashboard_address: Optional[str] = None):
+def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0"):
     """Build a ``dask_jobqueue.SLURMCluster`` from a ``cluster: slurm`` config, submitting no job.
 
     The scheduler starts in this process; call ``cluster.scale(...)`` (or use
     :func:`setup_dask_cluster`) to submit worker jobs, ``cluster.job_script()`` to see the batch
     script. ``memory`` is per job; each job runs ``processes`` workers of ``cores/processes``
-    threads. Raises ``ValueError`` for a bad config.
+    threads. The dashboard listens on ``dashboard_address`` unless the config sets
+    ``dashboard_address``. Raises ``ValueError`` for a bad config.
     """
     from dask_jobqueue import SLURMCluster
 
@@ -213,12 +214,8 @@ def make_slurm_cluster(config: ConfigLike, dashboard_address: Optional[str] = No
         if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
     }
     kwargs.setdefault("processes", 1)
-    if dashboard_address is not None and "dashboard_address" not in cfg:
-        kwargs["scheduler_options"] = {"dashboard_address": dashboard_address,
-                                       **kwargs.get("scheduler_options", {})}
-    elif "dashboard_address" in kwargs:
-        kwargs["scheduler_options"] = {"dashboard_address": kwargs.pop("dashboard_address"),
-                                       **kwargs.get("scheduler_options", {})}
+    dashboard = kwargs.pop("dashboard_address", dashboard_address)
+    kwargs["scheduler_options"] = {"dashboard_address": dashboard, **kwargs.get("scheduler_options", {})}
     return SLURMCluster(**kwargs)
 
 
@@ -267,7 +264,10 @@ def _slurm_client(cfg: dict, n_workers: Optional[int], dashboard_address: str) -
         timeout = cfg.get("wait_timeout", 600)
         try:
             client.wait_for_workers(expected, timeout=timeout)
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # e.g. KeyboardInterrupt: cancel the jobs, re-raise
+                client.close()
+                raise
             have = len(client.scheduler_info(n_workers=-1).get("workers", {}))
             unsent = sum(1 for job in cluster.workers.values() if job.status.name == "created")
             client.close()
@@ -303,7 +303,8 @@ def setup_dask_cluster(
       dashboard bound to localhost (``dashboard_address``, default a free port on 127.0.0.1).
 
     A cluster this function starts is closed by ``client.close()``. Raises ``ValueError`` for
-    conflicting arguments or a bad config, ``FileNotFoundError`` for a missing config file.
+    conflicting arguments or a bad config, ``FileNotFoundError`` for a missing config or
+    scheduler file (distributed itself would wait forever for the latter).
     """
     if scheduler_address is not None and scheduler_file is not None:
         raise ValueError("give scheduler_address or scheduler_file, not both")
@@ -324,6 +325,8 @@ def setup_dask_cluster(
 
     if n_workers is None:
         n_workers = cfg.get("n_workers") or usable_cores()
+    elif n_workers == 0:
+        raise ValueError("n_workers must be >= 1 for a local cluster")
     local_kwargs = dict(
         n_workers=n_workers,
         threads_per_worker=cfg.get("threads_per_worker", threads_per_worker),

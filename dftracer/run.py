@@ -7,8 +7,7 @@ Usage::
 Sets ``DFTRACER_ENABLE=1``, ``DFTRACER_INIT=PRELOAD``, ``DFTRACER_LOG_FILE`` (default
 ``./dftracer`` made absolute, or the value already in the environment), ``DFTRACER_DATA_DIR``
 (default ``all``, or the environment's), ``DFTRACER_INC_METADATA=1`` with ``--metadata``,
-``DFTRACER_TRACE_COMPRESSION=0`` with ``--no-compression``, ``DFTRACER_BIND_SIGNALS=1`` (unless
-set: flush on SIGTERM/SIGINT, as pools stop their workers with SIGTERM), and puts libdftracer_preload.so first
+``DFTRACER_TRACE_COMPRESSION=0`` with ``--no-compression``, and puts libdftracer_preload.so first
 in ``LD_PRELOAD``; then runs CMD, waits, prints where the traces went (stderr) and exits with
 CMD's status (128 + N when CMD died of signal N, as shells report it). Each process writes
 ``<PREFIX>-<hostname>-<pid>.pfw[.gz]`` (docs/preload.md). Exit status 127 if CMD cannot be
@@ -67,8 +66,6 @@ def build_env(args: argparse.Namespace, base: dict[str, str] | None = None) -> d
         )
     elif not env.get("DFTRACER_DATA_DIR"):
         env["DFTRACER_DATA_DIR"] = "all"
-    # Flush on SIGTERM/SIGINT: pool workers are often stopped with SIGTERM (Pool.terminate).
-    env.setdefault("DFTRACER_BIND_SIGNALS", "1")
     if args.metadata:
         env["DFTRACER_INC_METADATA"] = "1"
     if args.no_compression:

@@ -84,18 +84,26 @@ run_traced() {  # $1 = output folder (traces go there)
     "$PY" -m dlio_benchmark.main $(dlio_args "$1") > "$1.log" 2>&1 || { tail -30 "$1.log"; exit 1; }
 }
 
-# Overhead: untraced and traced runs alternate (REPEAT pairs) so that machine noise hits both.
+# Overhead: untraced and traced runs alternate in ABBA order (REPEAT pairs) so that a drift in
+# machine load hits both sides alike.
 REPEAT=${DLIO_REPEAT:-3}
 mkdir -p "$OUT/overhead"
-for i in $(seq 1 "$REPEAT"); do
-  echo "== Overhead pair $i/$REPEAT: $EPOCHS epochs untraced, then traced"
-  run_untraced "$OUT/overhead/untraced-$i"
-  if [ "$i" = 1 ]; then
-    echo "== The documented traced run: DFTRACER_ENABLE=1 DFTRACER_INC_METADATA=1 LD_PRELOAD=$PRELOAD"
+traced_run() {  # $1 = pair number
+  if [ "$1" = 1 ]; then
+    echo "   traced (the documented run, traces kept in $OUT/output)"
     run_traced "$OUT/output"; cp "$OUT/output.log" "$OUT/train.log"
   else
-    run_traced "$OUT/overhead/traced-$i"
-    rm -f "$OUT/overhead/traced-$i"/*.pfw*
+    echo "   traced"
+    run_traced "$OUT/overhead/traced-$1"
+    rm -f "$OUT/overhead/traced-$1"/*.pfw*
+  fi
+}
+for i in $(seq 1 "$REPEAT"); do
+  echo "== Overhead pair $i/$REPEAT ($EPOCHS epochs each)"
+  if [ $((i % 2)) = 1 ]; then
+    echo "   untraced"; run_untraced "$OUT/overhead/untraced-$i"; traced_run "$i"
+  else
+    traced_run "$i"; echo "   untraced"; run_untraced "$OUT/overhead/untraced-$i"
   fi
 done
 if [ "$REPEAT" = 0 ]; then
@@ -121,18 +129,23 @@ if [ "$REPEAT" -gt 0 ]; then
   "$PY" - "$OUT" "$REPEAT" <<'PYEOF' | tee "$OUT/overhead.txt"
 import json, statistics, sys
 out, n = sys.argv[1], int(sys.argv[2])
-def metric(d):
+def metric(d):  # DLIO's own numbers (summary.json): mean over epochs, and the last epoch alone
     m = json.load(open(f"{out}/{d}/summary.json"))["metric"]
-    return m["train_throughput_mean_samples_per_second"], m["train_io_mean_MB_per_second"]
+    return (m["train_throughput_mean_samples_per_second"], m["train_io_mean_MB_per_second"],
+            m["train_throughput_samples_per_second"][-1])
 base = [metric(f"overhead/untraced-{i}") for i in range(1, n + 1)]
 traced = [metric("output")] + [metric(f"overhead/traced-{i}") for i in range(2, n + 1)]
+print("DLIO train throughput (samples/s, summary.json): mean over epochs | last epoch; I/O MB/s")
 for i, (b, t) in enumerate(zip(base, traced), 1):
-    print(f"pair {i}: untraced {b[0]:.3f} samples/s {b[1]:.2f} MB/s | traced {t[0]:.3f} samples/s {t[1]:.2f} MB/s")
-mb, mt = statistics.median(x[0] for x in base), statistics.median(x[0] for x in traced)
-ib, it = statistics.median(x[1] for x in base), statistics.median(x[1] for x in traced)
-print(f"median untraced: {mb:.3f} samples/s, {ib:.2f} MB/s (DLIO summary.json train_throughput_mean / train_io_mean)")
-print(f"median traced:   {mt:.3f} samples/s, {it:.2f} MB/s")
-print(f"throughput ratio traced/untraced: samples/s {mt / mb:.3f}, MB/s {it / ib:.3f}")
+    print(f"pair {i}: untraced {b[0]:7.3f} | {b[2]:7.3f}; {b[1]:7.2f} MB/s   "
+          f"traced {t[0]:7.3f} | {t[2]:7.3f}; {t[1]:7.2f} MB/s")
+med = lambda xs: statistics.median(xs)
+r_mean = med(t[0] / b[0] for b, t in zip(base, traced))
+r_last = med(t[2] / b[2] for b, t in zip(base, traced))
+print(f"median untraced: {med(b[0] for b in base):.3f} samples/s (last epoch {med(b[2] for b in base):.3f})")
+print(f"median traced:   {med(t[0] for t in traced):.3f} samples/s (last epoch {med(t[2] for t in traced):.3f})")
+print(f"throughput ratio traced/untraced, median of per-pair ratios: {r_mean:.3f} "
+      f"(last epoch only: {r_last:.3f})")
 PYEOF
 fi
 echo "== Done in $(( $(date +%s) - T0 )) s; results in $OUT"

@@ -57,6 +57,7 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 MpiDefault=none
+MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none

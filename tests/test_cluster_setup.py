@@ -121,6 +121,10 @@ def test_argument_conflicts():
         setup_dask_cluster(scheduler_address="tcp://127.0.0.1:1", config={"cluster": "local"})
     with pytest.raises(ValueError, match="n_workers"):
         setup_dask_cluster(n_workers=-1)
+    with pytest.raises(ValueError, match="n_workers"):
+        setup_dask_cluster(n_workers=0)
+    with pytest.raises(ValueError, match="n_workers"):
+        setup_dask_cluster(n_workers=2.5)
     with pytest.raises(FileNotFoundError, match="nope.json"):
         setup_dask_cluster(scheduler_file="/nonexistent/nope.json")
 

@@ -27,22 +27,30 @@ FIXTURES = ROOT / "tests" / "data" / "dftracer-v1.0.5-cm1"
 PARTITION = "debug"
 
 
-def _file_stats(path):
-    """Per trace file: lines, ph "X" events (not the tracer's own), their total dur (µs), per cat."""
-    stats = collections.Counter()
-    with gzip.open(path, "rt") as fh:
-        for line in fh:
-            stats["lines"] += 1
-            text = line.strip().rstrip(",")
-            if not text.startswith("{"):
-                continue
-            event = json.loads(text)
-            if event.get("ph") == "X" and event.get("cat") != "dftracer":
-                stats["events"] += 1
-                stats["dur"] += int(event["dur"])
-                stats["cat:" + event["cat"]] += 1
-    stats["pid:" + str(os.getpid())] = 0  # where it ran (dropped before comparing)
-    return dict(stats)
+def _make_file_stats():
+    # A local function: pickle cannot ship it by reference, so Dask sends it by value
+    # (cloudpickle) and the Slurm workers never need to import this test module.
+    def file_stats(path):
+        """Per trace file: lines, ph "X" events (not the tracer's own), their total dur (µs), per cat."""
+        stats = collections.Counter()
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                stats["lines"] += 1
+                text = line.strip().rstrip(",")
+                if not text.startswith("{"):
+                    continue
+                event = json.loads(text)
+                if event.get("ph") == "X" and event.get("cat") != "dftracer":
+                    stats["events"] += 1
+                    stats["dur"] += int(event["dur"])
+                    stats["cat:" + event["cat"]] += 1
+        stats["pid:" + str(os.getpid())] = 0  # where it ran (dropped before comparing)
+        return dict(stats)
+
+    return file_stats
+
+
+_file_stats = _make_file_stats()
 
 
 def _fixture_stats(client):
@@ -118,10 +126,10 @@ def local_summary(tmp_path_factory):
 
 
 def _env():
+    # Subprocesses and Slurm jobs inherit this environment (sbatch --export=ALL), so they import
+    # the same dfanalyzer as this test (installed package, or PYTHONPATH in a development tree).
     env = dict(os.environ)
     env["DFA_PYTHON"] = sys.executable
-    # The scheduler and the Slurm workers import dfanalyzer and this module (tasks refer to it).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH")]))
     return env
 
 
@@ -210,9 +218,7 @@ def test_script_option_errors(tmp_path):
 class TestJobqueue:
     """setup_dask_cluster(config=YAML with cluster: slurm) -> dask_jobqueue.SLURMCluster."""
 
-    def test_slurmcluster_from_yaml_matches_local(self, slurm_node, local_reference, local_summary, tmp_path,
-                                                  monkeypatch):
-        monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])  # the jobs inherit this environment
+    def test_slurmcluster_from_yaml_matches_local(self, slurm_node, local_reference, local_summary, tmp_path):
         cfg = tmp_path / "slurm.yaml"
         cfg.write_text(
             f"cluster: slurm\nqueue: {PARTITION}\ncores: 1\nmemory: 2GB\nwalltime: '00:20:00'\n"

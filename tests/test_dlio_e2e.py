@@ -197,7 +197,11 @@ def test_dlio_event_counts(dlio_run):
     assert c["root"] == 1
     assert c["train"] == EPOCHS
     assert c["eval"] == 0
-    assert c["fetch_iter"] == EPOCHS * STEPS
+    # DLIO 2.0.0's _train `break`s inside the loop body at its last step, so the last fetch of each
+    # epoch is abandoned mid-body and, as with pydftracer 1.0.2, yields no iter event. (Newer DLIO
+    # moved that check to the top of the loop so that fetch.iter == compute; its test asserts
+    # that.) So here: steps - 1 per epoch, exactly.
+    assert c["fetch_iter"] == EPOCHS * (STEPS - 1)
     assert c["compute"] == EPOCHS * STEPS
     total = Counter()
     for p in paths:

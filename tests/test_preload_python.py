@@ -33,8 +33,14 @@ TRAIN = textwrap.dedent(
         out = []
         groups = [files[i::4] for i in range(4)]
         for method, group in zip(("fork", "spawn", "forkserver"), groups):
-            with mp.get_context(method).Pool(2) as pool:
-                out += [[method, *r] for r in pool.map(work, group, chunksize=1)]
+            pool = mp.get_context(method).Pool(2)
+            out += [[method, *r] for r in pool.map(work, group, chunksize=1)]
+            if method == "spawn":
+                pool.close()  # workers exit on their own (see docs/preload.md, SIGTERM)
+                pool.join()
+            else:
+                pool.terminate()  # forked workers are stopped with SIGTERM, as `with Pool()` does
+                pool.join()
         with cf.ProcessPoolExecutor(2) as ex:
             out += [["futures", *r] for r in ex.map(work, groups[3])]
         json.dump({"parent": os.getpid(), "results": out}, sys.stdout)
@@ -105,7 +111,7 @@ def check_workers(prefix, results, parent):
         assert pid in by_pid, f"no trace for worker {pid}"
         reads = reads_of(by_pid[pid], path)
         assert sum(e["args"]["ret"] for e in reads) == nbytes, (pid, path)
-        for other, evs in by_pid.items():
+        for other, evs in by_pid.items():  # noqa: B007
             if other != pid:
                 assert not reads_of(evs, path), f"{path} read traced in pid {other}"
     return by_pid

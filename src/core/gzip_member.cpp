@@ -35,17 +35,28 @@ MemberEncoder::~MemberEncoder() {
   if (ok_) deflateEnd(&zs_);
 }
 
-bool MemberEncoder::encode(const char* data, size_t n, std::string* out) {
+bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   if (!ok_) return false;
   if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
-  size_t bound = deflateBound(&zs_, static_cast<uLong>(n));
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += spans[i].n;
+  size_t bound = deflateBound(&zs_, static_cast<uLong>(n)) + 16 * count;
   out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
   unsigned char* base = reinterpret_cast<unsigned char*>(&(*out)[0]);
-  zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
-  zs_.avail_in = static_cast<uInt>(n);
   zs_.next_out = base + kMemberHeaderSize;
   zs_.avail_out = static_cast<uInt>(bound);
-  int rc = deflate(&zs_, Z_FINISH);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t lines = 0;
+  int rc = Z_OK;
+  for (size_t i = 0; i < count; ++i) {
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(spans[i].p));
+    zs_.avail_in = static_cast<uInt>(spans[i].n);
+    rc = deflate(&zs_, i + 1 == count ? Z_FINISH : Z_NO_FLUSH);
+    if (rc == Z_STREAM_ERROR || zs_.avail_in != 0) return false;
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(spans[i].p), static_cast<uInt>(spans[i].n));
+    lines += count_lines(spans[i].p, spans[i].n);
+  }
+  if (count == 0) rc = deflate(&zs_, Z_FINISH);
   if (rc != Z_STREAM_END) return false;
   size_t clen = zs_.total_out;
   size_t total = kMemberHeaderSize + clen + kMemberTrailerSize;
@@ -58,9 +69,8 @@ bool MemberEncoder::encode(const char* data, size_t n, std::string* out) {
   put_u16(base + 14, 16);
   put_u32(base + 16, static_cast<uint32_t>(total));
   put_u32(base + 20, static_cast<uint32_t>(n));
-  put_u32(base + 24, count_lines(data, n));
+  put_u32(base + 24, lines);
   put_u32(base + 28, kSubfieldVersion);
-  uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(n));
   put_u32(base + kMemberHeaderSize + clen, static_cast<uint32_t>(crc));
   put_u32(base + kMemberHeaderSize + clen + 4, static_cast<uint32_t>(n));
   out->resize(total);

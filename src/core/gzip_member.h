@@ -20,9 +20,17 @@ class MemberEncoder {
   MemberEncoder(const MemberEncoder&) = delete;
   MemberEncoder& operator=(const MemberEncoder&) = delete;
   bool ok() const { return ok_; }
-  // Compresses data[0, n) (whole lines) into one member appended to *out (cleared first).
-  // Returns false on a zlib error.
-  bool encode(const char* data, size_t n, std::string* out);
+  struct Span {
+    const char* p;
+    size_t n;
+  };
+  // Compresses the concatenation of spans (whole lines) into one member written to *out
+  // (replaced). Returns false on a zlib error.
+  bool encode(const Span* spans, size_t count, std::string* out);
+  bool encode(const char* data, size_t n, std::string* out) {
+    Span s{data, n};
+    return encode(&s, 1, out);
+  }
 
  private:
   z_stream zs_{};

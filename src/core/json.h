@@ -54,7 +54,19 @@ inline char* write_escaped(char* out, const char* in, size_t n) {
   static const char kHex[] = "0123456789abcdef";
   const unsigned char* s = reinterpret_cast<const unsigned char*>(in);
   const unsigned char* end = s + n;
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
   while (s < end) {
+    // 8 bytes at a time while none is a control byte, '"', '\\' or non-ASCII (SWAR test).
+    while (end - s >= 8) {
+      uint64_t v;
+      std::memcpy(&v, s, 8);
+      uint64_t q = v ^ (kOnes * '"'), b = v ^ (kOnes * '\\');
+      uint64_t special = ((v - kOnes * 0x20) & ~v) | ((q - kOnes) & ~q) | ((b - kOnes) & ~b) | v;
+      if (special & kHigh) break;
+      std::memcpy(out, s, 8);
+      out += 8;
+      s += 8;
+    }
     const unsigned char* run = s;
     while (s < end && kClass.c[*s] == 0) ++s;
     if (s != run) {

@@ -179,6 +179,18 @@ struct DirSet {
   std::string exclude;  // trace output base path (string prefix)
 };
 
+// A filled thread buffer handed over as is (no copy): a chunk is a list of pieces.
+struct Piece {
+  char* data;
+  size_t size;
+  size_t cap;
+};
+struct Chunk {
+  std::vector<Piece> pieces;
+  size_t bytes = 0;
+  bool empty() const { return pieces.empty(); }
+};
+
 enum Phase : int { UNINIT = 0, ACTIVE = 1, FINALIZED = 2, FAILED = 3 };
 constexpr uint64_t kIdBlock = 256;
 
@@ -192,6 +204,7 @@ class TracerImpl {
   pthread_mutex_t buf_mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;  // leaf lock
   pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;
   pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 
@@ -199,9 +212,9 @@ class TracerImpl {
   pthread_key_t key{};
 
   std::vector<ThreadState*> states;  // reg_mu
-  std::string chunk;                 // buf_mu
-  std::deque<std::string> queue;     // q_mu
-  std::vector<std::string> pool;     // q_mu
+  Chunk chunk;                       // buf_mu
+  std::deque<Chunk> queue;           // q_mu
+  std::vector<char*> free_bufs;      // pool_mu: spare thread buffers of tcap bytes
   bool writer_running = false;       // q_mu
   bool stop = false;                 // q_mu
   pthread_t writer{};
@@ -239,11 +252,14 @@ class TracerImpl {
   static void state_dtor(void* p);
   void ensure(ThreadState* s, size_t need);
   void drain_locked(ThreadState* s);
-  void append_chunk(const char* data, size_t n);
+  char* get_buffer();
+  void release(Piece& p);
+  void release(Chunk& c);
+  void append_copy(const std::string& text);
   void push_locked();
   void start_writer_locked();
   static void* writer_main(void* arg);
-  void write_chunk(const std::string& data);
+  void write_chunk(const Chunk& c);
   bool open_file_locked();
   void fail_locked(const char* what, int err);
   std::string ext() const { return compression ? ".pfw.gz" : ".pfw"; }
@@ -331,20 +347,64 @@ void TracerImpl::ensure(ThreadState* s, size_t need) {
   }
 }
 
+// Hand the thread's buffer to the process chunk without copying; the thread gets a spare one.
 void TracerImpl::drain_locked(ThreadState* s) {
-  if (s->size) {
-    append_chunk(s->buf, s->size);
-    s->size = 0;
-  }
-}
-
-void TracerImpl::append_chunk(const char* data, size_t n) {
+  if (!s->size) return;
   pthread_mutex_lock(&buf_mu);
   if (phase.load(std::memory_order_relaxed) == ACTIVE) {
-    chunk.append(data, n);
-    if (chunk.size() >= wbs) push_locked();
+    if (char* fresh = get_buffer()) {
+      chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
+      chunk.bytes += s->size;
+      s->buf = fresh;
+      s->cap = tcap;
+      if (chunk.bytes >= wbs) push_locked();
+    }  // out of memory: these events are dropped, the buffer is reused
   }
+  s->size = 0;
   pthread_mutex_unlock(&buf_mu);
+}
+
+char* TracerImpl::get_buffer() {
+  pthread_mutex_lock(&pool_mu);
+  char* b = nullptr;
+  if (!free_bufs.empty()) {
+    b = free_bufs.back();
+    free_bufs.pop_back();
+  }
+  pthread_mutex_unlock(&pool_mu);
+  return b ? b : static_cast<char*>(std::malloc(tcap));
+}
+
+void TracerImpl::release(Piece& p) {
+  if (!p.data) return;
+  bool keep = false;
+  if (p.cap == tcap) {
+    pthread_mutex_lock(&pool_mu);
+    // Enough spares for every chunk in flight plus a few threads.
+    if (free_bufs.size() < 6 * (wbs / tcap + 1) + 16) {
+      free_bufs.push_back(p.data);
+      keep = true;
+    }
+    pthread_mutex_unlock(&pool_mu);
+  }
+  if (!keep) std::free(p.data);
+  p.data = nullptr;
+}
+
+void TracerImpl::release(Chunk& c) {
+  for (Piece& p : c.pieces) release(p);
+  c.pieces.clear();
+  c.bytes = 0;
+}
+
+// Copy text into the chunk as its own piece (caller holds buf_mu).
+void TracerImpl::append_copy(const std::string& text) {
+  if (text.empty()) return;
+  char* d = static_cast<char*>(std::malloc(text.size()));
+  if (!d) return;
+  std::memcpy(d, text.data(), text.size());
+  chunk.pieces.push_back(Piece{d, text.size(), text.size()});
+  chunk.bytes += text.size();
 }
 
 // Hand the process chunk to the writer (caller holds buf_mu).
@@ -355,14 +415,8 @@ void TracerImpl::push_locked() {
   while (queue.size() >= 4 && writer_running && phase.load() == ACTIVE) pthread_cond_wait(&done_cv, &q_mu);
   queue.push_back(std::move(chunk));
   pushed.fetch_add(1);
-  if (!pool.empty()) {
-    chunk = std::move(pool.back());
-    pool.pop_back();
-  } else {
-    chunk = std::string();
-  }
-  chunk.clear();
-  chunk.reserve(wbs + tcap);
+  chunk = Chunk();
+  chunk.pieces.reserve(wbs / tcap + 4);
   start_writer_locked();
   pthread_cond_signal(&q_cv);
   pthread_mutex_unlock(&q_mu);
@@ -386,13 +440,12 @@ void* TracerImpl::writer_main(void* arg) {
   while (true) {
     while (t->queue.empty() && !t->stop) pthread_cond_wait(&t->q_cv, &t->q_mu);
     if (t->queue.empty()) break;
-    std::string data = std::move(t->queue.front());
+    Chunk c = std::move(t->queue.front());
     t->queue.pop_front();
     pthread_mutex_unlock(&t->q_mu);
-    t->write_chunk(data);
-    data.clear();
+    t->write_chunk(c);
+    t->release(c);
     pthread_mutex_lock(&t->q_mu);
-    if (t->pool.size() < 2) t->pool.push_back(std::move(data));
     t->written.fetch_add(1);
     pthread_cond_broadcast(&t->done_cv);
   }
@@ -437,26 +490,36 @@ bool TracerImpl::open_file_locked() {
   return false;
 }
 
-void TracerImpl::write_chunk(const std::string& data) {
-  if (phase.load() == FAILED) return;
-  const char* out = data.data();
-  size_t len = data.size();
+void TracerImpl::write_chunk(const Chunk& c) {
+  if (phase.load() == FAILED || c.empty()) return;
   if (compression) {
     if (!enc) enc = new MemberEncoder(level);
     if (!member) member = new std::string();
-    if (!enc->encode(data.data(), data.size(), member)) {
+    std::vector<MemberEncoder::Span> spans;
+    spans.reserve(c.pieces.size());
+    for (const Piece& p : c.pieces) spans.push_back(MemberEncoder::Span{p.data, p.size});
+    if (!enc->encode(spans.data(), spans.size(), member)) {
       pthread_mutex_lock(&file_mu);
       fail_locked("zlib failed while compressing", EIO);
       pthread_mutex_unlock(&file_mu);
       return;
     }
-    out = member->data();
-    len = member->size();
   }
   pthread_mutex_lock(&file_mu);
   if (phase.load() != FAILED && (fd >= 0 || open_file_locked())) {
     int err = 0;
-    if (write_all(fd, out, len, &err)) {
+    bool ok = true;
+    size_t len = 0;
+    if (compression) {
+      ok = write_all(fd, member->data(), member->size(), &err);
+      len = member->size();
+    } else {
+      for (const Piece& p : c.pieces) {
+        if (!(ok = write_all(fd, p.data, p.size, &err))) break;
+        len += p.size;
+      }
+    }
+    if (ok) {
       good_size += static_cast<off_t>(len);
     } else {
       // Cut a partial member off so that the file stays a valid sequence of members.
@@ -550,22 +613,21 @@ void TracerImpl::metadata_line(std::string& out, std::string_view key, std::stri
 
 // "[" then the process metadata records (caller holds buf_mu or is single threaded).
 void TracerImpl::begin_file_contents(int64_t ts) {
-  chunk.clear();
-  chunk.reserve(wbs + tcap);
-  chunk += "[\n";
+  release(chunk);
+  std::string text = "[\n";
   std::string exe = exec_path();
   std::string exe_name = exe.substr(exe.rfind('/') + 1);
   std::string cmd = read_small_file("/proc/self/cmdline");
   while (!cmd.empty() && cmd.back() == '\0') cmd.pop_back();
   for (auto& c : cmd) if (c == '\0') c = ' ';
-  metadata_line(chunk, "process_name", exe_name, ts, true);
-  metadata_line(chunk, "hostname", hostname, ts, false);
-  metadata_line(chunk, "exec_name", exe, ts, false);
-  metadata_line(chunk, "cmd_line", cmd, ts, false);
-  metadata_line(chunk, "version", DFTRACER_VERSION, ts, false);
-  metadata_line(chunk, "start_time", std::to_string(ts), ts, false);
-  metadata_line(chunk, "ppid", std::to_string(getppid()), ts, false);
-  if (process_id >= 0) metadata_line(chunk, "process_id", std::to_string(process_id), ts, false);
+  metadata_line(text, "process_name", exe_name, ts, true);
+  metadata_line(text, "hostname", hostname, ts, false);
+  metadata_line(text, "exec_name", exe, ts, false);
+  metadata_line(text, "cmd_line", cmd, ts, false);
+  metadata_line(text, "version", DFTRACER_VERSION, ts, false);
+  metadata_line(text, "start_time", std::to_string(ts), ts, false);
+  metadata_line(text, "ppid", std::to_string(getppid()), ts, false);
+  if (process_id >= 0) metadata_line(text, "process_id", std::to_string(process_id), ts, false);
   if (config().set_core_affinity) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -578,8 +640,9 @@ void TracerImpl::begin_file_contents(int64_t ts) {
         }
       }
     }
-    metadata_line(chunk, "core_affinity", cpus, ts, false);
+    metadata_line(text, "core_affinity", cpus, ts, false);
   }
+  append_copy(text);
 }
 
 void TracerImpl::drain_all() {
@@ -613,6 +676,7 @@ void TracerImpl::stop_writer() {
   pthread_mutex_lock(&q_mu);
   writer_running = false;
   stop = false;
+  for (Chunk& c : queue) release(c);
   queue.clear();
   pthread_mutex_unlock(&q_mu);
 }
@@ -658,12 +722,14 @@ void TracerImpl::atfork_prepare() {
   pthread_mutex_lock(&t->buf_mu);
   pthread_mutex_lock(&t->q_mu);
   pthread_mutex_lock(&t->file_mu);
+  pthread_mutex_lock(&t->pool_mu);
 }
 
 void TracerImpl::atfork_parent() {
   TracerImpl* t = g_impl;
   if (!t || !t_fork_locked) return;
   t_fork_locked = false;
+  pthread_mutex_unlock(&t->pool_mu);
   pthread_mutex_unlock(&t->file_mu);
   pthread_mutex_unlock(&t->q_mu);
   pthread_mutex_unlock(&t->buf_mu);
@@ -679,11 +745,12 @@ void TracerImpl::atfork_child() {
   if (!t || !t_fork_locked) return;
   t_fork_locked = false;
   ReentryGuard guard;  // reading /proc/self/cmdline below is the tracer's own I/O
-  for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu}) pthread_mutex_init(m, nullptr);
+  for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu, &t->pool_mu}) pthread_mutex_init(m, nullptr);
   pthread_cond_init(&t->q_cv, nullptr);
   pthread_cond_init(&t->done_cv, nullptr);
   t->writer_running = false;
   t->stop = false;
+  for (Chunk& c : t->queue) t->release(c);  // the parent's unwritten events
   t->queue.clear();
   t->pushed.store(0);
   t->written.store(0);
@@ -738,7 +805,14 @@ void TracerImpl::signal_flush(bool final) {
   }
   for (ThreadState* s : states) {
     if (s->try_lock()) {  // a buffer held by the interrupted thread itself is skipped
-      if (s->size) chunk.append(s->buf, s->size);
+      if (s->size) {
+        if (char* fresh = get_buffer()) {
+          chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
+          chunk.bytes += s->size;
+          s->buf = fresh;
+          s->cap = tcap;
+        }
+      }
       s->size = 0;
       s->unlock();
     }
@@ -747,7 +821,7 @@ void TracerImpl::signal_flush(bool final) {
   bool queued = false;
   if (!chunk.empty() && try_lock(&q_mu)) {
     queue.push_back(std::move(chunk));
-    chunk = std::string();
+    chunk = Chunk();
     pushed.fetch_add(1);
     start_writer_locked();
     pthread_cond_signal(&q_cv);
@@ -1019,7 +1093,7 @@ void Tracer::finalize() noexcept {
     t->fd = -1;
     pthread_mutex_unlock(&t->file_mu);
     pthread_mutex_lock(&t->buf_mu);
-    t->chunk.clear();
+    t->release(t->chunk);
     t->phase.store(ph == ACTIVE ? FINALIZED : FAILED);
     pthread_mutex_unlock(&t->buf_mu);
   }

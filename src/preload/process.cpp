@@ -16,6 +16,7 @@
 #include <alloca.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -281,13 +282,51 @@ DFT_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file
 }
 
 // ============================================================================ fork / vfork
+// SIGTERM in a forked child: worker pools (multiprocessing Pool.terminate, executor shutdown on
+// error) stop idle workers with SIGTERM, which would lose the worker's buffered events. The child
+// gets a handler that finalizes the trace, then dies of SIGTERM as it would have. Installed only
+// where SIGTERM has its default action, and only after fork: an interpreter that read its
+// signal table at start-up (CPython) still sees SIG_DFL and may replace or restore it freely.
+static void on_sigterm(int sig, siginfo_t*, void*) {
+  int e = errno;
+  if (t_state.busy == 0 && t_state.vfork_child == 0 && !in_tracer() &&
+      static_cast<int>(syscall(SYS_getpid)) == g_state.tracer->pid()) {
+    ++t_state.busy;
+    g_state.tracer->finalize();
+    --t_state.busy;
+  }
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // blocked while this handler runs; delivered (default: terminate) on return
+  errno = e;
+}
+
+static void install_sigterm_flush() noexcept {
+  if (!g_state.enabled || __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return;
+  struct sigaction cur;
+  if (sigaction(SIGTERM, nullptr, &cur) != 0) return;
+  if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_sigterm;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 DFT_EXPORT pid_t fork() noexcept {
   bool rec = may_record();
   int64_t t0 = rec ? now_us() : 0;
   pid_t pid = real_fork()();
   if (pid == 0) {
     // Child: the core's atfork handler already switched the tracer to the child's own file.
+    int e = errno;
     posix_after_fork_child();
+    install_sigterm_flush();
+    errno = e;
     return 0;
   }
   if (rec) {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <mutex>
 
 #include "io_util.h"
 #include "reader.h"
@@ -573,7 +574,7 @@ void put_meta(sqlite3* db, const char* key, int64_t v) {
 void put_meta(sqlite3* db, const char* key, const std::string& v) {
   Stmt s(db, "INSERT OR REPLACE INTO metadata(key, value) VALUES(?, ?)");
   sqlite3_bind_text(s.st, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s.st, 2, v.data(), int(v.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(s.st, 2, v.data(), int(v.size()), SQLITE_STATIC);
   s.step();
 }
 
@@ -626,9 +627,11 @@ void save_index(const IndexInfo& info) {
   {
     Db d;
     open_db(d, tmp, true);
-    d.exec("PRAGMA journal_mode=WAL;");
-    d.exec(kSchema);
+    // A private temp file renamed into place: no fsync and no rollback journal while building
+    // (one transaction); the file is switched to WAL mode before the rename (docs/index.md).
+    d.exec("PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE;");
     d.exec("BEGIN");
+    d.exec(kSchema);
     put_meta(d.db, "format_version", int64_t(kIndexFormatVersion));
     put_meta(d.db, "trace_path", info.path);
     put_meta(d.db, "size", info.size);
@@ -666,7 +669,10 @@ void save_index(const IndexInfo& info) {
     write_context(d.db, info.context);
     write_stats(d.db, info);
     d.exec("COMMIT");
+    d.exec("PRAGMA journal_mode=WAL;");
   }
+  ::unlink((tmp + "-wal").c_str());
+  ::unlink((tmp + "-shm").c_str());
   if (::rename(tmp.c_str(), info.index_path.c_str()) != 0) {
     ::unlink(tmp.c_str());
     throw ReaderError(info.index_path + ": cannot write index: " + std::strerror(errno));
@@ -711,8 +717,10 @@ bool load_index(IndexInfo& info, const File& f) {
     info.events = geti("events");
     info.metadata_records = geti("metadata_records");
     info.skipped_lines = geti("skipped_lines");
-    Stmt s(d.db, "SELECT * FROM checkpoints ORDER BY number");
-    std::vector<char> wbuf;
+    Stmt s(d.db,
+           "SELECT number, compressed_offset, compressed_size, uncompressed_offset, uncompressed_size, "
+           "first_line, num_lines, bit_offset, block_offset, flags, window IS NOT NULL "
+           "FROM checkpoints ORDER BY number");
     while (s.step()) {
       Checkpoint c;
       c.number = sqlite3_column_int64(s.st, 0);
@@ -725,15 +733,8 @@ bool load_index(IndexInfo& info, const File& f) {
       c.bit_offset = sqlite3_column_int(s.st, 7);
       c.block_offset = sqlite3_column_int64(s.st, 8);
       c.flags = sqlite3_column_int(s.st, 9);
-      if (sqlite3_column_type(s.st, 10) == SQLITE_BLOB) {
-        const void* b = sqlite3_column_blob(s.st, 10);
-        int bl = sqlite3_column_bytes(s.st, 10);
-        wbuf.resize(kWindow);
-        uLongf wl = kWindow;
-        if (uncompress(reinterpret_cast<Bytef*>(wbuf.data()), &wl, static_cast<const Bytef*>(b), uLong(bl)) != Z_OK)
-          return false;
-        c.window.assign(wbuf.data(), wl);
-      }
+      c.has_window = sqlite3_column_int(s.st, 10) != 0;  // loaded on demand by load_window
+      if (c.number != int64_t(info.checkpoints.size())) return false;
       info.checkpoints.push_back(std::move(c));
     }
     Stmt cs(d.db, "SELECT kind, hash, value FROM context");
@@ -831,9 +832,76 @@ IndexInfo build_index(const std::string& trace, const std::string& index_dir, bo
     if (f.size() > 0) index_plain(f, info);
     info.context.scanned = true;
   }
-  for (size_t i = 0; i < info.checkpoints.size(); ++i) info.checkpoints[i].number = int64_t(i);
+  for (size_t i = 0; i < info.checkpoints.size(); ++i) {
+    info.checkpoints[i].number = int64_t(i);
+    info.checkpoints[i].has_window = !info.checkpoints[i].window.empty();
+  }
   if (info.context.hostname.empty() && info.context.hh.size() == 1) info.context.hostname = info.context.hh.begin()->second;
   save_index(info);
+  return info;
+}
+
+std::string load_window(const IndexInfo& idx, int64_t number) {
+  const Checkpoint& c = idx.checkpoints.at(size_t(number));
+  if (!c.window.empty() || !c.has_window) return c.window;
+  Db d;
+  open_db(d, idx.index_path, false);
+  Stmt s(d.db, "SELECT window FROM checkpoints WHERE number = ?");
+  sqlite3_bind_int64(s.st, 1, number);
+  if (!s.step() || sqlite3_column_type(s.st, 0) != SQLITE_BLOB)
+    throw ReaderError(idx.index_path + ": window of checkpoint " + std::to_string(number) + " missing");
+  const void* b = sqlite3_column_blob(s.st, 0);
+  int bl = sqlite3_column_bytes(s.st, 0);
+  std::string w(size_t(kWindow), '\0');
+  uLongf wl = kWindow;
+  if (uncompress(reinterpret_cast<Bytef*>(w.data()), &wl, static_cast<const Bytef*>(b), uLong(bl)) != Z_OK)
+    throw ReaderError(idx.index_path + ": corrupt window of checkpoint " + std::to_string(number));
+  w.resize(wl);
+  return w;
+}
+
+namespace {
+struct CacheEntry {
+  std::shared_ptr<const IndexInfo> info;
+  int64_t size = 0, mtime_ns = 0;               // trace
+  uint64_t idx_ino = 0;
+  int64_t idx_size = 0, idx_mtime_ns = 0;       // index file
+};
+std::mutex g_cache_mu;
+std::map<std::string, CacheEntry> g_cache;  // key: index_dir + '\0' + trace as given
+
+bool stat_ns(const std::string& p, struct stat& st) { return ::stat(p.c_str(), &st) == 0; }
+int64_t mtime_of(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
+}  // namespace
+
+std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir) {
+  std::string key = index_dir + '\0' + trace;
+  struct stat ts, is;
+  if (stat_ns(trace, ts)) {
+    std::lock_guard<std::mutex> lk(g_cache_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) {
+      const CacheEntry& e = it->second;
+      if (e.size == ts.st_size && e.mtime_ns == mtime_of(ts) && stat_ns(e.info->index_path, is) &&
+          uint64_t(is.st_ino) == e.idx_ino && int64_t(is.st_size) == e.idx_size && mtime_of(is) == e.idx_mtime_ns)
+        return e.info;
+      g_cache.erase(it);
+    }
+  }
+  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false));
+  for (auto& c : info->checkpoints) std::string().swap(c.window);  // loaded on demand
+  CacheEntry e;
+  e.info = info;
+  e.size = info->size;
+  e.mtime_ns = info->mtime_ns;
+  if (stat_ns(info->index_path, is)) {
+    e.idx_ino = uint64_t(is.st_ino);
+    e.idx_size = int64_t(is.st_size);
+    e.idx_mtime_ns = mtime_of(is);
+    std::lock_guard<std::mutex> lk(g_cache_mu);
+    if (g_cache.size() >= 256) g_cache.clear();
+    g_cache[key] = e;
+  }
   return info;
 }
 

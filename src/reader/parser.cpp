@@ -110,6 +110,7 @@ struct Staged {
 
 // Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
 bool read_i64(od::value v, int64_t& out) {
+  if (!v.get_int64().get(out)) return true;  // common case; on error nothing is consumed
   od::json_type t;
   if (v.type().get(t)) return false;
   if (t == od::json_type::number) {
@@ -138,6 +139,16 @@ struct Parser::Impl {
   std::unordered_map<std::string_view, int> arg_index;
   std::vector<int8_t> name_size_kind;
   std::string tmp;
+  // Per event name: role of the j-th args key last seen (keys repeat per name, so this skips
+  // the column lookup). `key` views stable storage (`keys` or a literal).
+  enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
+  struct Slot {
+    std::string_view key;
+    int32_t col = -1;  // args column (kCol)
+    Role role = kCol;
+    bool is_ret = false, is_size = false;
+  };
+  std::vector<std::vector<Slot>> shapes;  // by name code
 
   int column_for(EventColumns& out, std::string_view key, ArgType t) {
     auto it = arg_index.find(key);
@@ -145,10 +156,43 @@ struct Parser::Impl {
     keys.emplace_back(key);
     int idx = int(out.args.size());
     out.args.emplace_back();
-    out.args.back().key = keys.back();
-    out.args.back().type = t;
+    ArgColumn& c = out.args.back();
+    c.key = keys.back();
+    c.type = t;
+    size_t want = size_t(std::max<int64_t>(out.reserve_rows, out.rows + 1));
+    if (t == ArgType::String) {
+      c.strings.codes.reserve(want);
+    } else {
+      (t == ArgType::Int) ? c.ints.reserve(want) : c.floats.reserve(want);
+      c.mask.reserve(want);
+    }
     arg_index.emplace(std::string_view(keys.back()), idx);
     return idx;
+  }
+
+  // Role of args key `k` (the j-th key of an event named code `nc`), cached per name.
+  const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
+    if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
+    auto& shape = shapes[size_t(nc)];
+    if (j < shape.size() && shape[j].key == s.key) return shape[j];
+    if (j >= shape.size()) shape.resize(j + 1);
+    Slot& sl = shape[j];
+    std::string_view k = s.key;
+    sl = Slot{};
+    if (k == "hostname") sl = Slot{"hostname", -1, kHost};
+    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash};
+    else if (k == "fname") sl = Slot{"fname", -1, kFname};
+    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash};
+    else if (k == "offset") sl = Slot{"offset", -1, kOffset};
+    else {
+      std::string_view col = k == "size" ? std::string_view("arg_size") : k;
+      sl.col = column_for(out, col, s.type);
+      sl.is_ret = k == "ret";
+      sl.is_size = k == "size";
+      sl.key = sl.is_size ? std::string_view("size") : keys[size_t(sl.col)];
+      sl.role = kCol;
+    }
+    return sl;
   }
 
   static void pad(ArgColumn& c, int64_t row) {
@@ -392,15 +436,29 @@ struct Parser::Impl {
     out.metadata.push_back(std::move(m));
   }
 
+  // Interns the string a hash maps to (FH/HH); -1 (and counted) when the map lacks it.
   int32_t resolve(const std::unordered_map<std::string, std::string>& map, const Staged& h, DictColumn& col,
                   EventColumns& out) {
-    tmp = text_of(h);
+    if (h.type == ArgType::String) {
+      tmp.assign(h.s);
+    } else if (h.type == ArgType::Int) {
+      char b[24];
+      auto r = std::to_chars(b, b + sizeof b, h.i);
+      tmp.assign(b, r.ptr);
+    } else {
+      tmp = double_text(h.d);
+    }
     auto it = map.find(tmp);
     if (it == map.end()) {
       ++out.unresolved_hashes;
       return -1;
     }
     return col.intern(it->second);
+  }
+  // Interns a value as text (strings as is, numbers formatted).
+  int32_t intern_text(DictColumn& col, const Staged& v) {
+    if (v.type == ArgType::String) return col.intern(v.s);
+    return col.intern(text_of(v));
   }
 
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid,
@@ -419,43 +477,44 @@ struct Parser::Impl {
     out.te.push_back(ts + dur);
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr,
                  *ret = nullptr, *asize = nullptr;
-    for (auto& s : staged) {
-      std::string_view k = s.key;
-      if (k == "hostname") host = &s;
-      else if (k == "hhash") hhash = &s;
-      else if (k == "fname") fname = &s;
-      else if (k == "fhash") fhash = &s;
-      else if (k == "offset") offset = &s;
-      else {
-        if (k == "ret") ret = &s;
-        else if (k == "size") asize = &s;
-        std::string_view col = k == "size" ? std::string_view("arg_size") : k;
-        if (s.is_null) continue;
-        int ci = column_for(out, col, s.type);
-        put(out.args[size_t(ci)], s, row);
+    for (size_t j = 0; j < staged.size(); ++j) {
+      const Staged& s = staged[j];
+      if (s.is_null) continue;  // null is the same as absent
+      const Slot& sl = slot_for(out, nc, j, s);
+      switch (sl.role) {
+        case kHost: host = &s; break;
+        case kHhash: hhash = &s; break;
+        case kFname: fname = &s; break;
+        case kFhash: fhash = &s; break;
+        case kOffset: offset = &s; break;
+        case kCol:
+          if (sl.is_ret) ret = &s;
+          else if (sl.is_size) asize = &s;
+          put(out.args[size_t(sl.col)], s, row);
+          break;
       }
     }
     // hostname: args.hostname, HH resolution of args.hhash, else the file's host.
     int32_t hc = -1;
-    if (host && !host->is_null) hc = out.hostname.intern(text_of(*host));
-    else if (hhash && !hhash->is_null) hc = resolve(ctx.hh, *hhash, out.hostname, out);
+    if (host) hc = intern_text(out.hostname, *host);
+    else if (hhash) hc = resolve(ctx.hh, *hhash, out.hostname, out);
     if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
     out.hostname.codes.push_back(hc);
     int32_t fc = -1;
-    if (fname && !fname->is_null) fc = out.fname.intern(text_of(*fname));
-    else if (fhash && !fhash->is_null) fc = resolve(ctx.fh, *fhash, out.fname, out);
+    if (fname) fc = intern_text(out.fname, *fname);
+    else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
     out.fname.codes.push_back(fc);
-    bool off_ok = offset && !offset->is_null && offset->type == ArgType::Int;
+    bool off_ok = offset && offset->type == ArgType::Int;
     out.offset.push_back(off_ok ? offset->i : 0);
     out.offset_mask.push_back(off_ok ? 0 : 1);
     int64_t size = 0;
     bool size_ok = false;
     int8_t sk = name_size_kind[size_t(nc)];
-    if (sk != kNoSize && ret && !ret->is_null && ret->type == ArgType::Int && ret->i >= 0) {
+    if (sk != kNoSize && ret && ret->type == ArgType::Int && ret->i >= 0) {
       if (sk == kRet) {
         size = ret->i;
         size_ok = true;
-      } else if (asize && !asize->is_null && asize->type == ArgType::Int) {
+      } else if (asize && asize->type == ArgType::Int) {
         size = ret->i * asize->i;
         size_ok = true;
       }
@@ -478,6 +537,14 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
     im.arg_index.emplace(std::string_view(im.keys.back()), int(i));
   }
   im.name_size_kind.assign(out.name.categories.size(), -1);
+  im.shapes.clear();
+  if (out.reserve_rows > out.rows) {
+    size_t n = size_t(out.reserve_rows);
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.reserve(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.te, &out.size, &out.offset}) v->reserve(n);
+    out.size_mask.reserve(n);
+    out.offset_mask.reserve(n);
+  }
   const char* end = buf + len;
   const char* cap_end = buf + capacity;
   const char* p = buf;
@@ -507,7 +574,11 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
 }
 
 void Parser::finish(EventColumns& out) {
-  for (auto& c : out.args) Impl::pad(c, out.rows);
+  for (auto& c : out.args) {
+    Impl::pad(c, out.rows);
+    c.strings.drop_lookup();
+  }
+  for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->drop_lookup();
   std::sort(out.args.begin(), out.args.end(), [](const ArgColumn& a, const ArgColumn& b) { return a.key < b.key; });
 }
 

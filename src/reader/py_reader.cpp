@@ -87,9 +87,11 @@ py::tuple dict_view(Batch& b, DictColumn& d, const py::capsule& base) {
   py::array codes;
   if (n < 128) {
     b.codes8.emplace_back(d.codes.begin(), d.codes.end());
+    std::vector<int32_t>().swap(d.codes);
     codes = view(b.codes8.back(), base);
   } else if (n < 32768) {
     b.codes16.emplace_back(d.codes.begin(), d.codes.end());
+    std::vector<int32_t>().swap(d.codes);
     codes = view(b.codes16.back(), base);
   } else {
     codes = view(d.codes, base);
@@ -103,17 +105,22 @@ py::dict load_batch(const std::string& path, int64_t first, int64_t last, const 
   std::string idir = opt(index_dir);
   {
     py::gil_scoped_release nogil;
-    IndexInfo idx = build_index(path, idir, false);
-    b->range = read_checkpoints(idx, first, last);
-    FileContext ctx = idx.context;
+    std::shared_ptr<const IndexInfo> idx = open_index(path, idir);
+    b->range = read_checkpoints(*idx, first, last);
+    int64_t lines = 0;
+    for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
+    FileContext ctx = idx->context;
     Parser parser;
     RangeData& r = b->range;
+    b->cols.reserve_rows = lines;
     parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b->cols);
-    if (b->cols.unresolved_hashes > 0 && !idx.context.scanned) {
+    if (b->cols.unresolved_hashes > 0 && !idx->context.scanned) {
       // Hashes defined outside this batch: complete the file's context once, then re-parse.
-      ensure_context(idx);
+      IndexInfo full_idx = *idx;
+      ensure_context(full_idx);
       b->cols = EventColumns{};
-      FileContext full = idx.context;
+      b->cols.reserve_rows = lines;
+      FileContext full = full_idx.context;
       parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
     }
     Parser::finish(b->cols);
@@ -225,8 +232,7 @@ PYBIND11_MODULE(_reader, m) {
         std::vector<std::string> lines;
         {
           py::gil_scoped_release nogil;
-          IndexInfo i = build_index(path, opt(index_dir), false);
-          lines = read_lines(i, first_line, n_lines);
+          lines = read_lines(*open_index(path, opt(index_dir)), first_line, n_lines);
         }
         py::list out;
         for (auto& s : lines) out.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
@@ -240,8 +246,7 @@ PYBIND11_MODULE(_reader, m) {
         RangeData r;
         {
           py::gil_scoped_release nogil;
-          IndexInfo i = build_index(path, opt(index_dir), false);
-          r = read_checkpoints(i, first, last);
+          r = read_checkpoints(*open_index(path, opt(index_dir)), first, last);
         }
         return py::bytes(r.data.data(), r.data.size());
       },

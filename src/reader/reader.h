@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@ struct Checkpoint {
   int bit_offset = 0;               // 0-7 bits of compressed_offset's byte already used (inflate kind)
   int64_t block_offset = 0;         // uncompressed offset where decoding restarts (<= uncompressed_offset)
   int flags = 0;
+  bool has_window = false;          // a window is stored (loaded lazily, see load_window)
   std::string window;               // raw 32 KiB (or shorter) history; stored zlib-compressed
 };
 
@@ -83,6 +85,14 @@ std::string index_path_for(const std::string& trace, const std::string& index_di
 // Throws ReaderError when the trace cannot be read or the index cannot be written.
 IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false);
 
+// build_index through a per-process cache: reused while the trace (size, mtime) and the index
+// file (inode, size, mtime) are unchanged. Checkpoint windows are not loaded (see load_window).
+std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "");
+
+// The raw window of checkpoint `number` (empty if it has none); read from the index file when
+// it was not loaded with the index.
+std::string load_window(const IndexInfo& idx, int64_t number);
+
 // Parses every line once and stores events/metadata/skipped counts, the args columns with their
 // dtypes and the full per-file context in the index (kept until the trace changes).
 IndexInfo scan_file(const std::string& trace, const std::string& index_dir = "");
@@ -103,15 +113,13 @@ std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, in
 
 // ---- Parser ------------------------------------------------------------------------------------
 
-// Dictionary-encoded string column: codes index `categories`, -1 = null.
+// Dictionary-encoded string column: codes index `categories`, -1 = null. Interning uses an
+// open-addressing hash table of codes (no node allocation per lookup).
 struct DictColumn {
   std::vector<int32_t> codes;
-  std::deque<std::string> categories;  // stable storage: `lookup` views into it
-  std::unordered_map<std::string_view, int32_t> lookup;
-  std::string_view last_view;
-  int32_t last_code = -1;
+  std::deque<std::string> categories;  // stable storage: `views` point into it
+
   DictColumn() = default;
-  // Copies and moves rebuild `lookup` (its views must point into this object's storage).
   DictColumn(const DictColumn& o) : codes(o.codes), categories(o.categories) { reindex(); }
   DictColumn(DictColumn&& o) noexcept : codes(std::move(o.codes)), categories(std::move(o.categories)) { reindex(); }
   DictColumn& operator=(const DictColumn& o) {
@@ -126,27 +134,80 @@ struct DictColumn {
     reindex();
     return *this;
   }
-  void reindex() noexcept {
-    lookup.clear();
+  static uint64_t hash(std::string_view s) noexcept {
+    // 8 bytes at a time, multiply-xorshift mix; good enough for short keys and paths.
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    const char* p = s.data();
+    size_t n = s.size();
+    while (n >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+      p += 8;
+      n -= 8;
+    }
+    if (n) {
+      uint64_t w = 0;
+      std::memcpy(&w, p, n);
+      h = (h ^ w) * 0x94d049bb133111ebull;
+      h ^= h >> 29;
+    }
+    return h * 0x9e3779b97f4a7c15ull;
+  }
+  void reindex() {
+    views.clear();
+    hashes.clear();
+    slots.assign(64, -1);
     last_code = -1;
-    last_view = {};
-    for (size_t i = 0; i < categories.size(); ++i) lookup.emplace(std::string_view(categories[i]), int32_t(i));
+    for (auto& c : categories) {
+      views.emplace_back(c);
+      hashes.push_back(hash(c));
+    }
+    for (size_t i = 0; i < views.size(); ++i) insert_slot(int32_t(i));
   }
   int32_t intern(std::string_view s) {
-    if (last_code >= 0 && s == last_view) return last_code;
-    auto it = lookup.find(s);
-    int32_t c;
-    if (it != lookup.end()) {
-      c = it->second;
-    } else {
-      c = int32_t(categories.size());
-      categories.emplace_back(s);
-      lookup.emplace(std::string_view(categories.back()), c);
+    if (last_code >= 0 && s.size() == views[size_t(last_code)].size() &&
+        std::memcmp(s.data(), views[size_t(last_code)].data(), s.size()) == 0)
+      return last_code;
+    if (slots.empty()) reindex();
+    uint64_t h = hash(s);
+    size_t mask = slots.size() - 1;
+    for (size_t i = size_t(h >> 7) & mask;; i = (i + 1) & mask) {
+      int32_t c = slots[i];
+      if (c < 0) break;
+      if (hashes[size_t(c)] == h && views[size_t(c)] == s) return last_code = c;
     }
-    last_view = categories[size_t(c)];
-    last_code = c;
-    return c;
+    int32_t c = int32_t(categories.size());
+    categories.emplace_back(s);
+    views.emplace_back(categories.back());
+    hashes.push_back(h);
+    if (views.size() * 2 > slots.size()) {
+      slots.assign(slots.size() * 2, -1);
+      for (int32_t k = 0; k < c; ++k) insert_slot(k);
+    }
+    insert_slot(c);
+    return last_code = c;
   }
+  // Frees the lookup table (after parsing).
+  void drop_lookup() {
+    std::vector<std::string_view>().swap(views);
+    std::vector<uint64_t>().swap(hashes);
+    std::vector<int32_t>().swap(slots);
+    last_code = -1;
+  }
+
+ private:
+  void insert_slot(int32_t c) {
+    size_t mask = slots.size() - 1;
+    size_t i = size_t(hashes[size_t(c)] >> 7) & mask;
+    while (slots[i] >= 0) i = (i + 1) & mask;
+    slots[i] = c;
+  }
+  std::vector<std::string_view> views;
+  std::vector<uint64_t> hashes;
+  std::vector<int32_t> slots;  // code or -1; size is a power of two, load <= 1/2
+  int32_t last_code = -1;
 };
 
 enum class ArgType : int { Int = 0, Float = 1, String = 2 };
@@ -169,6 +230,7 @@ struct MetaRecord {
 
 struct EventColumns {
   int64_t rows = 0;
+  int64_t reserve_rows = 0;                      // expected rows (lines): columns reserve this many
   DictColumn name, cat, ph, hostname, fname;
   std::vector<int64_t> pid, tid, ts, dur, te;
   std::vector<int64_t> size, offset;

@@ -1,0 +1,154 @@
+"""Overhead of the LD_PRELOAD interception: the DFTracer paper's microbenchmark (SC24, §V-A).
+
+Each of P processes opens a file, does 1000 reads of 4 KiB and closes it (repeated ROUNDS times
+so a run is long enough to time), in C (bench_preload.c) and in Python (bench_preload_py.py).
+All setups run interleaved in one invocation: baseline (no preload), our preload without
+metadata, our preload with metadata, and, with --original-lib, the original DFTracer's
+libdftracer_preload.so (pip package ``dftracer``) in the same two modes.
+
+Reported per (variant, P, setup): median over --repeat runs of the mean per-process time, the
+overhead in % and in ns per intercepted call ((t - t_baseline) / calls per process), and trace
+bytes per event (on-disk size of the process's trace files / number of events in them).
+
+    python benchmarks/bench_preload.py [--procs 1,2,4] [--rounds 100] [--repeat 5]
+        [--original-lib /tmp/dfvenv/lib/python3.11/site-packages/dftracer/lib64/libdftracer_preload.so]
+        [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def build_c(workdir: str) -> str:
+    exe = os.path.join(workdir, "bench_preload")
+    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "bench_preload.c")], check=True)
+    return exe
+
+
+def count_events(files: list[str]) -> int:
+    n = 0
+    for f in files:
+        opener = gzip.open if f.endswith(".gz") else open
+        with opener(f, "rt", errors="replace") as fh:
+            for line in fh:
+                # ours: "ph":"X"; the original: numeric "ph":1 for complete events
+                if '"cat":"POSIX"' in line:
+                    n += 1
+    return n
+
+
+def setups(ours: str, original: str | None) -> dict[str, dict | None]:
+    out: dict[str, dict | None] = {"baseline": None}
+    for name, lib in (("ours", ours), ("original", original)):
+        if not lib:
+            continue
+        for meta in (0, 1):
+            out[f"{name}{'+meta' if meta else ''}"] = {
+                "LD_PRELOAD": lib,
+                "DFTRACER_ENABLE": "1",
+                "DFTRACER_INIT": "PRELOAD",
+                "DFTRACER_INC_METADATA": str(meta),
+            }
+    return out
+
+
+def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) -> tuple[dict, int, int]:
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("DFTRACER_") or k == "LD_PRELOAD")}
+    shutil.rmtree(log_dir, ignore_errors=True)
+    os.makedirs(log_dir)
+    if extra:
+        env.update(extra)
+        env["DFTRACER_DATA_DIR"] = data_dir
+        env["DFTRACER_LOG_FILE"] = os.path.join(log_dir, "bench")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd} failed ({r.returncode}): {r.stderr[-2000:]}")
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    files = [f for f in glob.glob(os.path.join(log_dir, "*")) if os.path.isfile(f)]
+    nbytes = sum(os.path.getsize(f) for f in files)
+    return res, nbytes, count_events(files) if extra else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--procs", default="1,2,4")
+    ap.add_argument("--reads", type=int, default=1000)
+    ap.add_argument("--bs", type=int, default=4096)
+    ap.add_argument("--rounds", type=int, default=100, help="open/1000 reads/close cycles per process (C)")
+    ap.add_argument("--py-rounds", type=int, default=30, help="same, Python variant")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--variants", default="c,py")
+    ap.add_argument("--original-lib", default=None, help="the original DFTracer's libdftracer_preload.so")
+    ap.add_argument("--json", default=None, help="write all results here")
+    args = ap.parse_args(argv)
+
+    from dftracer._paths import preload_library
+
+    ours = preload_library()
+    work = tempfile.mkdtemp(prefix="bench_preload_")
+    try:
+        data_dir = os.path.join(work, "data")
+        os.makedirs(data_dir)
+        data = os.path.join(data_dir, "file.bin")
+        with open(data, "wb") as f:
+            f.write(os.urandom(args.reads * args.bs))
+        with open(data, "rb") as f:  # page cache
+            f.read()
+        exe = build_c(work)
+        log_dir = os.path.join(work, "logs")
+        conf = setups(ours, args.original_lib)
+        results = []
+        print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} {'B/event':>8}")
+        for variant in args.variants.split(","):
+            for procs in [int(p) for p in args.procs.split(",")]:
+                rounds = args.rounds if variant == "c" else args.py_rounds
+                base = [data, str(procs), str(args.reads), str(args.bs), str(rounds)]
+                cmd = [exe, *base] if variant == "c" else [sys.executable, os.path.join(HERE, "bench_preload_py.py"), *base]
+                times: dict[str, list[float]] = {k: [] for k in conf}
+                sizes: dict[str, tuple[int, int]] = {}
+                calls = 0
+                for rep in range(args.repeat):
+                    names = list(conf)
+                    names = names[rep % len(names):] + names[: rep % len(names)]  # rotate order
+                    for name in names:
+                        res, nbytes, nev = run_once(cmd, conf[name], data_dir, log_dir)
+                        times[name].append(statistics.mean(res["ns_per_proc"]))
+                        calls = res["calls"]
+                        if conf[name]:
+                            sizes[name] = (nbytes, nev)
+                t_base = statistics.median(times["baseline"])
+                for name in conf:
+                    t = statistics.median(times[name])
+                    row = {"variant": variant, "procs": procs, "setup": name, "calls_per_proc": calls,
+                           "ns_per_proc": t, "overhead_pct": 100.0 * (t / t_base - 1.0),
+                           "ns_per_call": (t - t_base) / calls, "runs_ns": times[name]}
+                    if name in sizes and sizes[name][1]:
+                        row["trace_bytes"], row["events"] = sizes[name]
+                        row["bytes_per_event"] = sizes[name][0] / sizes[name][1]
+                    results.append(row)
+                    bpe = f"{row['bytes_per_event']:8.2f}" if "bytes_per_event" in row else f"{'-':>8}"
+                    print(f"{variant:7} {procs:2d} {name:14} {t / 1e6:9.2f} {row['overhead_pct']:8.1f}% "
+                          f"{row['ns_per_call']:8.1f} {bpe}", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
