@@ -79,8 +79,10 @@ inline bool stdio_on() noexcept { return gate(g_state.stdio); }
 // True when fd/FILE bookkeeping may mutate shared state (not inside a vfork child).
 inline bool may_mutate() noexcept { return t_state.vfork_child == 0; }
 
-// Scope marking "this thread is recording": nested intercepted calls pass through, and the
-// tracer's own guard is held so its I/O is never traced.  Saves and restores errno.
+// Scope marking "this thread is recording": every intercepted call made meanwhile on this thread
+// (the tracer's own writes when a buffer flushes inline, allocations, a signal handler's I/O)
+// passes straight through, because all wrappers test t_state.busy first. The core's writer
+// thread is covered by in_tracer(). Saves and restores errno.
 class Recording {
  public:
   Recording() noexcept : saved_errno_(errno) { ++t_state.busy; }
@@ -93,8 +95,11 @@ class Recording {
 
  private:
   int saved_errno_;
-  ReentryGuard guard_;
 };
+
+// Per-thread argument list, reused by every event of the thread (an ArgList is ~1 KiB: building
+// one per call would cost more than filling it). Only touched while t_state.busy is held.
+extern thread_local ArgList t_args __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
 // Absolute, lexically normalised path of `path` relative to the directory of `dirfd`
 // (AT_FDCWD = the cwd). Writes into out (capacity `cap`), returns the length, or -1 if it does
@@ -124,7 +129,8 @@ template <typename Fill>
 inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_t t1,
                  Fill&& fill) noexcept {
   if (g_state.metadata) {
-    ArgList a;
+    ArgList& a = t_args;
+    a.clear();
     fill(a);
     g_state.tracer->log_complete(name, cat, t0, t1 - t0, &a);
   } else {
