@@ -6,9 +6,12 @@ All setups run interleaved in one invocation: baseline (no preload), our preload
 metadata, our preload with metadata, and, with --original-lib, the original DFTracer's
 libdftracer_preload.so (pip package ``dftracer``) in the same two modes.
 
-Reported per (variant, P, setup): median over --repeat runs of the mean per-process time, the
-overhead in % and in ns per intercepted call ((t - t_baseline) / calls per process), and trace
-bytes per event (on-disk size of the process's trace files / number of events in them).
+Reported per (variant, P, setup): median over --repeat runs of the mean per-process wall time,
+the overhead in % and in ns per intercepted call ((t - t_baseline) / calls per process); the same
+for CPU time (user + system of all processes and threads of the run, incl. the trace writer and
+compression: (cpu - cpu_baseline) / (calls per process x P)), which a shared, loaded machine
+disturbs less than wall time; and trace bytes per event (on-disk size of all trace files / number
+of POSIX events in them).
 
     python benchmarks/bench_preload.py [--procs 1,2,4] [--rounds 100] [--repeat 5]
         [--original-lib /tmp/dfvenv/lib/python3.11/site-packages/dftracer/lib64/libdftracer_preload.so]
@@ -22,6 +25,7 @@ import glob
 import gzip
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,8 +54,15 @@ def count_events(files: list[str]) -> int:
     return n
 
 
-def setups(ours: str, original: str | None) -> dict[str, dict | None]:
+def setups(ours: str, original: str | None, breakdown: bool) -> dict[str, dict | None]:
     out: dict[str, dict | None] = {"baseline": None}
+    if breakdown:
+        # where the cost goes: wrappers on an untraced file (fast path only), then events
+        # without compression (formatting + write), then the full setups below
+        out["ours:untraced"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+                                "DFTRACER_INC_METADATA": "1", "_DATA_DIR": "/nonexistent-dir"}
+        out["ours+meta:gzip-off"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+                                     "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "0"}
     for name, lib in (("ours", ours), ("original", original)):
         if not lib:
             continue
@@ -71,12 +82,16 @@ def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) ->
     os.makedirs(log_dir)
     if extra:
         env.update(extra)
-        env["DFTRACER_DATA_DIR"] = data_dir
+        env["DFTRACER_DATA_DIR"] = env.pop("_DATA_DIR", data_dir)
         env["DFTRACER_LOG_FILE"] = os.path.join(log_dir, "bench")
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ns = ((ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)) * 1e9
     if r.returncode != 0:
         raise RuntimeError(f"{cmd} failed ({r.returncode}): {r.stderr[-2000:]}")
     res = json.loads(r.stdout.strip().splitlines()[-1])
+    res["cpu_ns"] = cpu_ns  # user + system CPU of every process and thread of the run
     files = [f for f in glob.glob(os.path.join(log_dir, "*")) if os.path.isfile(f)]
     nbytes = sum(os.path.getsize(f) for f in files)
     return res, nbytes, count_events(files) if extra else 0
@@ -93,6 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="c,py")
     ap.add_argument("--original-lib", default=None, help="the original DFTracer's libdftracer_preload.so")
     ap.add_argument("--json", default=None, help="write all results here")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="add setups: preload on an untraced file, and with compression off")
     args = ap.parse_args(argv)
 
     from dftracer._paths import preload_library
@@ -109,15 +126,17 @@ def main(argv=None) -> int:
             f.read()
         exe = build_c(work)
         log_dir = os.path.join(work, "logs")
-        conf = setups(ours, args.original_lib)
+        conf = setups(ours, args.original_lib, args.breakdown)
         results = []
-        print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} {'B/event':>8}")
+        print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} "
+              f"{'cpu ovh':>8} {'cpu ns/call':>11} {'B/event':>8}")
         for variant in args.variants.split(","):
             for procs in [int(p) for p in args.procs.split(",")]:
                 rounds = args.rounds if variant == "c" else args.py_rounds
                 base = [data, str(procs), str(args.reads), str(args.bs), str(rounds)]
                 cmd = [exe, *base] if variant == "c" else [sys.executable, os.path.join(HERE, "bench_preload_py.py"), *base]
                 times: dict[str, list[float]] = {k: [] for k in conf}
+                cpus: dict[str, list[float]] = {k: [] for k in conf}
                 sizes: dict[str, tuple[int, int]] = {}
                 calls = 0
                 for rep in range(args.repeat):
@@ -126,22 +145,28 @@ def main(argv=None) -> int:
                     for name in names:
                         res, nbytes, nev = run_once(cmd, conf[name], data_dir, log_dir)
                         times[name].append(statistics.mean(res["ns_per_proc"]))
+                        cpus[name].append(res["cpu_ns"])
                         calls = res["calls"]
                         if conf[name]:
                             sizes[name] = (nbytes, nev)
                 t_base = statistics.median(times["baseline"])
+                c_base = statistics.median(cpus["baseline"])
                 for name in conf:
                     t = statistics.median(times[name])
+                    c = statistics.median(cpus[name])
                     row = {"variant": variant, "procs": procs, "setup": name, "calls_per_proc": calls,
                            "ns_per_proc": t, "overhead_pct": 100.0 * (t / t_base - 1.0),
-                           "ns_per_call": (t - t_base) / calls, "runs_ns": times[name]}
-                    if name in sizes and sizes[name][1]:
+                           "ns_per_call": (t - t_base) / calls, "runs_ns": times[name],
+                           "cpu_ns": c, "cpu_overhead_pct": 100.0 * (c / c_base - 1.0),
+                           "cpu_ns_per_call": (c - c_base) / (calls * procs)}
+                    if name in sizes and sizes[name][1] and "untraced" not in name:
                         row["trace_bytes"], row["events"] = sizes[name]
                         row["bytes_per_event"] = sizes[name][0] / sizes[name][1]
                     results.append(row)
                     bpe = f"{row['bytes_per_event']:8.2f}" if "bytes_per_event" in row else f"{'-':>8}"
                     print(f"{variant:7} {procs:2d} {name:14} {t / 1e6:9.2f} {row['overhead_pct']:8.1f}% "
-                          f"{row['ns_per_call']:8.1f} {bpe}", flush=True)
+                          f"{row['ns_per_call']:8.1f} {row['cpu_overhead_pct']:7.1f}% {row['cpu_ns_per_call']:11.1f} {bpe}",
+                          flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)

@@ -34,6 +34,42 @@ MODES = {
 }
 
 
+def components(calls: int, repeat: int) -> dict:
+    """ns per call of the binding's get_time() and log_event() (no args / 3 args), measured in
+    the same process, to attribute the decorator's cost."""
+    from dftracer import _api
+    from dftracer.python import dftracer
+
+    core = _api._core
+    dftracer.initialize_log()
+    gt, le = core.get_time, core.log_event
+    tags = {"epoch": 1, "step": 2, "image_size": 4096}
+
+    def l_time(n):
+        for _ in range(n):
+            gt()
+
+    def l_log(n):
+        for _ in range(n):
+            le("bare", "bench", 1, 2, None)
+
+    def l_log_tags(n):
+        for _ in range(n):
+            le("bare", "bench", 1, 2, tags)
+
+    out = {}
+    for key, fn in (("get_time", l_time), ("log_event", l_log), ("log_event+tags", l_log_tags)):
+        fn(1000)
+        runs = []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            fn(calls)
+            runs.append((time.perf_counter_ns() - t0) / calls)
+        out[key] = statistics.median(runs)
+    dftracer.get_instance().finalize()
+    return out
+
+
 def child(form: str, calls: int, repeat: int) -> dict:
     from dftracer.python import dftracer, dft_fn
 
@@ -100,9 +136,12 @@ def main():
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--child", choices=FORMS)
+    ap.add_argument("--child", choices=FORMS + ("components",))
     ap.add_argument("--json", help="write the results here as JSON")
     a = ap.parse_args()
+    if a.child == "components":
+        print(json.dumps(components(a.calls, a.repeat)))
+        return
     if a.child:
         print(json.dumps(child(a.child, a.calls, a.repeat)))
         return
@@ -134,6 +173,26 @@ def main():
             bpe = f"{r['bytes'] / r['events']:.1f}" if enabled else "0 (no file)"
             print(f"| {form} | {mode} | {r['ns_per_call']:.0f} | {r['bare_ns']:.0f} | {over} "
                   f"| {ratio} | {bpe} |")
+    with tempfile.TemporaryDirectory(prefix="bench_python_") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+        env.pop("LD_PRELOAD", None)
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"]
+                                         if env.get("PYTHONPATH") else "")
+        env.update(DFTRACER_ENABLE="1", DFTRACER_TRACE_COMPRESSION="0",
+                   DFTRACER_LOG_FILE=os.path.join(tmp, "components"))
+        comp = json.loads(subprocess.run(
+            [sys.executable, __file__, "--child", "components", "--calls", str(a.calls),
+             "--repeat", str(a.repeat)], env=env, capture_output=True, text=True,
+            check=True).stdout.strip().splitlines()[-1])
+    dec = results[("decorator", "enabled plain")]
+    own = dec["ns_per_call"] - dec["bare_ns"] - 2 * comp["get_time"] - comp["log_event"]
+    print()
+    print(f"binding costs (plain mode, same machine): get_time {comp['get_time']:.0f} ns, "
+          f"log_event {comp['log_event']:.0f} ns, log_event with 3 tags "
+          f"{comp['log_event+tags']:.0f} ns")
+    print(f"decorator's own Python work (plain decorator - bare call - 2 get_time - log_event): "
+          f"{own:.0f} ns")
+    results[("components", "enabled plain")] = comp
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({f"{f}|{m}": r for (f, m), r in results.items()}, fh, indent=1)

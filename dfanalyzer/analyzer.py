@@ -89,46 +89,61 @@ def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int
     """Batches ``(path, first_ckpt, last_ckpt, uncompressed_bytes, lines)``, last inclusive.
 
     ``files`` are index stats: dicts with ``path`` and ``checkpoints``, a list of
-    ``(uncompressed_size, num_lines)``. Consecutive checkpoints of one file are grouped until the
-    group holds at least ``batch_bytes`` uncompressed bytes; a checkpoint is never split.
+    ``(uncompressed_size, num_lines)``. A file of ``B`` uncompressed bytes is cut into
+    ``k = max(1, round(B / batch_bytes))`` batches of nearly equal bytes (cut where the running
+    total first reaches ``j * B / k``, or once a batch holds ``batch_bytes``), so the batches of
+    a file are balanced; a checkpoint is never split.
     """
     batch_bytes = max(1, int(batch_bytes))
     out = []
     for f in files:
-        first, acc, lines = 0, 0, 0
         ckpts = f["checkpoints"]
+        total = sum(int(sz) for sz, _ in ckpts)
+        k = max(1, min(len(ckpts), (2 * total + batch_bytes) // (2 * batch_bytes)))
+        first, acc, lines, done, j = 0, 0, 0, 0, 1
         for i, (size, nl) in enumerate(ckpts):
             acc += int(size)
             lines += int(nl)
-            if acc >= batch_bytes or i == len(ckpts) - 1:
+            if acc >= batch_bytes or (j < k and (done + acc) * k >= total * j) or i == len(ckpts) - 1:
                 out.append((f["path"], first, i, acc, lines))
+                done += acc
                 first, acc, lines = i + 1, 0, 0
+                while j < k and done * k >= total * j:
+                    j += 1
     return out
 
 
-def plan_partitions(rows: Sequence[int], n_partitions: int) -> List[List[Tuple[int, int, int]]]:
-    """Cut the concatenated row stream of batches into ``n_partitions`` balanced row ranges.
+def plan_partitions(rows: Sequence[int], target_rows: int) -> List[List[Tuple[int, int, int]]]:
+    """Group the row stream of batches (in order) into partitions of at most ``target_rows`` rows.
 
     ``rows[i]`` is the number of events of batch ``i``. Returns, per partition, a list of
-    ``(batch index, start row, stop row)`` slices; partition sizes differ by at most one row.
-    Partitions that would be empty are dropped (at least one partition is returned).
+    ``(batch index, start row, stop row)`` slices. Consecutive batches are packed together while
+    the sum stays within ``target_rows`` (they are concatenated); a batch larger than
+    ``target_rows`` is cut into ``ceil(rows / target_rows)`` equal row slices (views, no copy);
+    empty batches are dropped. A batch that fits is never split, so when ``target_rows`` is the
+    largest batch every partition is one whole batch or a pack of small ones and no event is
+    copied. At least one (possibly empty) partition is returned.
     """
-    total = int(sum(rows))
-    n = max(1, min(int(n_partitions), total)) if total else 1
-    bounds = [total * k // n for k in range(n + 1)]
-    parts: List[List[Tuple[int, int, int]]] = [[] for _ in range(n)]
-    starts = np.concatenate([[0], np.cumsum(np.asarray(rows, dtype=np.int64))])
+    target = max(1, int(target_rows))
+    parts: List[List[Tuple[int, int, int]]] = []
+    cur: List[Tuple[int, int, int]] = []
+    cur_n = 0
     for b, r in enumerate(rows):
+        r = int(r)
         if r == 0:
             continue
-        lo, hi = int(starts[b]), int(starts[b + 1])
-        for k in range(n):
-            a, z = max(lo, bounds[k]), min(hi, bounds[k + 1])
-            if a < z:
-                parts[k].append((b, a - lo, z - lo))
-    if total == 0:
-        return [[]]
-    return parts
+        if cur and cur_n + r > target:
+            parts.append(cur)
+            cur, cur_n = [], 0
+        if r > target:
+            m = -(-r // target)
+            parts.extend([[(b, r * j // m, r * (j + 1) // m)] for j in range(m)])
+            continue
+        cur.append((b, 0, r))
+        cur_n += r
+    if cur:
+        parts.append(cur)
+    return parts or [[]]
 
 
 # ----------------------------------------------------------------------------- schema
@@ -268,14 +283,19 @@ def _index_task(path: str, index_dir: Optional[str], force: bool) -> dict:
         }
 
 
-def _load_task(batch: tuple, index_dir: Optional[str]):
-    """Load one batch: ``(events, metadata, info)``; never raises."""
+def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None):
+    """Load one batch: ``(events, metadata, info)``; never raises.
+
+    With ``keep_args`` (a set of args keys) the other args columns are dropped right away.
+    """
     from . import reader
 
     path, first, last, nbytes, nlines = batch
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir)
         ev = b.events
+        if keep_args is not None:
+            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
         info = {
             "rows": int(len(ev)),
             "schema": frame_schema(ev),
@@ -304,7 +324,8 @@ def _pick(t: tuple, i: int):
 
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     """One output partition: slices ``(events, start, stop)`` aligned to ``schema`` and concatenated."""
-    frames = [align_frame(ev.iloc[a:z], schema) for ev, a, z in slices if ev is not None]
+    frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema)
+              for ev, a, z in slices if ev is not None]
     if not frames:
         return align_frame(pd.DataFrame(), schema)
     frames = _unify_categories(frames)
@@ -347,8 +368,12 @@ class DFAnalyzer:
     batch_size_mb : float
         Uncompressed MiB per load batch (aligned to checkpoints). Default 16.
     partition_size_mb : float
-        Target in-memory MiB per partition of ``events`` (at least one partition per worker
-        thread). Default 128.
+        Upper bound of in-memory MiB per partition of ``events`` (default 128). Partitions are
+        the loaded batches themselves (small consecutive ones packed together), cut further
+        only to respect this bound or to give every worker thread a partition.
+    args : sequence of str, optional
+        Keep only these args keys as columns (``()`` keeps none, the 12 core columns only);
+        ``None`` (default) keeps every args key. Keys that no event has are not added.
     io_cats, compute_cats, app_io_cats : sequence of str
         Categories of I/O, compute and application-level I/O events for :meth:`summary`.
     client : distributed.Client, optional
@@ -379,6 +404,7 @@ class DFAnalyzer:
         compute_cats: Sequence[str] = ("compute",),
         app_io_cats: Sequence[str] = ("reader",),
         partition_size_mb: float = 128,
+        args: Optional[Sequence[str]] = None,
         client=None,
         n_workers: Optional[int] = None,
         scheduler_address: Optional[str] = None,
@@ -394,6 +420,9 @@ class DFAnalyzer:
         self.compute_cats = tuple(compute_cats)
         self.app_io_cats = tuple(app_io_cats)
         self.progress = bool(progress)
+        if isinstance(args, str):
+            args = [args]
+        self.args = None if args is None else frozenset(args)
         self._own_client = False
         self.client = self._get_client(client, n_workers, scheduler_address, scheduler_file)
         self._metadata_futures = []
@@ -463,10 +492,13 @@ class DFAnalyzer:
         self._wait(idx_f, "indexing")
         indexes = c.gather(idx_f)
         del idx_f
-        # (2)+(3) stats and checkpoint-aligned batches
-        batches = plan_batches([i for i in indexes if i["error"] is None], self.batch_size_mb * 2**20)
+        # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
+        threads = self._threads()
+        good = [i for i in indexes if i["error"] is None]
+        share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
+        batches = plan_batches(good, min(self.batch_size_mb * 2**20, max(1, share)))
         # (4) load every batch on the workers
-        load_f = c.map(_load_task, batches, index_dir=self.index_dir, pure=False)
+        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, pure=False)
         self._wait(load_f, "loading")
         info_f = c.map(_pick, load_f, [2] * len(load_f))
         infos = c.gather(info_f)
@@ -475,12 +507,13 @@ class DFAnalyzer:
         ev_f = c.map(_pick, load_f, [0] * len(load_f))
         schema = union_schema([i["schema"] for i in infos])
         meta = make_meta(schema)
-        # (5) balanced partitions by exact row counts, aligned to the union schema, persisted
+        # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
+        # aligned to the union schema on the worker that holds them, persisted
         rows = [i["rows"] for i in infos]
         total = sum(rows)
-        est_bytes = total * (100 + 9 * len(schema))
-        n_parts = max(self._threads(), math.ceil(est_bytes / (self.partition_size_mb * 2**20)))
-        plan = plan_partitions(rows, n_parts)
+        row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
+        target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
+        plan = plan_partitions(rows, target)
         slices = [[(ev_f[b], a, z) for b, a, z in part] for part in plan]
         self._final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
         self._wait(self._final, "partitioning")

@@ -167,22 +167,26 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
 
 
-def _keys(df: pd.DataFrame, cols: List[str]) -> set:
-    if df.empty:
-        return set()
-    sub = df[cols].drop_duplicates()
-    arrays = []
-    for c in cols:
-        col = sub[c]
-        if isinstance(col.dtype, pd.CategoricalDtype) or col.dtype == object or pd.api.types.is_string_dtype(col):
-            arrays.append([None if pd.isna(x) else str(x) for x in col.tolist()])
-        else:
-            arrays.append([None if pd.isna(x) else int(x) for x in col.tolist()])
-    return set(zip(*arrays)) if len(cols) > 1 else set(arrays[0])
+def _codes(col: pd.Series) -> Tuple[np.ndarray, list]:
+    """Integer codes (int64, -1 = null) and their values as str, for a categorical or text column."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), [str(x) for x in col.cat.categories]
+    codes, uniq = pd.factorize(col.to_numpy(dtype=object))
+    return codes.astype(np.int64), [str(x) for x in uniq]
 
 
-def _isin(col: pd.Series, values: Iterable[str]) -> np.ndarray:
-    return np.asarray(col.isin(list(values)), dtype=bool)
+def _lut(cats: list, values: Iterable[str]) -> np.ndarray:
+    """Boolean lookup table indexed by code + 1 (index 0 is the null code -1): category in ``values``."""
+    want = set(values)
+    return np.array([False] + [c in want for c in cats], dtype=bool)
+
+
+def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """One row index (from ``rows``) per distinct value of ``key`` (``key[i]`` belongs to ``rows[i]``)."""
+    codes, uniq = pd.factorize(key)
+    rep = np.empty(len(uniq), dtype=np.int64)
+    rep[codes] = rows
+    return rep
 
 
 def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> Partial:
@@ -190,49 +194,80 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
 
     Uses columns ``ph``, ``cat``, ``name``, ``hostname``, ``pid``, ``tid``, ``ts``, ``te``,
     ``fname`` and ``size``. Events are rows with ``ph == "X"`` and ``cat != "dftracer"``.
+    One pass over numpy arrays and categorical codes: only the used columns are touched and
+    distinct keys are found by hashing integer codes, never by building Python objects per row.
     """
     p = Partial()
-    keep = (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-    keep = keep & ~(df["cat"] == TRACER_CAT).to_numpy(dtype=bool, na_value=False)
-    ev = df[keep] if not keep.all() else df
-    p.events = int(len(ev))
+    if len(df) == 0:
+        return p
+    ph, ph_cats = _codes(df["ph"])
+    cat, cat_cats = _codes(df["cat"])
+    keep = _lut(ph_cats, ("X",))[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
+    rows = None if keep.all() else np.flatnonzero(keep)
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if rows is None else a[rows]
+
+    cat = take(cat)
+    p.events = int(cat.size)
     if p.events == 0:
         return p
-    ts = ev["ts"].to_numpy(dtype=np.int64)
-    te = ev["te"].to_numpy(dtype=np.int64)
+    ts = take(df["ts"].to_numpy(dtype=np.int64))
+    te = take(df["te"].to_numpy(dtype=np.int64))
     p.min_ts, p.max_te = int(ts.min()), int(te.max())
-    p.hosts = _keys(ev, ["hostname"])
-    p.processes = _keys(ev, ["hostname", "pid"])
-    io_m = _isin(ev["cat"], io_cats)
-    cp_m = _isin(ev["cat"], compute_cats)
-    app_m = _isin(ev["cat"], app_io_cats)
-    io_ev, cp_ev = ev[io_m], ev[cp_m]
-    p.threads_io = _keys(io_ev, ["hostname", "pid", "tid"])
-    p.threads_compute = _keys(cp_ev, ["hostname", "pid", "tid"])
-    p.files = {f for f in _keys(io_ev, ["fname"]) if f is not None}
+    host, host_cats = _codes(df["hostname"])
+    host = take(host)
+    pid = take(df["pid"].to_numpy(dtype=np.int64))
+    tid = take(df["tid"].to_numpy(dtype=np.int64))
+    hname = [None] + host_cats  # by code + 1
+
+    p.hosts = {hname[c + 1] for c in np.flatnonzero(np.bincount(host + 1)) - 1}
+    # (hostname, pid) and (hostname, pid, tid) as dense int64 keys (no overflow: codes < rows)
+    pid_code, pid_uniq = pd.factorize(pid)
+    proc = (host + 1) * len(pid_uniq) + pid_code
+    proc_code, proc_uniq = pd.factorize(proc)
+    tid_code, tid_uniq = pd.factorize(tid)
+    thread = proc_code.astype(np.int64) * len(tid_uniq) + tid_code
+    every = np.arange(p.events, dtype=np.int64)
+    rep = _representatives(proc, every)
+    p.processes = set(zip([hname[c + 1] for c in host[rep]], pid[rep].tolist()))
+
+    io_m = _lut(cat_cats, io_cats)[cat + 1]
+    cp_m = _lut(cat_cats, compute_cats)[cat + 1]
+    app_m = _lut(cat_cats, app_io_cats)[cat + 1]
+    for m, attr in ((io_m, "threads_io"), (cp_m, "threads_compute")):
+        if m.any():
+            r = _representatives(thread[m], every[m])
+            setattr(p, attr, set(zip([hname[c + 1] for c in host[r]], pid[r].tolist(), tid[r].tolist())))
     p.io = union_intervals(ts[io_m], te[io_m])
     p.compute = union_intervals(ts[cp_m], te[cp_m])
     p.app_io = union_intervals(ts[app_m], te[app_m])
-    if len(io_ev):
-        p.functions = _function_histograms(io_ev["name"], io_ev["size"])
+    if io_m.any():
+        fname, fname_cats = _codes(df["fname"])
+        f = take(fname)[io_m]
+        p.files = {fname_cats[c] for c in np.flatnonzero(np.bincount(f + 1)[1:])}
+        name, name_cats = _codes(df["name"])
+        size = df["size"]
+        has = take(size.notna().to_numpy(dtype=bool))[io_m]
+        if size.dtype.kind == "f":
+            sv = size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64)
+        else:
+            sv = size.to_numpy(dtype=np.int64, na_value=0)
+        p.functions = _function_histograms(take(name)[io_m], name_cats, take(sv)[io_m], has)
     return p
 
 
-def _function_histograms(name: pd.Series, size: pd.Series) -> Dict[str, list]:
-    """name -> [count, (values, counts)] exact histogram of the non-null sizes of each function."""
-    if isinstance(name.dtype, pd.CategoricalDtype):
-        codes = name.cat.codes.to_numpy().astype(np.int64)
-        uniq = [str(x) for x in name.cat.categories]
-    else:
-        codes, uniq = pd.factorize(name.to_numpy(dtype=object))
-        codes = codes.astype(np.int64)
-        uniq = [str(x) for x in uniq]
+def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: np.ndarray) -> Dict[str, list]:
+    """name -> [count, (values, counts)] exact histogram of the non-null sizes of each function.
+
+    ``codes`` are name codes (-1 = null name, ignored), ``uniq`` their names, ``sizes`` int64
+    bytes valid where ``has``.
+    """
     named = codes >= 0
     counts = np.bincount(codes[named], minlength=len(uniq))
-    has = named & size.notna().to_numpy(dtype=bool)
+    has = named & has
     c = codes[has]
-    v = size.to_numpy(dtype=np.float64, na_value=0)[has].astype(np.int64) if size.dtype.kind == "f" \
-        else size.to_numpy(dtype=np.int64, na_value=0)[has]
+    v = sizes[has]
     order = np.lexsort((v, c))
     c, v = c[order], v[order]
     if c.size:

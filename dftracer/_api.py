@@ -202,11 +202,38 @@ class _MPHook:
 _MP_ANCHOR = _MPHook()
 
 
+#: Period of the idle flush in daemonic multiprocessing children, seconds.
+IDLE_FLUSH_PERIOD_S = 0.5
+_flusher_pid = None
+_finalizer_pid = None
+
+
+def _idle_flusher() -> None:
+    while True:
+        time.sleep(IDLE_FLUSH_PERIOD_S)
+        try:
+            if not _core.is_active():
+                return
+            _core.flush()  # drains every thread's buffer; a no-op when nothing is buffered
+        except Exception:
+            return
+
+
 def _register_mp_child_finalizer() -> None:
     # multiprocessing children end with os._exit(), which runs no atexit handler; its
     # _exit_function() does run the registered finalisers. Lowest priority: run last.
+    global _flusher_pid, _finalizer_pid
+    import multiprocessing
     import multiprocessing.util as mpu
-    mpu.Finalize(None, _finalize_core, exitpriority=-(2**30))
+    if _finalizer_pid != os.getpid():
+        _finalizer_pid = os.getpid()
+        mpu.Finalize(None, _finalize_core, exitpriority=-(2**30))
+    # Daemonic children (e.g. persistent torch DataLoader workers) are SIGTERMed when the parent
+    # exits, and torch's SIGTERM handler calls _exit(): no finaliser runs. A background thread
+    # flushes the buffers every IDLE_FLUSH_PERIOD_S so an idle worker's events are on disk.
+    if multiprocessing.current_process().daemon and _flusher_pid != os.getpid():
+        _flusher_pid = os.getpid()
+        threading.Thread(target=_idle_flusher, name="dftracer-idle-flush", daemon=True).start()
 
 
 def _after_mp_fork(_anchor) -> None:

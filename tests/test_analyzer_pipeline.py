@@ -90,11 +90,21 @@ def test_plan_batches_aligned():
     assert A.plan_batches([{"path": "e", "checkpoints": []}], 10) == []
 
 
-def test_plan_partitions_balanced():
-    plan = A.plan_partitions([5, 0, 3, 9, 1], 3)
-    assert plan == [[(0, 0, 5), (2, 0, 1)], [(2, 1, 3), (3, 0, 4)], [(3, 4, 9), (4, 0, 1)]]
-    assert [sum(z - a for _, a, z in p) for p in plan] == [6, 6, 6]
-    assert A.plan_partitions([2], 5) == [[(0, 0, 1)], [(0, 1, 2)]]
+def test_plan_batches_balanced_within_file():
+    # 10 checkpoints of 100 bytes, 400-byte target -> round(2.5) = 3 batches cut at 1/3, 2/3
+    files = [{"path": "g", "checkpoints": [(100, 1)] * 10}]
+    assert A.plan_batches(files, 400) == [("g", 0, 3, 400, 4), ("g", 4, 6, 300, 3), ("g", 7, 9, 300, 3)]
+    # a file smaller than half a batch is one batch
+    assert A.plan_batches(files, 10_000) == [("g", 0, 9, 1000, 10)]
+
+
+def test_plan_partitions_whole_batches():
+    # batches that fit are never split; small neighbours are packed; empty ones dropped
+    assert A.plan_partitions([5, 0, 3, 2, 5, 1], 5) == [
+        [(0, 0, 5)], [(2, 0, 3), (3, 0, 2)], [(4, 0, 5)], [(5, 0, 1)]]
+    # a batch larger than the target is cut into equal slices
+    assert A.plan_partitions([9, 2], 4) == [[(0, 0, 3)], [(0, 3, 6)], [(0, 6, 9)], [(1, 0, 2)]]
+    assert A.plan_partitions([2], 5) == [[(0, 0, 2)]]
     assert A.plan_partitions([0, 0], 4) == [[]]
 
 
@@ -112,8 +122,9 @@ def test_pattern_matching_nothing_names_pattern(tmp_path, dask_client):
 def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client):
     pat = _touch(tmp_path, "a1.pfw.gz", "b2.pfw.gz", "half3.pfw.gz", "bad4.pfw.gz")
     (tmp_path / "a1.pfw.gz.zindex").write_bytes(b"idx")  # sidecars never count as traces
-    # partition size chosen so 3 partitions cut batches in the middle
-    an = DFAnalyzer(pat, client=dask_client, batch_size_mb=1500 / 2**20, partition_size_mb=17000 / 2**20)
+    # partition bound of 7000 B / (100 + 9 * 3 args) B per row = 55 rows: 100-row batches are cut
+    # in the middle, 50-row batches stay whole
+    an = DFAnalyzer(pat, client=dask_client, batch_size_mb=2000 / 2**20, partition_size_mb=7000 / 2**20)
     files = sorted(str(p) for p in tmp_path.glob("*.pfw.gz"))
     assert an.files == files
     # 2000-byte batches: a1 has 4 checkpoints -> (0,1),(2,3); 3-checkpoint files -> (0,1),(2,2)
@@ -127,9 +138,8 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
     assert str(dt["ts"]) == "int64" and str(dt["size"]) == "Int64" and dt["name"] == "category"
     assert ev.shape[0].compute() == len(want) == 8 * CKPT_LINES
     parts = [p.compute() for p in ev.to_delayed()]
-    assert an.stats["partitions"] == len(parts) == 3
-    sizes = [len(p) for p in parts]
-    assert max(sizes) - min(sizes) <= 1
+    assert an.stats["partitions"] == len(parts) == 8
+    assert [len(p) for p in parts] == [CKPT_LINES] * 8
     for p in parts:
         assert [str(t) for t in p.dtypes] == [str(t) for t in ev._meta.dtypes]
     got = pd.concat(parts, ignore_index=True)

@@ -557,6 +557,51 @@ def test_children_trace_into_their_own_files(tmp_path, method):
         assert Counter(e["name"] for e in owner[c]) == Counter({"child_ev": 50})
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_idle_daemonic_worker_is_flushed_before_it_is_terminated(tmp_path, method):
+    # Persistent DataLoader-style worker: daemonic, idle after its work, SIGTERMed by
+    # multiprocessing when the parent exits (no finaliser runs). The idle flush must have put
+    # its events on disk; the parent waits for that, then exits without joining.
+    proc = run_app(tmp_path, """
+        import glob, multiprocessing as mp, os, time
+        from dftracer.python import dft_fn
+        d = dft_fn("daemon")
+
+        @d.log
+        def work(step):
+            return step
+
+        def worker(ev):
+            for i in range(20):
+                work(i)
+            ev.wait()  # idle forever
+
+        def count(pid):
+            n = 0
+            for f in glob.glob("{tmp}/*%d*.pfw" % pid):
+                with open(f) as fh:
+                    n += sum('"name":"work"' in line for line in fh)
+            return n
+
+        if __name__ == "__main__":
+            work(-1)
+            ctx = mp.get_context("{method}")
+            ev = ctx.Event()
+            p = ctx.Process(target=worker, args=(ev,), daemon=True)
+            p.start()
+            deadline = time.monotonic() + 60
+            while count(p.pid) < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            print(os.getpid(), p.pid)
+    """.format(tmp=tmp_path, method=method), DFTRACER_TRACE_COMPRESSION="0")
+    parent, child = map(int, proc.stdout.split())
+    per_pid = {}
+    for f, evs in all_events(tmp_path, "daemon").items():
+        for e in evs:
+            per_pid.setdefault(e["pid"], []).append(e["args"]["step"])
+    assert per_pid == {parent: [-1], child: list(range(20))}
+
+
 def test_events_before_initialize_log_move_to_the_explicit_file(tmp_path):
     # DLIO logs its framework's __init__ before calling initialize_log(logfile=...): the lazily
     # started trace is renamed to the explicit name, nothing is lost or left behind.

@@ -173,12 +173,15 @@ def dlio_dataset(tmp_path_factory):
     return base, data
 
 
-@pytest.fixture(scope="module")
-def dlio_run(dlio_dataset):
-    """Two epochs of DLIO on the first FILES files, traced in hybrid mode."""
+@pytest.fixture(scope="module", params=["fork", "spawn"])
+def dlio_run(dlio_dataset, request):
+    """Two epochs of DLIO on the first FILES files, traced in hybrid mode, with DataLoader workers
+    started by fork (DLIO's default: the tracer follows the fork) or spawn (the worker calls
+    initialize_log itself)."""
     base, data = dlio_dataset
-    out = str(base / "output")
-    res = subprocess.run(_dlio_cmd(data, out), cwd=str(base), env=_traced_env(data, out),
+    out = str(base / f"output-{request.param}")
+    res = subprocess.run(_dlio_cmd(data, out, f"++workload.reader.multiprocessing_context={request.param}"),
+                         cwd=str(base), env=_traced_env(data, out),
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     files = sorted(os.listdir(os.path.join(data, "train")))[:FILES]

@@ -157,9 +157,12 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
   }
   if (finalize) {
     ++t_state.busy;
-    ReentryGuard guard;
-    g_state.tracer->finalize();
+    {
+      ReentryGuard guard;
+      g_state.tracer->finalize();
+    }
     --t_state.busy;
+    if (t_state.busy == 0 && t_state.term_pending != 0) deliver_pending_signal();
   }
 }
 
@@ -287,21 +290,53 @@ DFT_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file
 // gets a handler that finalizes the trace, then dies of SIGTERM as it would have. Installed only
 // where SIGTERM has its default action, and only after fork: an interpreter that read its
 // signal table at start-up (CPython) still sees SIG_DFL and may replace or restore it freely.
-static void on_sigterm(int sig, siginfo_t*, void*) {
-  int e = errno;
-  if (t_state.busy == 0 && t_state.vfork_child == 0 && !in_tracer() &&
-      static_cast<int>(syscall(SYS_getpid)) == g_state.tracer->pid()) {
-    ++t_state.busy;
-    g_state.tracer->finalize();
-    --t_state.busy;
-  }
+static void finalize_and_die(int sig) noexcept {
+  ++t_state.busy;
+  g_state.tracer->finalize();
+  --t_state.busy;
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  raise(sig);  // blocked while this handler runs; delivered (default: terminate) on return
+  raise(sig);  // inside the handler: blocked until it returns, then the default action
+}
+
+static void on_sigterm(int sig, siginfo_t*, void*) {
+  int e = errno;
+  int pid = static_cast<int>(syscall(SYS_getpid));
+  if (in_tracer() && t_state.busy == 0 && static_cast<int>(syscall(SYS_gettid)) != pid) {
+    // Delivered to the tracer's own (writer) thread, which cannot finalize itself: hand the
+    // signal to the main thread and let it run this handler.
+    syscall(SYS_tgkill, pid, pid, sig);
+    errno = e;
+    return;
+  }
+  if (t_state.busy != 0 && t_state.vfork_child == 0) {
+    // Interrupted while recording an event (or finalizing in _exit): finish that first; the
+    // Recording scope (or record_exit) delivers the signal when it ends.
+    t_state.term_pending = sig;
+    errno = e;
+    return;
+  }
+  if (t_state.vfork_child == 0 && !in_tracer() && pid == g_state.tracer->pid()) {
+    finalize_and_die(sig);
+  } else {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);
+  }
   errno = e;
+}
+
+// Called when the outermost Recording ends with a SIGTERM deferred by on_sigterm.
+void dftracer::preload::deliver_pending_signal() noexcept {
+  int sig = t_state.term_pending;
+  t_state.term_pending = 0;
+  if (sig != 0) finalize_and_die(sig);
 }
 
 static void install_sigterm_flush() noexcept {

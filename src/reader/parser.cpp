@@ -2,6 +2,10 @@
 // line is skipped and counted without losing the others).
 #include <simdjson.h>
 
+#if defined(DFTRACER_READER_REQUIRE_SIMD) && !(SIMDJSON_CAN_ALWAYS_RUN_HASWELL || SIMDJSON_CAN_ALWAYS_RUN_ICELAKE)
+#error "simdjson would inline its generic kernel: compile parser.cpp with AVX2, BMI, LZCNT and PCLMUL"
+#endif
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -109,7 +113,7 @@ struct Staged {
 };
 
 // Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
-bool read_i64(od::value v, int64_t& out) {
+inline bool read_i64(od::value& v, int64_t& out) {
   if (!v.get_int64().get(out)) return true;  // common case; on error nothing is consumed
   od::json_type t;
   if (v.type().get(t)) return false;
@@ -127,6 +131,45 @@ bool read_i64(od::value v, int64_t& out) {
     return parse_int_text(s, out);
   }
   return false;
+}
+
+// Length of a JSON string body at `b` (after its opening quote) when it has no escape, else -1.
+// Stage 1 has validated the document, so a closing quote exists before the padding ends.
+inline ptrdiff_t plain_string_len(const char* b) {
+  const char* q = b;
+  while (*q != '"' && *q != '\\') ++q;
+  return *q == '"' ? q - b : -1;
+}
+
+// String value without unescaping when it has no backslash (a view into the padded input);
+// otherwise simdjson unescapes it. Fails if the value is not a string.
+inline bool fast_string(od::value& v, std::string_view& out) {
+  std::string_view tok = v.raw_json_token();
+  if (tok.empty() || tok[0] != '"') return false;
+  ptrdiff_t n = plain_string_len(tok.data() + 1);
+  if (n >= 0) {
+    out = std::string_view(tok.data() + 1, size_t(n));
+    return true;
+  }
+  return !v.get_string().get(out);
+}
+
+// Key of a field, without unescaping when it has no backslash.
+inline bool fast_key(od::field& f, std::string_view& out) {
+  const char* b = f.key().raw();
+  ptrdiff_t n = plain_string_len(b);
+  if (n >= 0) {
+    out = std::string_view(b, size_t(n));
+    return true;
+  }
+  return !f.unescaped_key().get(out);
+}
+
+inline bool same(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
 }
 
 }  // namespace
@@ -174,7 +217,7 @@ struct Parser::Impl {
   const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
     auto& shape = shapes[size_t(nc)];
-    if (j < shape.size() && shape[j].key == s.key) return shape[j];
+    if (j < shape.size() && same(shape[j].key, s.key)) return shape[j];
     if (j >= shape.size()) shape.resize(j + 1);
     Slot& sl = shape[j];
     std::string_view k = s.key;
@@ -196,16 +239,15 @@ struct Parser::Impl {
   }
 
   static void pad(ArgColumn& c, int64_t row) {
-    while (c.length() < row) {
-      if (c.type == ArgType::Int) {
-        c.ints.push_back(0);
-        c.mask.push_back(1);
-      } else if (c.type == ArgType::Float) {
-        c.floats.push_back(0);
-        c.mask.push_back(1);
-      } else {
-        c.strings.codes.push_back(-1);
-      }
+    size_t n = size_t(std::max<int64_t>(row, c.length()));
+    if (c.type == ArgType::Int) {
+      c.ints.resize(n, 0);
+      c.mask.resize(n, 1);
+    } else if (c.type == ArgType::Float) {
+      c.floats.resize(n, 0);
+      c.mask.resize(n, 1);
+    } else {
+      c.strings.codes.resize(n, -1);
     }
   }
   static void promote(ArgColumn& c, ArgType t) {
@@ -234,6 +276,17 @@ struct Parser::Impl {
   }
   static void put(ArgColumn& c, const Staged& v, int64_t row) {
     if (v.is_null) return;
+    if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type, maybe padded
+      if (c.type == ArgType::Int) {
+        if (int64_t(c.ints.size()) < row) pad(c, row);
+        c.ints.push_back(v.i);
+      } else {
+        if (int64_t(c.floats.size()) < row) pad(c, row);
+        c.floats.push_back(v.d);
+      }
+      c.mask.push_back(0);
+      return;
+    }
     promote(c, v.type);
     pad(c, row);
     if (c.type == ArgType::Int) {
@@ -252,10 +305,47 @@ struct Parser::Impl {
   // Stages one args value; returns false on a JSON error.
   bool stage(std::string_view key, od::value v) {
     Staged s{key, ArgType::Int, 0, 0.0, {}, false};
-    od::json_type t;
-    if (v.type().get(t)) return false;
-    switch (t) {
-      case od::json_type::number: {
+    std::string_view tok = v.raw_json_token();
+    char c0 = tok.empty() ? '\0' : tok[0];
+    switch (c0) {
+      case '"': {
+        std::string_view sv;
+        if (!fast_string(v, sv)) return false;
+        if (!parse_int_text(sv, s.i)) {  // legacy traces write numbers as strings
+          s.type = ArgType::String;
+          s.s = sv;
+        }
+        break;
+      }
+      case 't':
+      case 'f': {
+        bool b;
+        if (v.get_bool().get(b)) return false;
+        s.i = b ? 1 : 0;
+        break;
+      }
+      case 'n':
+        if (v.is_null().error()) return false;
+        s.is_null = true;
+        break;
+      case '{': {  // nested object/array: keep its JSON text
+        std::string_view raw;
+        od::object o;
+        if (v.get_object().get(o) || o.raw_json().get(raw)) return false;
+        s.type = ArgType::String;
+        s.s = raw;
+        break;
+      }
+      case '[': {
+        std::string_view raw;
+        od::array a;
+        if (v.get_array().get(a) || a.raw_json().get(raw)) return false;
+        s.type = ArgType::String;
+        s.s = raw;
+        break;
+      }
+      default: {
+        if (!v.get_int64().get(s.i)) break;  // common case; on error nothing is consumed
         od::number n;
         if (v.get_number().get(n)) return false;
         if (n.is_int64()) {
@@ -267,38 +357,6 @@ struct Parser::Impl {
           s.type = ArgType::Float;
           s.d = n.get_double();
         }
-        break;
-      }
-      case od::json_type::string: {
-        std::string_view sv;
-        if (v.get_string().get(sv)) return false;
-        if (!parse_int_text(sv, s.i)) {  // legacy traces write numbers as strings
-          s.type = ArgType::String;
-          s.s = sv;
-        }
-        break;
-      }
-      case od::json_type::boolean: {
-        bool b;
-        if (v.get_bool().get(b)) return false;
-        s.i = b ? 1 : 0;
-        break;
-      }
-      case od::json_type::null:
-        if (v.is_null().error()) return false;
-        s.is_null = true;
-        break;
-      default: {  // nested object/array: keep its JSON text
-        std::string_view raw;
-        if (t == od::json_type::object) {
-          od::object o;
-          if (v.get_object().get(o) || o.raw_json().get(raw)) return false;
-        } else {
-          od::array a;
-          if (v.get_array().get(a) || a.raw_json().get(raw)) return false;
-        }
-        s.type = ArgType::String;
-        s.s = raw;
       }
     }
     staged.push_back(s);
@@ -329,52 +387,60 @@ struct Parser::Impl {
     std::string_view name, cat, ph;
     bool has_name = false, has_ts = false, has_dur = false, has_cat = false;
     int64_t pid = 0, tid = 0, ts = 0, dur = 0;
-    for (auto field : obj) {
+    for (auto fr : obj) {
+      od::field field;
       std::string_view key;
-      if (field.unescaped_key().get(key)) {
-        if (field.error() == simdjson::UTF8_ERROR && !retried) return repaired(p, n, ctx, out);
+      if (std::move(fr).get(field) || !fast_key(field, key)) {
+        if (fr.error() == simdjson::UTF8_ERROR && !retried) return repaired(p, n, ctx, out);
         return false;
       }
-      od::value v;
-      if (field.value().get(v)) return false;
-      if (key == "name") {
-        if (v.get_string().get(name)) return false;
-        has_name = true;
-      } else if (key == "cat") {
-        if (v.get_string().get(cat)) return false;
-        has_cat = true;
-      } else if (key == "ts") {
-        if (!read_i64(v, ts)) return false;
-        has_ts = true;
-      } else if (key == "dur") {
-        if (!read_i64(v, dur)) return false;
-        has_dur = true;
-      } else if (key == "pid") {
-        if (!read_i64(v, pid)) return false;
-      } else if (key == "tid") {
-        if (!read_i64(v, tid)) return false;
-      } else if (key == "ph") {
-        od::json_type t;
-        if (v.type().get(t)) return false;
-        if (t == od::json_type::number) {
-          int64_t code;
-          if (v.get_int64().get(code)) return false;
-          ph = phase_letter(code);
-        } else if (v.get_string().get(ph)) {
-          return false;
-        }
-      } else if (key == "args") {
-        od::object args;
-        if (v.get_object().get(args)) return false;
-        for (auto af : args) {
-          std::string_view ak;
-          if (af.unescaped_key().get(ak)) return false;
-          od::value av;
-          if (af.value().get(av)) return false;
-          if (!stage(ak, av)) return false;
-        }
-      } else {
-        // Other top-level keys (id, ...) are not columns: on-demand skips unread values.
+      od::value& v = field.value();
+      switch (key.size()) {
+        case 2:
+          if (key[0] == 't' && key[1] == 's') {
+            if (!read_i64(v, ts)) return false;
+            has_ts = true;
+          } else if (key[0] == 'p' && key[1] == 'h') {
+            std::string_view tok = v.raw_json_token();
+            if (!tok.empty() && tok[0] != '"') {
+              int64_t code;
+              if (v.get_int64().get(code)) return false;
+              ph = phase_letter(code);
+            } else if (!fast_string(v, ph)) {
+              return false;
+            }
+          }
+          break;
+        case 3:
+          if (same(key, "cat")) {
+            if (!fast_string(v, cat)) return false;
+            has_cat = true;
+          } else if (same(key, "dur")) {
+            if (!read_i64(v, dur)) return false;
+            has_dur = true;
+          } else if (same(key, "pid")) {
+            if (!read_i64(v, pid)) return false;
+          } else if (same(key, "tid")) {
+            if (!read_i64(v, tid)) return false;
+          }
+          break;
+        case 4:
+          if (same(key, "name")) {
+            if (!fast_string(v, name)) return false;
+            has_name = true;
+          } else if (same(key, "args")) {
+            od::object args;
+            if (v.get_object().get(args)) return false;
+            for (auto ar : args) {
+              od::field af;
+              std::string_view ak;
+              if (std::move(ar).get(af) || !fast_key(af, ak)) return false;
+              if (!stage(ak, af.value())) return false;
+            }
+          }
+          break;
+        default:
+          break;  // other top-level keys (id, ...) are not columns: on-demand skips unread values
       }
     }
     if (!has_name) return false;

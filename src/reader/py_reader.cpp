@@ -198,7 +198,7 @@ PYBIND11_MODULE(_reader, m) {
   m.doc() = "DFTracer trace indexer, batch reader and parser (see docs/index.md)";
 #if defined(DFTRACER_READER_NEEDS_AVX2) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2"))
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("pclmul"))
     throw py::import_error("dfanalyzer._reader was built for x86-64-v3 (AVX2); rebuild with -DDFTRACER_READER_MARCH=");
 #endif
   py::register_exception<ReaderError>(m, "ReaderError", PyExc_OSError);
