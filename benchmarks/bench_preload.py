@@ -11,7 +11,8 @@ the overhead in % and in ns per intercepted call ((t - t_baseline) / calls per p
 for CPU time (user + system of all processes and threads of the run, incl. the trace writer and
 compression: (cpu - cpu_baseline) / (calls per process x P)), which a shared, loaded machine
 disturbs less than wall time; and trace bytes per event (on-disk size of all trace files / number
-of POSIX events in them).
+of POSIX events in them). "app ns/call" is the added CPU time of the worker's own thread per
+call (CLOCK_THREAD_CPUTIME_ID): the cost the application pays inline, without the writer thread.
 
     python benchmarks/bench_preload.py [--procs 1,2,4] [--rounds 100] [--repeat 5]
         [--original-lib /tmp/dfvenv/lib/python3.11/site-packages/dftracer/lib64/libdftracer_preload.so]
@@ -63,6 +64,8 @@ def setups(ours: str, original: str | None, breakdown: bool) -> dict[str, dict |
                                 "DFTRACER_INC_METADATA": "1", "_DATA_DIR": "/nonexistent-dir"}
         out["ours+meta:gzip-off"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
                                      "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "0"}
+        out["ours+meta:gzip-1"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+                                   "DFTRACER_INC_METADATA": "1", "DFTRACER_COMPRESSION_LEVEL": "1"}
     for name, lib in (("ours", ours), ("original", original)):
         if not lib:
             continue
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
         conf = setups(ours, args.original_lib, args.breakdown)
         results = []
         print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} "
-              f"{'cpu ovh':>8} {'cpu ns/call':>11} {'B/event':>8}")
+              f"{'cpu ovh':>8} {'cpu ns/call':>11} {'app ns/call':>11} {'B/event':>8}")
         for variant in args.variants.split(","):
             for procs in [int(p) for p in args.procs.split(",")]:
                 rounds = args.rounds if variant == "c" else args.py_rounds
@@ -137,6 +140,7 @@ def main(argv=None) -> int:
                 cmd = [exe, *base] if variant == "c" else [sys.executable, os.path.join(HERE, "bench_preload_py.py"), *base]
                 times: dict[str, list[float]] = {k: [] for k in conf}
                 cpus: dict[str, list[float]] = {k: [] for k in conf}
+                tcpus: dict[str, list[float]] = {k: [] for k in conf}
                 sizes: dict[str, tuple[int, int]] = {}
                 calls = 0
                 for rep in range(args.repeat):
@@ -146,11 +150,13 @@ def main(argv=None) -> int:
                         res, nbytes, nev = run_once(cmd, conf[name], data_dir, log_dir)
                         times[name].append(statistics.mean(res["ns_per_proc"]))
                         cpus[name].append(res["cpu_ns"])
+                        tcpus[name].append(statistics.mean(res["thread_cpu_ns_per_proc"]))
                         calls = res["calls"]
                         if conf[name]:
                             sizes[name] = (nbytes, nev)
                 t_base = statistics.median(times["baseline"])
                 c_base = statistics.median(cpus["baseline"])
+                a_base = statistics.median(tcpus["baseline"])
                 for name in conf:
                     t = statistics.median(times[name])
                     c = statistics.median(cpus[name])
@@ -158,14 +164,15 @@ def main(argv=None) -> int:
                            "ns_per_proc": t, "overhead_pct": 100.0 * (t / t_base - 1.0),
                            "ns_per_call": (t - t_base) / calls, "runs_ns": times[name],
                            "cpu_ns": c, "cpu_overhead_pct": 100.0 * (c / c_base - 1.0),
-                           "cpu_ns_per_call": (c - c_base) / (calls * procs)}
+                           "cpu_ns_per_call": (c - c_base) / (calls * procs),
+                           "app_thread_ns_per_call": (statistics.median(tcpus[name]) - a_base) / calls}
                     if name in sizes and sizes[name][1] and "untraced" not in name:
                         row["trace_bytes"], row["events"] = sizes[name]
                         row["bytes_per_event"] = sizes[name][0] / sizes[name][1]
                     results.append(row)
                     bpe = f"{row['bytes_per_event']:8.2f}" if "bytes_per_event" in row else f"{'-':>8}"
                     print(f"{variant:7} {procs:2d} {name:14} {t / 1e6:9.2f} {row['overhead_pct']:8.1f}% "
-                          f"{row['ns_per_call']:8.1f} {row['cpu_overhead_pct']:7.1f}% {row['cpu_ns_per_call']:11.1f} {bpe}",
+                          f"{row['ns_per_call']:8.1f} {row['cpu_overhead_pct']:7.1f}% {row['cpu_ns_per_call']:11.1f} {row['app_thread_ns_per_call']:11.1f} {bpe}",
                           flush=True)
         if args.json:
             with open(args.json, "w") as f:

@@ -38,116 +38,179 @@ def gzip_member(data: bytes, level: int = 6) -> bytes:
 
 
 def write_members(path: str, lines: Iterable[bytes], member_bytes: int = 1 << 20, level: int = 6) -> int:
-    """Write ``lines`` (each ending in ``\\n``) as members of about ``member_bytes``; returns members."""
+    """Write ``lines`` (each ending in ``\\n``) as members of about ``member_bytes``; returns members.
+
+    Members are compressed on a second thread (zlib releases the GIL) while lines are built.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from collections import deque
+
     n = 0
-    with open(path, "wb") as f:
+    with open(path, "wb") as f, ThreadPoolExecutor(max_workers=2) as ex:
+        pending: deque = deque()
+
+        def submit(chunk: List[bytes]):
+            nonlocal n
+            pending.append(ex.submit(gzip_member, b"".join(chunk), level))
+            n += 1
+            while len(pending) > 4:
+                f.write(pending.popleft().result())
+
         buf: List[bytes] = []
         size = 0
         for ln in lines:
             buf.append(ln)
             size += len(ln)
             if size >= member_bytes:
-                f.write(gzip_member(b"".join(buf), level))
-                n += 1
+                submit(buf)
                 buf, size = [], 0
         if buf:
-            f.write(gzip_member(b"".join(buf), level))
-            n += 1
+            submit(buf)
+        while pending:
+            f.write(pending.popleft().result())
     return n
 
 
 _POSIX_OPS = ["open64", "read", "read", "read", "pread64", "write", "write", "lseek64", "__xstat64", "close"]
 _STDIO_OPS = ["fopen", "fread", "fread", "fwrite", "fclose"]
+_IO_SIZES = (4096, 65536, 1 << 20)
+_FREAD_COUNTS = (1, 16, 256)
+_CHUNK_STEPS = 2048  # steps whose random numbers are drawn at once
+
+
+def _step_block(rng: random.Random, n_steps: int):
+    """Random numbers for ``n_steps`` steps, drawn in bulk (lists are faster to index than rng calls)."""
+    r = rng.random
+    k = n_steps * 12
+    return ([rng.randint(50, 5000) for _ in range(n_steps)], [rng.randint(100, 20000) for _ in range(n_steps)],
+            [r() for _ in range(n_steps)], [int(r() * 900) + 1 for _ in range(k)], [int(r() * 21) for _ in range(k)],
+            [r() for _ in range(k)], [int(r() * 30) + 1 for _ in range(n_steps)])
 
 
 def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_700_000_000_000_000) -> Iterator[bytes]:
-    """``[`` then ``n_events`` JSON lines for one process (bytes, newline terminated)."""
+    """``[`` then ``n_events`` JSON lines for one process (bytes, newline terminated).
+
+    Per step: one ``train_step`` (app) and one ``compute`` event tagged with epoch/step, then a POSIX
+    open/read/pread/write/lseek/stat/close sequence (every 5th step STDIO fopen/fread/fwrite/fclose)
+    on one of 64 files; every 250th step an 8 MiB checkpoint write. Deterministic for a seed.
+    """
     rng = random.Random(seed)
     yield b"[\n"
     ts = t0
     ev = 0
     step = 0
-    files = ["/p/lustre/data/train/img_%05d.npz" % i for i in range(64)]
-    ckpt = "/p/lustre/ckpt/model-%d.pt" % pid
+    hb = host.encode()
+    files = [b"/p/lustre/data/train/img_%05d.npz" % i for i in range(64)]
+    ckpt = b"/p/lustre/ckpt/model-%d.pt" % pid
+    # Per-op line prefix/suffix templates (only numbers are formatted per event).
+    pre = {op: b'{"id":%%d,"name":"%s","cat":"%s","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X","args":{"hostname":"%s",'
+           % (op.encode(), b"STDIO" if op.startswith("f") else b"POSIX", pid, hb)
+           for op in set(_POSIX_OPS) | set(_STDIO_OPS)}
+    app = (b'{"id":%%d,"name":"train_step","cat":"app","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
+           b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"level":1}}\n' % (pid, hb))
+    comp = (b'{"id":%%d,"name":"compute","cat":"compute","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
+            b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"flops":%%.3f}}\n' % (pid, hb))
+    big = (b'{"id":%%d,"name":"write","cat":"POSIX","pid":%d,"tid":%%d,"ts":%%d,"dur":9000,"ph":"X",'
+           b'"args":{"hostname":"%s","fname":"%s","fd":9,"count":8388608,"ret":8388608,"offset":0}}\n' % (pid, hb, ckpt))
+    posix = [(op, pre[op]) for op in _POSIX_OPS]
+    stdio = [(op, pre[op]) for op in _STDIO_OPS]
+    out: List[bytes] = []
     while ev < n_events:
-        epoch = step // 100
-        tid = pid + (step % 4)
-        # application + compute events with tags
-        dur = rng.randint(50, 5000)
-        yield (b'{"id":%d,"name":"train_step","cat":"app","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
-               b'"args":{"hostname":"%s","epoch":%d,"step":%d,"level":1}}\n'
-               % (ev, pid, tid, ts, dur, host.encode(), epoch, step))
-        ev += 1
-        ts += rng.randint(1, 30)
-        if ev < n_events:
-            d = rng.randint(100, 20000)
-            yield (b'{"id":%d,"name":"compute","cat":"compute","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
-                   b'"args":{"hostname":"%s","epoch":%d,"step":%d,"flops":%.3f}}\n'
-                   % (ev, pid, tid, ts, d, host.encode(), epoch, step, rng.random() * 1e9))
-            ev += 1
-            ts += d
-        fname = files[step % len(files)].encode()
-        fd = 3 + step % 16
-        off = 0
-        for op in (_POSIX_OPS if step % 5 else _STDIO_OPS):
+        d_app, d_comp, flops, d_io, gap_io, u_io, gap_app = _step_block(rng, _CHUNK_STEPS)
+        k = 0
+        for j in range(_CHUNK_STEPS):
             if ev >= n_events:
                 break
-            d = rng.randint(1, 900)
-            if op in ("read", "pread64", "write"):
-                cnt = rng.choice((4096, 65536, 1 << 20))
-                ret = cnt if rng.random() > 0.05 else rng.randint(0, cnt)
-                args = b'"fname":"%s","fd":%d,"count":%d,"ret":%d,"offset":%d' % (fname, fd, cnt, ret, off)
-                off += ret
-            elif op in ("fread", "fwrite"):
-                cnt = rng.choice((1, 16, 256))
-                args = b'"fname":"%s","size":4096,"count":%d,"ret":%d' % (fname, cnt, cnt)
-            elif op == "lseek64":
-                args = b'"fname":"%s","fd":%d,"offset":%d,"whence":0,"ret":%d' % (fname, fd, off, off)
-            elif op in ("open64", "fopen"):
-                args = b'"fname":"%s","flags":0,"mode":"r","ret":%d' % (fname, fd)
-            else:
-                args = b'"fname":"%s","ret":0' % (fname,)
-            cat = b"STDIO" if op.startswith("f") else b"POSIX"
-            yield (b'{"id":%d,"name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
-                   b'"args":{"hostname":"%s",%s,"epoch":%d}}\n'
-                   % (ev, op.encode(), cat, pid, tid, ts, d, host.encode(), args, epoch))
+            epoch = step // 100
+            tid = pid + (step & 3)
+            dur = d_app[j]
+            out.append(app % (ev, tid, ts, dur, epoch, step))
             ev += 1
-            ts += d + rng.randint(0, 20)
-        if step % 250 == 249 and ev < n_events:
-            yield (b'{"id":%d,"name":"write","cat":"POSIX","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
-                   b'"args":{"hostname":"%s","fname":"%s","fd":9,"count":8388608,"ret":8388608,"offset":0}}\n'
-                   % (ev, pid, tid, ts, 9000, host.encode(), ckpt.encode()))
-            ev += 1
-            ts += 9000
-        step += 1
+            ts += gap_app[j]
+            if ev < n_events:
+                d = d_comp[j]
+                out.append(comp % (ev, tid, ts, d, epoch, step, flops[j] * 1e9))
+                ev += 1
+                ts += d
+            fname = files[step & 63]
+            fd = 3 + step % 16
+            off = 0
+            for op, p in (posix if step % 5 else stdio):
+                if ev >= n_events:
+                    break
+                d = d_io[k]
+                u = u_io[k]
+                if op in ("read", "pread64", "write"):
+                    cnt = _IO_SIZES[int(u * 3)]
+                    ret = cnt if u * 20 % 1 > 0.05 else int(u * 1e6) % (cnt + 1)
+                    args = b'"fname":"%s","fd":%d,"count":%d,"ret":%d,"offset":%d' % (fname, fd, cnt, ret, off)
+                    off += ret
+                elif op in ("fread", "fwrite"):
+                    cnt = _FREAD_COUNTS[int(u * 3)]
+                    args = b'"fname":"%s","size":4096,"count":%d,"ret":%d' % (fname, cnt, cnt)
+                elif op == "lseek64":
+                    args = b'"fname":"%s","fd":%d,"offset":%d,"whence":0,"ret":%d' % (fname, fd, off, off)
+                elif op in ("open64", "fopen"):
+                    args = b'"fname":"%s","flags":0,"mode":"r","ret":%d' % (fname, fd)
+                else:
+                    args = b'"fname":"%s","ret":0' % (fname,)
+                out.append(p % (ev, tid, ts, d) + args + b',"epoch":%d}}\n' % epoch)
+                ev += 1
+                ts += d + gap_io[k]
+                k += 1
+            if step % 250 == 249 and ev < n_events:
+                out.append(big % (ev, tid, ts))
+                ev += 1
+                ts += 9000
+            step += 1
+        yield from out
+        out.clear()
+
+
+def _write_one(job) -> str:
+    path, n, pid, host, seed, fmt, member_bytes, level = job
+    lines = event_lines(n, pid, host, seed=seed)
+    if fmt == "member":
+        write_members(path, lines, member_bytes, level)
+    elif fmt in ("gzip", "plain"):
+        # One buffered write per ~8 MiB (a write per line through GzipFile is slow).
+        f = gzip.open(path, "wb", compresslevel=level) if fmt == "gzip" else open(path, "wb")
+        with f:
+            buf: List[bytes] = []
+            size = 0
+            for ln in lines:
+                buf.append(ln)
+                size += len(ln)
+                if size >= 8 << 20:
+                    f.write(b"".join(buf))
+                    buf, size = [], 0
+            f.write(b"".join(buf))
+    else:
+        raise ValueError("unknown format %r" % fmt)
+    return path
 
 
 def generate(out: str, events: int, files: int = 1, fmt: str = "member", member_bytes: int = 1 << 20,
-             seed: int = 0, level: int = 6) -> List[str]:
-    """Write ``files`` traces with ``events`` events in total under ``out``; returns their paths."""
+             seed: int = 0, level: int = 6, jobs: int = 0) -> List[str]:
+    """Write ``files`` traces with ``events`` events in total under ``out``; returns their paths.
+
+    Files are written by ``jobs`` processes (0 = one per CPU); level 6 is the tracer's default.
+    """
+    if fmt not in ("member", "gzip", "plain"):
+        raise ValueError("unknown format %r" % fmt)
     os.makedirs(out, exist_ok=True)
-    paths = []
+    suffix = ".pfw" if fmt == "plain" else ".pfw.gz"
+    work = []
     for i in range(files):
         n = events // files + (1 if i < events % files else 0)
-        pid = 10_000 + i
-        host = "node%02d" % (i % 8)
-        lines = event_lines(n, pid, host, seed=seed + i)
-        suffix = ".pfw" if fmt == "plain" else ".pfw.gz"
-        path = os.path.join(out, "synth-%d%s" % (i, suffix))
-        if fmt == "member":
-            write_members(path, lines, member_bytes, level)
-        elif fmt == "gzip":
-            with gzip.open(path, "wb", compresslevel=level) as f:
-                for ln in lines:
-                    f.write(ln)
-        elif fmt == "plain":
-            with open(path, "wb") as f:
-                for ln in lines:
-                    f.write(ln)
-        else:
-            raise ValueError("unknown format %r" % fmt)
-        paths.append(path)
-    return paths
+        work.append((os.path.join(out, "synth-%d%s" % (i, suffix)), n, 10_000 + i, "node%02d" % (i % 8),
+                     seed + i, fmt, member_bytes, level))
+    jobs = min(jobs or os.cpu_count() or 1, files)
+    if jobs <= 1:
+        return [_write_one(w) for w in work]
+    import multiprocessing as mp
+    with mp.get_context("fork").Pool(jobs) as pool:
+        return pool.map(_write_one, work, chunksize=1)
 
 
 def main(argv=None) -> int:

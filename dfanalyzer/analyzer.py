@@ -5,11 +5,13 @@ Pipeline, every step a Dask task on the cluster (``docs/analyzer.md`` has the de
 1. index every trace file in parallel, one task per file (``dfanalyzer.reader.build_index``);
 2. collect per-checkpoint stats (lines, uncompressed bytes) from the indexes;
 3. plan batches ``(file, first checkpoint, last checkpoint)`` of about ``batch_size_mb``
-   uncompressed, aligned to checkpoints so nothing is inflated twice;
+   uncompressed (balanced within each file), aligned to checkpoints so nothing is inflated twice;
 4. load each batch through the C++ reader into a pandas DataFrame (one task per batch, kept on
    the workers) and compute the union schema of all args columns from the loaded batches;
-5. repartition by the exact row counts into balanced partitions, each aligned to the union
-   schema (exact ``meta``), held on the workers (persisted) behind ``analyzer.events``.
+5. repartition by the exact row counts: the balanced batches themselves become the partitions
+   (small neighbours packed, oversized ones sliced), each aligned to the union schema (exact
+   ``meta``) on the worker that holds it, without copying events; persisted behind
+   ``analyzer.events``.
 
 ``dd.from_map`` cannot take futures of already loaded batches and needs the exact ``meta``
 before anything is parsed, while the args columns are only known after parsing; so batches are
@@ -91,8 +93,8 @@ def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int
     ``files`` are index stats: dicts with ``path`` and ``checkpoints``, a list of
     ``(uncompressed_size, num_lines)``. A file of ``B`` uncompressed bytes is cut into
     ``k = max(1, round(B / batch_bytes))`` batches of nearly equal bytes (cut where the running
-    total first reaches ``j * B / k``, or once a batch holds ``batch_bytes``), so the batches of
-    a file are balanced; a checkpoint is never split.
+    total first reaches ``j * B / k``; one batch per checkpoint when ``k`` reaches the number of
+    checkpoints), so the batches of a file are balanced; a checkpoint is never split.
     """
     batch_bytes = max(1, int(batch_bytes))
     out = []
@@ -104,7 +106,7 @@ def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int
         for i, (size, nl) in enumerate(ckpts):
             acc += int(size)
             lines += int(nl)
-            if acc >= batch_bytes or (j < k and (done + acc) * k >= total * j) or i == len(ckpts) - 1:
+            if k == len(ckpts) or (j < k and (done + acc) * k >= total * j) or i == len(ckpts) - 1:
                 out.append((f["path"], first, i, acc, lines))
                 done += acc
                 first, acc, lines = i + 1, 0, 0
@@ -323,9 +325,10 @@ def _pick(t: tuple, i: int):
 
 
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
-    """One output partition: slices ``(events, start, stop)`` aligned to ``schema`` and concatenated."""
+    """One output partition: slices ``(loaded batch, start, stop)`` aligned to ``schema`` and
+    concatenated; a loaded batch is the ``(events, metadata, info)`` result of ``_load_task``."""
     frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema)
-              for ev, a, z in slices if ev is not None]
+              for (ev, _, _), a, z in slices if ev is not None]
     if not frames:
         return align_frame(pd.DataFrame(), schema)
     frames = _unify_categories(frames)
@@ -485,6 +488,7 @@ class DFAnalyzer:
     # -- pipeline -----------------------------------------------------------------------------
     def _load(self, force_index: bool) -> None:
         import dask.dataframe as dd
+        from distributed import futures_of
 
         c = self.client
         # (1) index every file, one task per file
@@ -504,7 +508,6 @@ class DFAnalyzer:
         infos = c.gather(info_f)
         del info_f
         self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
-        ev_f = c.map(_pick, load_f, [0] * len(load_f))
         schema = union_schema([i["schema"] for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
@@ -514,12 +517,16 @@ class DFAnalyzer:
         row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
         plan = plan_partitions(rows, target)
-        slices = [[(ev_f[b], a, z) for b, a, z in part] for part in plan]
+        slices = [[(load_f[b], a, z) for b, a, z in part] for part in plan]
         self._final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
         self._wait(self._final, "partitioning")
-        del ev_f, load_f, slices
+        del load_f, slices
         self.schema = schema
-        self.events = dd.from_delayed(self._final, meta=meta, verify_meta=False)
+        # persist: the collection's graph is then just the held partitions (no from_delayed
+        # wrapper tasks run again by every later computation)
+        events = dd.from_delayed(self._final, meta=meta, verify_meta=False).persist()
+        self._final = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
+        self.events = events
         self._build_stats(indexes, batches, infos)
 
     def _build_stats(self, indexes, batches, infos) -> None:
@@ -581,28 +588,19 @@ class DFAnalyzer:
             for r in bad.itertuples()
         ]
 
-    def _tree(self, leaves, combine, fan_in: int = 8):
-        from dask import delayed
-
-        level = list(leaves)
-        while len(level) > 1:
-            level = [delayed(combine)(*level[i : i + fan_in]) for i in range(0, len(level), fan_in)]
-        return level[0]
-
     def summary(self, show: bool = True, console=None) -> _summary.Summary:
         """Compute the paper's Figure 6 summary (exact; a tree reduction on the cluster).
 
         Prints the rich panel when ``show`` (to ``console`` or a new ``rich.console.Console``)
         and returns a :class:`~dfanalyzer.summary.Summary`; semantics in ``docs/analyzer.md``.
         """
-        from dask import delayed
-
-        parts = self.events.to_delayed()
-        leaves = [
-            delayed(_summary_partial)(p, self.io_cats, self.compute_cats, self.app_io_cats) for p in parts
-        ]
-        root = delayed(_summary_finish)(self._tree(leaves, _summary_combine), self.skipped_files())
-        result = self.client.compute(root).result()
+        c = self.client
+        io, cp, app = self.io_cats, self.compute_cats, self.app_io_cats
+        # futures straight on the held partitions: no collection graph to build or optimise
+        level = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self._final]
+        while len(level) > 1:
+            level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
+        result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
         if show:
             if console is None:
                 from rich.console import Console

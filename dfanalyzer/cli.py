@@ -76,6 +76,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             io_cats=args.io_cats,
             compute_cats=args.compute_cats,
             app_io_cats=args.app_io_cats,
+            args=(),  # the summary and the plots use only the core columns
             client=client,
             progress=progress,
         )

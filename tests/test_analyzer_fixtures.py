@@ -79,6 +79,25 @@ def test_cm1_groupby_and_columns(cm1):
     assert int(full.loc[full["name"] == "fread", "size"].sum()) > 0
 
 
+def test_cm1_args_projection(cm1, traces, dask_client):
+    """args=() keeps the 12 core columns, args=[...] the named keys; the summary is unchanged."""
+    core = ["name", "cat", "ph", "hostname", "fname", "pid", "tid", "ts", "dur", "te", "size", "offset"]
+    extra = [c for c in cm1.events.columns if c not in core]
+    assert extra  # the hashed CM1 traces have args keys beyond the core columns
+    pat = str(traces / "cm1" / "*.pfw.gz")
+    bare = DFAnalyzer(pat, client=dask_client, args=())
+    assert list(bare.events.columns) == core
+    assert bare.summary(show=False).to_dict() == cm1.summary(show=False).to_dict()
+    one = DFAnalyzer(pat, client=dask_client, args=[extra[0], "no-such-key"])
+    assert list(one.events.columns) == core + [extra[0]]
+    want = cm1.events[extra[0]].compute()
+    got = one.events[extra[0]].compute()
+    assert got.dtype == want.dtype and got.isna().sum() == want.isna().sum()
+    assert got.dropna().astype(str).tolist() == want.dropna().astype(str).tolist()
+    bare.close()
+    one.close()
+
+
 def test_mixed_versions_and_corrupt_file(traces, dask_client, tmp_path):
     bad = tmp_path / "broken.pfw.gz"
     bad.write_bytes(b"this is not gzip at all\n" * 10)

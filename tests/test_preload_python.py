@@ -216,3 +216,35 @@ def test_preload_path_cli(lib):
     assert r.returncode == 0
     path = r.stdout.strip()
     assert os.path.isabs(path) and path.endswith("libdftracer_preload.so") and os.path.isfile(path)
+
+
+@pytest.mark.parametrize("close_fds", [True, False])  # vfork+execve path, posix_spawn path
+def test_subprocess_with_reduced_env_stays_traced(lib, tmp_path, close_fds):
+    data = make_dataset(tmp_path / "data", 1)
+    path = str(next(data.iterdir()))
+    prog = textwrap.dedent(
+        f'''
+        import subprocess, sys
+        out = subprocess.run(["/usr/bin/env"], env={{"ONLY": "1"}}, close_fds={close_fds},
+                             capture_output=True, text=True).stdout
+        print(out, end="")
+        subprocess.run(["cat", {path!r}], env={{}}, close_fds={close_fds}, stdout=subprocess.DEVNULL, check=True)
+        '''
+    )
+    prefix = str(tmp_path / "out" / "sp")
+    os.makedirs(os.path.dirname(prefix))
+    r = subprocess.run([sys.executable, "-c", prog], env=traced_env(lib, prefix, str(data)),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    child = dict(line.split("=", 1) for line in r.stdout.splitlines())
+    assert child["ONLY"] == "1" and child["LD_PRELOAD"] == lib
+    assert child["DFTRACER_ENABLE"] == "1" and child["DFTRACER_DATA_DIR"] == str(data)
+    # the cat started with an empty environment traced its read of the file
+    by_pid = events_by_pid(prefix)
+    cats = [evs for evs in by_pid.values() if reads_of(evs, path)]
+    assert len(cats) == 1 and sum(e["args"]["ret"] for e in reads_of(cats[0], path)) == 1000
+    starters = [evs for evs in by_pid.values()
+                if any(e["name"] in ("fork", "vfork", "posix_spawn") for e in evs)]
+    assert len(starters) == 1  # only the Python parent starts processes
+    spawned = [e["name"] for e in starters[0] if e["cat"] == "PROCESS" and e["name"] != "exit"]
+    assert spawned == (["vfork", "vfork"] if close_fds else ["posix_spawn", "vfork"]), spawned

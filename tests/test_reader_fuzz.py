@@ -20,7 +20,7 @@ SECONDS = int(os.environ.get("DFTRACER_FUZZ_SECONDS", "20"))
 def _build(tmp, target):
     exe = os.path.join(tmp, "fuzz_" + target)
     cmd = ["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
-           "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
+           "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-mpclmul", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
            os.path.join(SRC, "fuzz_%s.cpp" % target), os.path.join(SRC, "indexer.cpp"),
            os.path.join(SRC, "batch.cpp"), os.path.join(SRC, "parser.cpp"),
            "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]

@@ -67,12 +67,7 @@ inline char* write_escaped(char* out, const char* in, size_t n) {
       out += 8;
       s += 8;
     }
-    const unsigned char* run = s;
-    while (s < end && kClass.c[*s] == 0) ++s;
-    if (s != run) {
-      std::memcpy(out, run, static_cast<size_t>(s - run));
-      out += s - run;
-    }
+    while (s < end && kClass.c[*s] == 0) *out++ = static_cast<char>(*s++);  // < 8 bytes left
     if (s >= end) break;
     unsigned char c = *s;
     if (kClass.c[c] == 1) {
@@ -112,28 +107,38 @@ inline char* write_quoted(char* out, std::string_view s) {
   return out;
 }
 
+inline int decimal_digits(uint64_t v) {
+  int n = 1;
+  while (v >= 10000) {
+    v /= 10000;
+    n += 4;
+  }
+  if (v >= 1000) return n + 3;
+  if (v >= 100) return n + 2;
+  if (v >= 10) return n + 1;
+  return n;
+}
+
+// Digits are written backwards straight into the output (no temporary, no memcpy call).
 inline char* write_u64(char* out, uint64_t v) {
   static constexpr char kDigits[201] =
       "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
       "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-  char tmp[24];
-  char* p = tmp + sizeof(tmp);
+  char* end = out + decimal_digits(v);
+  char* p = end;
   while (v >= 100) {
     unsigned i = static_cast<unsigned>(v % 100) * 2;
     v /= 100;
-    *--p = kDigits[i + 1];
-    *--p = kDigits[i];
+    p -= 2;
+    std::memcpy(p, kDigits + i, 2);
   }
   if (v >= 10) {
-    unsigned i = static_cast<unsigned>(v) * 2;
-    *--p = kDigits[i + 1];
-    *--p = kDigits[i];
+    p -= 2;
+    std::memcpy(p, kDigits + v * 2, 2);
   } else {
     *--p = static_cast<char>('0' + v);
   }
-  size_t len = static_cast<size_t>(tmp + sizeof(tmp) - p);
-  std::memcpy(out, p, len);
-  return out + len;
+  return end;
 }
 
 inline char* write_i64(char* out, int64_t v) {

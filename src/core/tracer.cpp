@@ -715,7 +715,7 @@ void TracerImpl::rename_to(const std::string& new_base) {
 // ------------------------------------------------------------------------------- fork
 void TracerImpl::atfork_prepare() {
   TracerImpl* t = g_impl;
-  if (!t || t->phase.load() != ACTIVE) return;
+  if (!t) return;
   t_fork_locked = true;
   pthread_mutex_lock(&t->ctl_mu);
   pthread_mutex_lock(&t->reg_mu);
@@ -762,11 +762,9 @@ void TracerImpl::atfork_child() {
   t->good_size = 0;
   t->warned = false;
   t->pid = static_cast<int>(getpid());
-  t->forked_child = true;
-  t->base = t->base + "-" + std::to_string(t->pid);
   ThreadState* mine = t_state;
   for (ThreadState* s : t->states) {
-    if (s != mine) {
+    if (s != mine) {  // threads other than the forking one do not exist in the child
       std::free(s->buf);
       delete s;
     }
@@ -779,10 +777,17 @@ void TracerImpl::atfork_child() {
     mine->id_next = mine->id_end = 0;
     t->states.push_back(mine);
   }
-  t->next_id.store(0);
-  t->process_id_logged = false;
-  t->begin_file_contents(now_us());
-  t->publish_dirs();
+  if (t->phase.load() == ACTIVE) {
+    t->forked_child = true;
+    t->base = t->base + "-" + std::to_string(t->pid);
+    t->next_id.store(0);
+    t->process_id_logged = false;
+    t->begin_file_contents(now_us());
+    t->publish_dirs();
+  } else {
+    // Not tracing now: a later initialize() names the file from DFTRACER_ROOT_PID/TRACE_BASE.
+    t->release(t->chunk);
+  }
 }
 
 // ---------------------------------------------------------------------------- signals
@@ -940,7 +945,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
         s->cap = t->tcap;
       }
     }
-    s->set_ids(t->pid, s->tid);
+    s->set_ids(t->pid, s == t_state ? current_tid() : s->tid);
     s->id_next = s->id_end = 0;
     s->unlock();
   }
@@ -1007,7 +1012,7 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
   p = json::write_quoted(p, name);
   p = json::write_lit(p, ",\"cat\":");
   p = json::write_quoted(p, cat);
-  std::memcpy(p, s->ptid, s->ptid_len);
+  std::memcpy(p, s->ptid, sizeof(s->ptid));  // fixed-size copy (need reserves 160 bytes)
   p += s->ptid_len;
   p = json::write_i64(p, ts);
   if (dur >= 0) {

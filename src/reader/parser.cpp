@@ -303,7 +303,7 @@ struct Parser::Impl {
   }
 
   // Stages one args value; returns false on a JSON error.
-  bool stage(std::string_view key, od::value v) {
+  bool stage(std::string_view key, od::value& v) {
     Staged s{key, ArgType::Int, 0, 0.0, {}, false};
     std::string_view tok = v.raw_json_token();
     char c0 = tok.empty() ? '\0' : tok[0];
@@ -388,13 +388,12 @@ struct Parser::Impl {
     bool has_name = false, has_ts = false, has_dur = false, has_cat = false;
     int64_t pid = 0, tid = 0, ts = 0, dur = 0;
     for (auto fr : obj) {
-      od::field field;
       std::string_view key;
-      if (std::move(fr).get(field) || !fast_key(field, key)) {
+      if (fr.error() != simdjson::SUCCESS || !fast_key(fr.value_unsafe(), key)) {
         if (fr.error() == simdjson::UTF8_ERROR && !retried) return repaired(p, n, ctx, out);
         return false;
       }
-      od::value& v = field.value();
+      od::value& v = fr.value_unsafe().value();
       switch (key.size()) {
         case 2:
           if (key[0] == 't' && key[1] == 's') {
@@ -432,10 +431,9 @@ struct Parser::Impl {
             od::object args;
             if (v.get_object().get(args)) return false;
             for (auto ar : args) {
-              od::field af;
               std::string_view ak;
-              if (std::move(ar).get(af) || !fast_key(af, ak)) return false;
-              if (!stage(ak, af.value())) return false;
+              if (ar.error() != simdjson::SUCCESS || !fast_key(ar.value_unsafe(), ak)) return false;
+              if (!stage(ak, ar.value_unsafe().value())) return false;
             }
           }
           break;

@@ -124,7 +124,7 @@ py::dict load_batch(const std::string& path, int64_t first, int64_t last, const 
       parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
     }
     Parser::finish(b->cols);
-    r.data = std::string();  // raw lines are no longer needed
+    std::string().swap(r.data);  // raw lines are no longer needed (assigning "" keeps the buffer)
   }
   // (Codes vectors are reserved up front so that views stay valid.)
   EventColumns& c = b->cols;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -18,10 +19,27 @@ extern char** environ;
 
 namespace dft_test {
 
+namespace {
+std::vector<std::string>* g_tmpdirs = nullptr;
+pid_t g_owner = 0;
+void remove_tmpdirs() {
+  if (getpid() != g_owner || !g_tmpdirs) return;  // forked children inherit this handler
+  std::error_code ec;
+  for (auto& d : *g_tmpdirs) std::filesystem::remove_all(d, ec);
+}
+}  // namespace
+
 std::string make_tmpdir() {
   char tmpl[] = "/tmp/dft_core_test_XXXXXX";
   char* d = mkdtemp(tmpl);
-  return d ? std::string(d) : std::string("/tmp");
+  if (!d) return std::string("/tmp");
+  if (!g_tmpdirs) {
+    g_tmpdirs = new std::vector<std::string>();
+    g_owner = getpid();
+    std::atexit(remove_tmpdirs);
+  }
+  g_tmpdirs->push_back(d);
+  return std::string(d);
 }
 
 std::vector<std::string> list_dir(const std::string& dir) {

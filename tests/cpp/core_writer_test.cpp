@@ -285,3 +285,72 @@ TEST(CoreWriter, ExplicitNameHybridRenameAndNoClobber) {
     if (e.name == "process_id" && e.args.at("value") == "0") ++pid_meta;
   EXPECT_EQ(pid_meta, 1);
 }
+
+TEST(CoreWriter, EventLargerThanTheBuffers) {
+  std::string dir = make_tmpdir();
+  const std::string big(300000, 'x');  // 300 KB arg with 1 KiB write buffers
+  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/big"},
+                      {"DFTRACER_WRITE_BUFFER_SIZE", "1K"}},
+                     [&] {
+                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+                       for (int i = 0; i < 50; ++i) work(i);
+                       {
+                         DFTRACER_CPP_REGION(huge);
+                         DFTRACER_CPP_REGION_UPDATE(huge, "blob", big);
+                       }
+                       for (int i = 0; i < 50; ++i) work(i);
+                       DFTRACER_CPP_FINI();
+                     });
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  auto files = list_dir(dir);
+  ASSERT_EQ(files.size(), 1u);
+  uint64_t tail = 1;
+  auto members = walk_members(read_file(dir + "/" + files[0]), &tail);
+  EXPECT_EQ(tail, 0u);
+  EXPECT_GE(members.size(), 4u);  // ~2 KiB members plus the one holding the 300 KB event
+  int bad = -1;
+  auto ev = parse_trace(trace_text(dir + "/" + files[0]), &bad);
+  EXPECT_EQ(bad, 0);
+  int huge = 0, small = 0;
+  for (auto& e : of_ph(ev, "X")) {
+    if (e.name == "huge") {
+      ++huge;
+      EXPECT_EQ(e.args.at("blob"), big);
+    } else {
+      ++small;
+    }
+  }
+  EXPECT_EQ(huge, 1);
+  EXPECT_EQ(small, 100);
+}
+
+namespace {
+volatile sig_atomic_t g_app_handler_calls = 0;
+void app_handler(int) { g_app_handler_calls = g_app_handler_calls + 1; }
+}  // namespace
+
+TEST(CoreWriter, BoundSignalChainsToTheApplicationHandler) {
+  std::string dir = make_tmpdir();
+  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/s"}, {"DFTRACER_BIND_SIGNALS", "1"}},
+                     [&] {
+                       signal(SIGINT, app_handler);  // installed before the tracer binds
+                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+                       for (int i = 0; i < 30; ++i) work(i);
+                       raise(SIGINT);
+                       if (g_app_handler_calls != 1) _exit(4);
+                       // The events so far are on disk already, and tracing goes on.
+                       std::string text = trace_text(dftracer::Tracer::instance()->trace_path());
+                       int bad = -1;
+                       if (of_ph(parse_trace(text, &bad), "X").size() != 30 || bad != 0) _exit(5);
+                       for (int i = 0; i < 20; ++i) work(i);
+                       DFTRACER_CPP_FINI();
+                     });
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  auto files = list_dir(dir);
+  ASSERT_EQ(files.size(), 1u);
+  int bad = -1;
+  auto ev = parse_trace(trace_text(dir + "/" + files[0]), &bad);
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(of_ph(ev, "X").size(), 50u);
+}

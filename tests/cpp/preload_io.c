@@ -297,6 +297,23 @@ static int mode_output(char** a) {
   return 7;
 }
 
+/* Before main: if PRELOAD_IO_CTOR_FILE is set, read 7 bytes of it from a constructor. */
+static int g_ctor_bytes = -1;
+__attribute__((constructor)) static void read_before_main(void) {
+  const char* f = getenv("PRELOAD_IO_CTOR_FILE");
+  if (f == NULL) return;
+  char b[7];
+  int fd = open(f, O_RDONLY);
+  g_ctor_bytes = (int)read(fd, b, sizeof b);
+  close(fd);
+}
+
+/* ctor: report what the constructor read. */
+static int mode_ctor(void) {
+  printf("ctor_bytes %d\n", g_ctor_bytes);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* m = argv[1];
@@ -313,6 +330,7 @@ int main(int argc, char** argv) {
   if (!strcmp(m, "relative")) return mode_relative(a);
   if (!strcmp(m, "mmap")) return mode_mmap(a);
   if (!strcmp(m, "output")) return mode_output(a);
+  if (!strcmp(m, "ctor")) return mode_ctor();
   (void)environ;
   return 2;
 }

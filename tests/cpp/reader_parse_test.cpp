@@ -1,0 +1,138 @@
+// Parser (docs/index.md, "Parsing rules"): exact column values, FH/HH resolution of hashed
+// DFTracer v1 traces, legacy numbers written as strings, v2 integer phases, skipped lines.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <string>
+
+#include "reader.h"
+
+using namespace dftracer::reader;
+
+namespace {
+
+EventColumns parse(const std::string& text, FileContext& ctx) {
+  std::string buf = text;
+  size_t n = buf.size();
+  buf.append(simdjson::SIMDJSON_PADDING, ' ');
+  EventColumns out;
+  Parser p;
+  p.parse(buf.data(), n, buf.size(), ctx, out);
+  Parser::finish(out);
+  return out;
+}
+
+std::string cat_of(const DictColumn& d, size_t row) {
+  int32_t c = d.codes.at(row);
+  return c < 0 ? std::string("<null>") : d.categories.at(size_t(c));
+}
+
+const ArgColumn* arg(const EventColumns& e, const std::string& key) {
+  for (auto& a : e.args)
+    if (a.key == key) return &a;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(ReaderParse, HashedV1Trace) {
+  FileContext ctx;
+  EventColumns e = parse(
+      "[\n"
+      R"({"id":1,"name":"HH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"corona173","value":5692}})" "\n"
+      R"({"id":2,"name":"FH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"/p/a.dat","value":33084}})" "\n"
+      R"({"id":3,"name":"read","cat":"POSIX","pid":7,"tid":8,"ts":1000,"dur":25,"ph":"X","args":{"hhash":5692,"fhash":33084,"ret":4096,"offset":8192,"level":1}})" "\n"
+      R"({"id":4,"name":"fread","cat":"STDIO","pid":7,"tid":8,"ts":1100,"dur":5,"ph":"X","args":{"hhash":5692,"fhash":999,"size":512,"ret":3}})" "\n"
+      R"({"id":5,"name":"start","cat":"dftracer","pid":7,"tid":7,"ts":900,"ph":"i","args":{"name":"x","value":1}})" "\n",
+      ctx);
+  ASSERT_EQ(e.rows, 2);
+  EXPECT_EQ(e.metadata.size(), 3u);
+  EXPECT_EQ(e.skipped_lines, 0);
+  EXPECT_EQ(ctx.hh.at("5692"), "corona173");
+  EXPECT_EQ(ctx.fh.at("33084"), "/p/a.dat");
+  EXPECT_EQ(cat_of(e.name, 0), "read");
+  EXPECT_EQ(cat_of(e.cat, 1), "STDIO");
+  EXPECT_EQ(cat_of(e.ph, 0), "X");
+  EXPECT_EQ(cat_of(e.hostname, 0), "corona173");
+  EXPECT_EQ(cat_of(e.hostname, 1), "corona173");
+  EXPECT_EQ(cat_of(e.fname, 0), "/p/a.dat");
+  EXPECT_EQ(cat_of(e.fname, 1), "<null>");  // 999 has no FH record
+  EXPECT_EQ(e.unresolved_hashes, 1);
+  EXPECT_EQ(e.pid[1], 7);
+  EXPECT_EQ(e.tid[1], 8);
+  EXPECT_EQ(e.ts[0], 1000);
+  EXPECT_EQ(e.dur[0], 25);
+  EXPECT_EQ(e.te[0], 1025);
+  EXPECT_EQ(e.te[1], 1105);
+  // size: ret for read, ret * args.size for fread; offset from args.
+  EXPECT_EQ(e.size_mask[0], 0);
+  EXPECT_EQ(e.size[0], 4096);
+  EXPECT_EQ(e.size[1], 3 * 512);
+  EXPECT_EQ(e.offset[0], 8192);
+  EXPECT_EQ(e.offset_mask[1], 1);
+  const ArgColumn* level = arg(e, "level");
+  ASSERT_NE(level, nullptr);
+  EXPECT_EQ(level->type, ArgType::Int);
+  EXPECT_EQ(level->ints[0], 1);
+  EXPECT_EQ(level->mask[1], 1);
+  const ArgColumn* asize = arg(e, "arg_size");
+  ASSERT_NE(asize, nullptr);
+  EXPECT_EQ(asize->mask[0], 1);
+  EXPECT_EQ(asize->ints[1], 512);
+  EXPECT_EQ(arg(e, "fhash"), nullptr);
+  EXPECT_EQ(arg(e, "hhash"), nullptr);
+  EXPECT_EQ(e.metadata[2].name, "start");
+  EXPECT_EQ(e.metadata[2].args, R"({"name":"x","value":1})");
+}
+
+TEST(ReaderParse, LegacyStringNumbersAndTypes) {
+  FileContext ctx;
+  EventColumns e = parse(
+      "[\n"
+      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"500","dur":"7","ph":"X","args":{"hostname":"h1","fname":"/f\u0041","ret":"64","mode":"w","ratio":0.5}},)" "\n"
+      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"510","dur":"1","ph":"X","args":{"hostname":"h1","fname":"/f","ret":"-1","mode":3,"ratio":2,"ok":true}},)" "\n"
+      R"( {"name":"bad","ts":"nope"})" "\n"
+      "not json\n"
+      R"({"name":"v2","cat":"app","pid":1,"tid":1,"ts":1,"dur":2,"ph":1})" "\n",
+      ctx);
+  ASSERT_EQ(e.rows, 3);
+  EXPECT_EQ(e.skipped_lines, 2);
+  EXPECT_EQ(e.pid[0], 12);
+  EXPECT_EQ(e.tid[0], 13);
+  EXPECT_EQ(e.ts[1], 510);
+  EXPECT_EQ(e.dur[0], 7);
+  EXPECT_EQ(cat_of(e.fname, 0), "/fA");  // escaped string is unescaped
+  EXPECT_EQ(cat_of(e.fname, 1), "/f");
+  EXPECT_EQ(cat_of(e.hostname, 1), "h1");
+  EXPECT_EQ(e.size[0], 64);
+  EXPECT_EQ(e.size_mask[1], 1);  // ret < 0
+  const ArgColumn* ret = arg(e, "ret");
+  ASSERT_NE(ret, nullptr);
+  EXPECT_EQ(ret->type, ArgType::Int);
+  EXPECT_EQ(ret->ints[1], -1);
+  const ArgColumn* mode = arg(e, "mode");  // text and number mixed -> string column
+  ASSERT_NE(mode, nullptr);
+  EXPECT_EQ(mode->type, ArgType::String);
+  EXPECT_EQ(mode->strings.categories.at(size_t(mode->strings.codes[0])), "w");
+  EXPECT_EQ(mode->strings.categories.at(size_t(mode->strings.codes[1])), "3");
+  EXPECT_EQ(mode->strings.codes[2], -1);
+  const ArgColumn* ratio = arg(e, "ratio");  // float then int -> Float64
+  ASSERT_NE(ratio, nullptr);
+  EXPECT_EQ(ratio->type, ArgType::Float);
+  EXPECT_DOUBLE_EQ(ratio->floats[0], 0.5);
+  EXPECT_DOUBLE_EQ(ratio->floats[1], 2.0);
+  const ArgColumn* ok = arg(e, "ok");
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->ints[1], 1);
+  EXPECT_EQ(ok->mask[0], 1);
+  EXPECT_EQ(cat_of(e.ph, 2), "X");  // v2 integer phase 1
+  EXPECT_EQ(cat_of(e.name, 2), "v2");
+}
+
+TEST(ReaderParse, InvalidUtf8Replaced) {
+  FileContext ctx;
+  EventColumns e = parse(std::string(R"({"name":"op)") + "\xff" + R"(","cat":"c","ts":1,"dur":1})" + "\n", ctx);
+  ASSERT_EQ(e.rows, 1);
+  EXPECT_EQ(e.replaced_utf8_lines, 1);
+  EXPECT_EQ(cat_of(e.name, 0), "op\xef\xbf\xbd");
+}
