@@ -105,6 +105,7 @@ void repair_utf8(const char* p, size_t n, std::string& out) {
 
 struct Staged {
   std::string_view key;
+  bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
   ArgType type;
   int64_t i;
   double d;
@@ -113,7 +114,7 @@ struct Staged {
 };
 
 // Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
-inline bool read_i64(od::value& v, int64_t& out) {
+__attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) {
   if (!v.get_int64().get(out)) return true;  // common case; on error nothing is consumed
   od::json_type t;
   if (v.type().get(t)) return false;
@@ -143,7 +144,7 @@ inline ptrdiff_t plain_string_len(const char* b) {
 
 // String value without unescaping when it has no backslash (a view into the padded input);
 // otherwise simdjson unescapes it. Fails if the value is not a string.
-inline bool fast_string(od::value& v, std::string_view& out) {
+__attribute__((always_inline)) inline bool fast_string(od::value& v, std::string_view& out) {
   std::string_view tok = v.raw_json_token();
   if (tok.empty() || tok[0] != '"') return false;
   ptrdiff_t n = plain_string_len(tok.data() + 1);
@@ -155,9 +156,10 @@ inline bool fast_string(od::value& v, std::string_view& out) {
 }
 
 // Key of a field, without unescaping when it has no backslash.
-inline bool fast_key(od::field& f, std::string_view& out) {
+inline bool fast_key(od::field& f, std::string_view& out, bool* from_input = nullptr) {
   const char* b = f.key().raw();
   ptrdiff_t n = plain_string_len(b);
+  if (from_input) *from_input = n >= 0;
   if (n >= 0) {
     out = std::string_view(b, size_t(n));
     return true;
@@ -166,11 +168,28 @@ inline bool fast_key(od::field& f, std::string_view& out) {
 }
 
 inline bool same(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
+
+// Up to 16 key bytes, zero padded, for a branch-free comparison with a key in the padded input.
+struct Key16 {
+  uint64_t w[2] = {0, 0};
+  uint32_t len = UINT32_MAX;
+  void set(std::string_view k) {
+    w[0] = w[1] = 0;
+    len = k.size() <= 16 ? uint32_t(k.size()) : UINT32_MAX;
+    if (len != UINT32_MAX) std::memcpy(w, k.data(), k.size());
+  }
+  // `k` must point into a buffer with >= 16 readable bytes from its start (the simdjson padding).
+  bool matches(std::string_view k) const {
+    if (k.size() != len) return false;
+    uint64_t a[2];
+    std::memcpy(a, k.data(), 16);
+    uint64_t m0 = len >= 8 ? ~0ull : (len ? (~0ull >> (64 - 8 * len)) : 0);
+    uint64_t m1 = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
+    return (((a[0] & m0) ^ w[0]) | ((a[1] & m1) ^ w[1])) == 0;
+  }
+};
 
 }  // namespace
 
@@ -186,6 +205,7 @@ struct Parser::Impl {
   // the column lookup). `key` views stable storage (`keys` or a literal).
   enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
   struct Slot {
+    Key16 k16;            // fast match of short keys
     std::string_view key;
     int32_t col = -1;  // args column (kCol)
     Role role = kCol;
@@ -217,7 +237,8 @@ struct Parser::Impl {
   const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
     auto& shape = shapes[size_t(nc)];
-    if (j < shape.size() && same(shape[j].key, s.key)) return shape[j];
+    if (j < shape.size() && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key)))
+      return shape[j];
     if (j >= shape.size()) shape.resize(j + 1);
     Slot& sl = shape[j];
     std::string_view k = s.key;
@@ -235,6 +256,8 @@ struct Parser::Impl {
       sl.key = sl.is_size ? std::string_view("size") : keys[size_t(sl.col)];
       sl.role = kCol;
     }
+    sl.k16.set(k);
+    if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
     return sl;
   }
 
@@ -303,8 +326,24 @@ struct Parser::Impl {
   }
 
   // Stages one args value; returns false on a JSON error.
-  bool stage(std::string_view key, od::value& v) {
-    Staged s{key, ArgType::Int, 0, 0.0, {}, false};
+  bool stage(std::string_view key, bool from_input, od::value& v) {
+    // Filled in place (building a Staged on the stack and copying it stalls store forwarding).
+    Staged& s = staged.emplace_back();
+    s.key = key;
+    s.from_input = from_input;
+    s.type = ArgType::Int;
+    s.i = 0;
+    s.d = 0.0;
+    s.s = {};
+    s.is_null = false;
+    if (!stage_value(s, v)) {
+      staged.pop_back();
+      return false;
+    }
+    return true;
+  }
+
+  static bool stage_value(Staged& s, od::value& v) {
     std::string_view tok = v.raw_json_token();
     char c0 = tok.empty() ? '\0' : tok[0];
     switch (c0) {
@@ -359,7 +398,6 @@ struct Parser::Impl {
         }
       }
     }
-    staged.push_back(s);
     return true;
   }
 
@@ -432,8 +470,9 @@ struct Parser::Impl {
             if (v.get_object().get(args)) return false;
             for (auto ar : args) {
               std::string_view ak;
-              if (ar.error() != simdjson::SUCCESS || !fast_key(ar.value_unsafe(), ak)) return false;
-              if (!stage(ak, ar.value_unsafe().value())) return false;
+              bool in_input = false;
+              if (ar.error() != simdjson::SUCCESS || !fast_key(ar.value_unsafe(), ak, &in_input)) return false;
+              if (!stage(ak, in_input, ar.value_unsafe().value())) return false;
             }
           }
           break;
