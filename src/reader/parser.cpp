@@ -205,11 +205,11 @@ struct Parser::Impl {
   // the column lookup). `key` views stable storage (`keys` or a literal).
   enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
   struct Slot {
-    Key16 k16;            // fast match of short keys
     std::string_view key;
     int32_t col = -1;  // args column (kCol)
     Role role = kCol;
     bool is_ret = false, is_size = false;
+    Key16 k16;  // fast match of short keys
   };
   std::vector<std::vector<Slot>> shapes;  // by name code
 
@@ -243,11 +243,11 @@ struct Parser::Impl {
     Slot& sl = shape[j];
     std::string_view k = s.key;
     sl = Slot{};
-    if (k == "hostname") sl = Slot{"hostname", -1, kHost};
-    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash};
-    else if (k == "fname") sl = Slot{"fname", -1, kFname};
-    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash};
-    else if (k == "offset") sl = Slot{"offset", -1, kOffset};
+    if (k == "hostname") sl = Slot{"hostname", -1, kHost, false, false, {}};
+    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash, false, false, {}};
+    else if (k == "fname") sl = Slot{"fname", -1, kFname, false, false, {}};
+    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash, false, false, {}};
+    else if (k == "offset") sl = Slot{"offset", -1, kOffset, false, false, {}};
     else {
       std::string_view col = k == "size" ? std::string_view("arg_size") : k;
       sl.col = column_for(out, col, s.type);
