@@ -2,7 +2,8 @@
 # Install what the DLIO benchmark needs for a CPU PyTorch NPZ run (idempotent).
 #   - Debian OpenMPI (libopenmpi-dev, openmpi-bin) via apt-get, only where missing;
 #   - dlio-benchmark from PyPI with --no-deps (so it cannot pull pydftracer/dftracer),
-#     plus the imports it needs, torch from the local CPU wheel.
+#     plus the imports it needs (torch from the local CPU wheel; tensorflow-cpu, which DLIO 2.0.0
+#     imports even for PyTorch runs).
 # Usage: scripts/install_dlio_deps.sh   (PYTHON=python3.11 to pick an interpreter)
 set -euo pipefail
 PY=${PYTHON:-python3}

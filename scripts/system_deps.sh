@@ -6,7 +6,7 @@
 set -euo pipefail
 profile=${1:-build}
 
-build_pkgs=(g++ make pkg-config zlib1g-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
+build_pkgs=(g++ make pkg-config zlib1g-dev libdeflate-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
 test_pkgs=(libgtest-dev strace slurm-wlm munge libopenmpi-dev openmpi-bin clang libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")

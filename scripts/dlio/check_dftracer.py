@@ -33,7 +33,8 @@ def main() -> int:
                 problems.append(f"{mod.__name__} has no {name} (a PyPI pydftracer logger?)")
     try:
         md.distribution("pydftracer")
-        problems.append("pydftracer from PyPI is installed: pip uninstall -y pydftracer")
+        problems.append("pydftracer from PyPI is installed (its wheel ships a dftracer/ package too): "
+                        "pip uninstall -y pydftracer, then reinstall ours: pip install --force-reinstall .")
     except md.PackageNotFoundError:
         pass
     if len(sys.argv) > 1:

@@ -101,7 +101,7 @@ std::string cwd() {
 void apply(Config& c, const char* key, std::string_view value) {
   std::string k(key);
   bool b;
-  if (k == "DFTRACER_ENABLE") { if (parse_bool(value, &b)) c.enable = b; else warn_bad(key, value, "1/0/true/false/yes/no/on/off"); }
+  if (k == "DFTRACER_ENABLE") { if (parse_bool(value, &b)) { c.enable = b; c.enable_set = true; } else warn_bad(key, value, "1/0/true/false/yes/no/on/off"); }
   else if (k == "DFTRACER_INIT") { if (!parse_init(value, &c.init)) warn_bad(key, value, "FUNCTION or PRELOAD"); }
   else if (k == "DFTRACER_LOG_FILE") { std::string s = trim(value); if (!s.empty()) c.log_file = s; else warn_bad(key, value, "a path prefix"); }
   else if (k == "DFTRACER_DATA_DIR") { c.data_dirs_raw = trim(value); c.data_dirs_defaulted = c.data_dirs_raw.empty(); }
@@ -318,9 +318,19 @@ Config load_config(const char* (*getenv_fn)(const char*)) {
   return c;
 }
 
-const Config& config() {
-  static const Config c = load_config(&real_getenv);
+namespace {
+Config& config_storage() {
+  static Config c = load_config(&real_getenv);
   return c;
+}
+}  // namespace
+
+const Config& config() { return config_storage(); }
+
+bool enable_for_preload() noexcept {
+  Config& c = config_storage();
+  if (!c.enable && !c.enable_set && !c.config_error && c.init == InitMode::PRELOAD) c.enable = true;
+  return c.enable;
 }
 
 }  // namespace dftracer

@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
+
 namespace dftracer {
 namespace {
 inline void put_u16(unsigned char* p, uint32_t v) {
@@ -27,38 +31,80 @@ uint32_t count_lines(const char* data, size_t n) {
 }
 
 MemberEncoder::MemberEncoder(int level) {
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+  ld_ = libdeflate_alloc_compressor(level);
+  ok_ = ld_ != nullptr;
+#else
   // Raw deflate (windowBits -15); the gzip framing is ours. memLevel 9: best ratio.
   ok_ = deflateInit2(&zs_, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY) == Z_OK;
+#endif
 }
 
 MemberEncoder::~MemberEncoder() {
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+  if (ld_) libdeflate_free_compressor(ld_);
+#else
   if (ok_) deflateEnd(&zs_);
+#endif
+}
+
+const char* MemberEncoder::backend() {
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+  return "libdeflate";
+#else
+  return "zlib";
+#endif
 }
 
 bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   if (!ok_) return false;
-  if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
   size_t n = 0;
   for (size_t i = 0; i < count; ++i) n += spans[i].n;
+  uint32_t lines = 0;
+  size_t clen = 0;
+  unsigned char* base = nullptr;
+  uint32_t crc = 0;
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+  // Whole-buffer compression: one contiguous input (a memcpy is cheap next to deflate).
+  const char* in = count == 1 ? spans[0].p : nullptr;
+  if (count != 1) {
+    joined_.resize(n);
+    size_t at = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (spans[i].n) std::memcpy(&joined_[at], spans[i].p, spans[i].n);
+      at += spans[i].n;
+    }
+    in = joined_.data();
+  }
+  size_t bound = libdeflate_deflate_compress_bound(ld_, n);
+  out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
+  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
+  clen = libdeflate_deflate_compress(ld_, in, n, base + kMemberHeaderSize, bound);
+  if (clen == 0) return false;
+  crc = libdeflate_crc32(0, in, n);
+  lines = count_lines(in, n);
+#else
+  if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
   size_t bound = deflateBound(&zs_, static_cast<uLong>(n)) + 16 * count;
   out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
-  unsigned char* base = reinterpret_cast<unsigned char*>(&(*out)[0]);
+  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
   zs_.next_out = base + kMemberHeaderSize;
   zs_.avail_out = static_cast<uInt>(bound);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  uint32_t lines = 0;
+  uLong zcrc = crc32(0L, Z_NULL, 0);
   int rc = Z_OK;
   for (size_t i = 0; i < count; ++i) {
     zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(spans[i].p));
     zs_.avail_in = static_cast<uInt>(spans[i].n);
     rc = deflate(&zs_, i + 1 == count ? Z_FINISH : Z_NO_FLUSH);
     if (rc == Z_STREAM_ERROR || zs_.avail_in != 0) return false;
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(spans[i].p), static_cast<uInt>(spans[i].n));
+    zcrc = crc32(zcrc, reinterpret_cast<const Bytef*>(spans[i].p), static_cast<uInt>(spans[i].n));
     lines += count_lines(spans[i].p, spans[i].n);
   }
   if (count == 0) rc = deflate(&zs_, Z_FINISH);
   if (rc != Z_STREAM_END) return false;
-  size_t clen = zs_.total_out;
+  clen = zs_.total_out;
+  crc = static_cast<uint32_t>(zcrc);
+#endif
   size_t total = kMemberHeaderSize + clen + kMemberTrailerSize;
   // Header: ID1 ID2 CM FLG(FEXTRA) MTIME(0) XFL(0) OS(3 = Unix) XLEN(20)
   static const unsigned char kFixed[10] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3};

@@ -7,15 +7,20 @@
 #include <cstdint>
 #include <string>
 
+struct libdeflate_compressor;
+
 namespace dftracer {
 
 constexpr size_t kMemberHeaderSize = 32;   // 10 fixed + 2 XLEN + 20 subfield
 constexpr size_t kMemberTrailerSize = 8;   // CRC32 + ISIZE
 constexpr uint32_t kSubfieldVersion = 1;
 
+// Deflate backend: libdeflate (whole-buffer compression, 2-3x faster than zlib at the same level)
+// when built with it, zlib otherwise. Both write the same member layout; `level` is 1..9.
 class MemberEncoder {
  public:
   explicit MemberEncoder(int level);
+  static const char* backend();  // "libdeflate" or "zlib" 
   ~MemberEncoder();
   MemberEncoder(const MemberEncoder&) = delete;
   MemberEncoder& operator=(const MemberEncoder&) = delete;
@@ -34,6 +39,8 @@ class MemberEncoder {
 
  private:
   z_stream zs_{};
+  libdeflate_compressor* ld_ = nullptr;
+  std::string joined_;  // libdeflate: the spans made contiguous
   bool ok_ = false;
 };
 

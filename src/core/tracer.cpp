@@ -147,6 +147,7 @@ struct ThreadState {
   size_t cap = 0;
   int tid = 0;
   uint64_t id_next = 0, id_end = 0;  // block of event ids reserved by this thread
+  uint32_t nev = 0;     // events ("X"/"i") in buf since the last drain (metadata lines excluded)
   char ptid[64];        // ,"pid":P,"tid":T,"ts":
   size_t ptid_len = 0;
 
@@ -188,6 +189,7 @@ struct Piece {
 struct Chunk {
   std::vector<Piece> pieces;
   size_t bytes = 0;
+  bool has_events = false;  // holds at least one event line (not only "[" and metadata)
   bool empty() const { return pieces.empty(); }
 };
 
@@ -213,6 +215,7 @@ class TracerImpl {
 
   std::vector<ThreadState*> states;  // reg_mu
   Chunk chunk;                       // buf_mu
+  bool events_pushed = false;        // buf_mu: an event reached the writer, so the file exists (lazy create)
   std::deque<Chunk> queue;           // q_mu
   std::vector<char*> free_bufs;      // pool_mu: spare thread buffers of tcap bytes
   bool writer_running = false;       // q_mu
@@ -222,6 +225,7 @@ class TracerImpl {
 
   int fd = -1;                       // file_mu
   std::string base;                  // ctl_mu + file_mu
+  std::string parent_base;           // forked child: the parent's base (its inherited name)
   std::string path;                  // file_mu
   off_t good_size = 0;               // file_mu
   bool warned = false;               // file_mu
@@ -256,7 +260,7 @@ class TracerImpl {
   void release(Piece& p);
   void release(Chunk& c);
   void append_copy(const std::string& text);
-  void push_locked();
+  bool push_locked(bool force = false);
   void start_writer_locked();
   static void* writer_main(void* arg);
   void write_chunk(const Chunk& c);
@@ -355,12 +359,14 @@ void TracerImpl::drain_locked(ThreadState* s) {
     if (char* fresh = get_buffer()) {
       chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
       chunk.bytes += s->size;
+      chunk.has_events |= s->nev != 0;
       s->buf = fresh;
       s->cap = tcap;
-      if (chunk.bytes >= wbs) push_locked();
+      if (chunk.bytes >= wbs) push_locked(true);
     }  // out of memory: these events are dropped, the buffer is reused
   }
   s->size = 0;
+  s->nev = 0;
   pthread_mutex_unlock(&buf_mu);
 }
 
@@ -407,9 +413,14 @@ void TracerImpl::append_copy(const std::string& text) {
   chunk.bytes += text.size();
 }
 
-// Hand the process chunk to the writer (caller holds buf_mu).
-void TracerImpl::push_locked() {
-  if (chunk.empty()) return;
+// Hand the process chunk to the writer (caller holds buf_mu). The trace file is created lazily:
+// until a chunk with an event is pushed, a chunk of only "[" and metadata records is kept back
+// (force: pushed anyway, so memory stays bounded), so a process that logs no event leaves no file.
+// Returns true if the chunk was pushed.
+bool TracerImpl::push_locked(bool force) {
+  if (chunk.empty()) return false;
+  if (!events_pushed && !chunk.has_events && !force) return false;
+  events_pushed = true;
   pthread_mutex_lock(&q_mu);
   // Back-pressure: at most 4 chunks in flight, so memory stays bounded.
   while (queue.size() >= 4 && writer_running && phase.load() == ACTIVE) pthread_cond_wait(&done_cv, &q_mu);
@@ -420,6 +431,7 @@ void TracerImpl::push_locked() {
   start_writer_locked();
   pthread_cond_signal(&q_cv);
   pthread_mutex_unlock(&q_mu);
+  return true;
 }
 
 void TracerImpl::start_writer_locked() {
@@ -540,8 +552,13 @@ std::string TracerImpl::compute_base(const char* log_file) {
   int mypid = static_cast<int>(getpid());
   bool child = is_child();
   if (log_file && *log_file) {
+    // An explicit name is used as given (a spawned worker naming itself "...-<pid>" keeps that
+    // name); only the name this process inherited (the parent's, or DFTRACER_TRACE_BASE) gets
+    // "-<pid>", so parent and child never share a file.
     std::string b = absolute(strip_trace_suffix(log_file));
-    if (child) b += "-" + std::to_string(mypid);
+    const char* inherited = std::getenv("DFTRACER_TRACE_BASE");
+    if (child && ((forked_child && b == parent_base) || (inherited && b == inherited)))
+      b += "-" + std::to_string(mypid);
     return b;
   }
   if (forked_child) return base;  // already <parent base>-<pid>
@@ -775,11 +792,14 @@ void TracerImpl::atfork_child() {
     mine->size = 0;
     mine->set_ids(t->pid, current_tid());
     mine->id_next = mine->id_end = 0;
+    mine->nev = 0;
     t->states.push_back(mine);
   }
   if (t->phase.load() == ACTIVE) {
     t->forked_child = true;
+    t->parent_base = t->base;
     t->base = t->base + "-" + std::to_string(t->pid);
+    t->events_pushed = false;
     t->next_id.store(0);
     t->process_id_logged = false;
     t->begin_file_contents(now_us());
@@ -814,17 +834,20 @@ void TracerImpl::signal_flush(bool final) {
         if (char* fresh = get_buffer()) {
           chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
           chunk.bytes += s->size;
+          chunk.has_events |= s->nev != 0;
           s->buf = fresh;
           s->cap = tcap;
         }
       }
       s->size = 0;
+      s->nev = 0;
       s->unlock();
     }
   }
   pthread_mutex_unlock(&reg_mu);
   bool queued = false;
-  if (!chunk.empty() && try_lock(&q_mu)) {
+  if (!chunk.empty() && (events_pushed || chunk.has_events) && try_lock(&q_mu)) {
+    events_pushed = true;
     queue.push_back(std::move(chunk));
     chunk = Chunk();
     pushed.fetch_add(1);
@@ -947,6 +970,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
     }
     s->set_ids(t->pid, s == t_state ? current_tid() : s->tid);
     s->id_next = s->id_end = 0;
+    s->nev = 0;
     s->unlock();
   }
   pthread_mutex_unlock(&t->reg_mu);
@@ -955,6 +979,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
   pthread_mutex_unlock(&t->file_mu);
   pthread_mutex_lock(&t->buf_mu);
   t->next_id.store(0);
+  t->events_pushed = false;
   t->begin_file_contents(now_us());
   pthread_mutex_unlock(&t->buf_mu);
   if (!t->atfork_done) {
@@ -1045,6 +1070,7 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
   *p++ = '}';
   *p++ = '\n';
   s->size = static_cast<size_t>(p - s->buf);
+  ++s->nev;
   s->unlock();
 }
 

@@ -30,6 +30,7 @@ enum class LogLevel { ERROR = 0, WARN = 1, INFO = 2, DEBUG = 3 };
 // then environment overrides.  docs/configuration.md lists every key.
 struct Config {
   bool enable = false;                       // DFTRACER_ENABLE
+  bool enable_set = false;                   // DFTRACER_ENABLE was given (env or YAML), true or false
   InitMode init = InitMode::FUNCTION;        // DFTRACER_INIT: who calls initialize()
   std::string log_file = "./dftracer";       // DFTRACER_LOG_FILE, a path prefix (absolute after parse)
   std::string data_dirs_raw;                 // DFTRACER_DATA_DIR as given (":"-separated or "all")
@@ -50,6 +51,10 @@ struct Config {
   bool config_error = false;                 // bad YAML: tracing forced off
 };
 const Config& config();
+// Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded
+// process, DFTRACER_INIT=PRELOAD enables tracing unless DFTRACER_ENABLE was given explicitly
+// (so DFTRACER_ENABLE=0 still wins). Returns config().enable afterwards.
+bool enable_for_preload() noexcept;
 
 // Parse a configuration from a YAML file (may be empty) and an environment lookup; exposed for
 // tests.  Warnings go to stderr (one per bad key).

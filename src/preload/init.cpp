@@ -1,5 +1,6 @@
 // Start-up and shared helpers of libdftracer_preload.so: the constructor that initialises the
-// tracer (DFTRACER_INIT=PRELOAD, or DFTRACER_ENABLE=1 with DFTRACER_INIT unset), symbol
+// tracer (DFTRACER_INIT=PRELOAD unless DFTRACER_ENABLE is false, or DFTRACER_ENABLE=1 with
+// DFTRACER_INIT unset), symbol
 // resolution, the cached cwd and path resolution.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -143,6 +144,7 @@ void preload_init() {
   {
     dftracer::ReentryGuard guard;
     int saved = errno;
+    dftracer::enable_for_preload();  // DFTRACER_INIT=PRELOAD alone enables tracing here
     const dftracer::Config& c = dftracer::config();
     g_state.tracer = dftracer::Tracer::instance();
     g_state.enabled = c.enable;
@@ -150,8 +152,9 @@ void preload_init() {
     g_state.stdio = c.enable && !c.disable_io && !c.disable_stdio;
     g_state.metadata = c.inc_metadata;
     process_init();  // environment snapshot for exec, atfork handlers
-    // Preloading with DFTRACER_ENABLE=1 starts tracing unless the application asked to do it
-    // itself (DFTRACER_INIT=FUNCTION in the environment).
+    // Tracing starts here with DFTRACER_INIT=PRELOAD (enables tracing unless DFTRACER_ENABLE is
+    // explicitly false), or with DFTRACER_ENABLE=1 and DFTRACER_INIT unset; DFTRACER_INIT=FUNCTION
+    // leaves it to the application.
     const char* init_env = getenv("DFTRACER_INIT");
     bool preload_init = c.init == dftracer::InitMode::PRELOAD || init_env == nullptr || init_env[0] == '\0';
     if (c.enable && preload_init) g_state.tracer->initialize(nullptr, nullptr, nullptr);

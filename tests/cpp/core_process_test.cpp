@@ -188,3 +188,106 @@ TEST(CoreProcess, SigtermWithBoundSignalsFlushesEverything) {
   EXPECT_EQ(x.size(), 1000u);
   EXPECT_EQ(std::system(("gzip -t " + dir + "/" + files[0]).c_str()), 0);
 }
+
+// A process that logs no event (only its metadata records) leaves no file; one event creates it.
+TEST(CoreProcess, NoEventsNoFile) {
+  std::string dir = make_tmpdir();
+  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/none"}}, [] {
+    DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+    dftracer::Tracer::instance()->log_metadata("note", "metadata only");
+    dftracer::Tracer::instance()->flush();
+    if (fork() == 0) {  // forked child: no event either
+      DFTRACER_CPP_FINI();
+      _exit(0);
+    }
+    int cs = 0;
+    wait(&cs);
+    DFTRACER_CPP_FINI();
+  });
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(list_dir(dir).size(), 0u);
+
+  st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/one"}}, [] {
+    DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+    dftracer::Tracer::instance()->log_metadata("note", "then one event");
+    ev("only", 1);
+    DFTRACER_CPP_FINI();
+  });
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto files = list_dir(dir);
+  ASSERT_EQ(files.size(), 1u);
+  int bad = -1;
+  auto all = parse_trace(trace_text(dir + "/" + files[0]), &bad);
+  EXPECT_EQ(bad, 0);
+  int x = 0, note = 0;
+  for (auto& e : all) {
+    x += e.ph == "X";
+    note += e.ph == "M" && e.name == "note";
+  }
+  EXPECT_EQ(x, 1);
+  EXPECT_EQ(note, 1);
+}
+
+// Issue 2 item 7 / DLIO N4: in a child, an explicit name is used as given; only the inherited
+// name (DFTRACER_TRACE_BASE) gets "-<pid>".
+TEST(CoreProcess, ExplicitNameInSpawnedChildUsedAsGiven) {
+  std::string dir = make_tmpdir();
+  for (int inherited = 0; inherited < 2; ++inherited) {
+    int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_ROOT_PID", "1"}, {"DFTRACER_TRACE_BASE", dir + "/root"},
+                        {"DFTRACER_TRACE_COMPRESSION", "0"}},
+                       [&] {
+                         std::string name = inherited ? dir + "/root.pfw"
+                                                      : dir + "/worker-" + std::to_string(getpid()) + ".pfw";
+                         DFTRACER_CPP_INIT(name.c_str(), nullptr, nullptr);
+                         ev("w", 0);
+                         std::FILE* f = std::fopen((dir + "/pid" + std::to_string(inherited)).c_str(), "w");
+                         std::fprintf(f, "%d", getpid());
+                         std::fclose(f);
+                         DFTRACER_CPP_FINI();
+                       });
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  }
+  std::string p0 = read_file(dir + "/pid0"), p1 = read_file(dir + "/pid1");
+  auto files = list_dir(dir);
+  std::vector<std::string> want = {"pid0", "pid1", "root-" + p1 + ".pfw", "worker-" + p0 + ".pfw"};
+  EXPECT_EQ(files, want);
+}
+
+// The writer thread blocks every asynchronous signal (a process-directed SIGTERM/SIGINT goes to
+// an application thread).
+TEST(CoreProcess, WriterThreadBlocksSignals) {
+  std::string dir = make_tmpdir();
+  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/sig"}}, [] {
+    DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+    ev("x", 0);
+    dftracer::Tracer::instance()->flush();  // starts the writer thread
+    int threads = 0, blocked = 0;
+    std::string self = std::to_string(getpid());
+    for (auto& tid : list_dir("/proc/self/task")) {
+      if (tid == self) continue;
+      std::string s = read_file("/proc/self/task/" + tid + "/status");
+      size_t at = s.find("SigBlk:");
+      if (at == std::string::npos) _exit(3);
+      unsigned long long mask = std::stoull(s.substr(at + 7, s.find('\n', at) - at - 7), nullptr, 16);
+      ++threads;
+      blocked += (mask >> (SIGTERM - 1) & 1) && (mask >> (SIGINT - 1) & 1) && (mask >> (SIGUSR1 - 1) & 1);
+    }
+    DFTRACER_CPP_FINI();
+    _exit(threads == 1 && blocked == 1 ? 0 : 10 + threads * 2 + blocked);
+  });
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// In a preloaded process DFTRACER_INIT=PRELOAD enables tracing unless DFTRACER_ENABLE says no.
+TEST(CoreProcess, InitPreloadEnablesUnlessExplicitlyDisabled) {
+  auto check = [](std::map<std::string, std::string> env) {
+    int st = run_child(env, [] { _exit(dftracer::enable_for_preload() && dftracer::config().enable ? 1 : 0); });
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  EXPECT_EQ(check({{"DFTRACER_INIT", "PRELOAD"}}), 1);
+  EXPECT_EQ(check({{"DFTRACER_INIT", "preload"}, {"DFTRACER_ENABLE", "1"}}), 1);
+  EXPECT_EQ(check({{"DFTRACER_INIT", "PRELOAD"}, {"DFTRACER_ENABLE", "0"}}), 0);
+  EXPECT_EQ(check({{"DFTRACER_INIT", "FUNCTION"}}), 0);
+  EXPECT_EQ(check({}), 0);
+}

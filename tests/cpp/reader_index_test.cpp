@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,11 +17,20 @@ using namespace dftracer::reader;
 
 namespace {
 
+// A fresh directory under /tmp, removed (with its traces and indexes) at process exit.
 std::string tmpdir() {
+  static std::vector<std::string> made;
+  static struct Cleanup {
+    ~Cleanup() {
+      for (auto& d : made) std::filesystem::remove_all(d);
+    }
+  } cleanup;
   char t[] = "/tmp/dft-reader-test-XXXXXX";
   const char* d = ::mkdtemp(t);
   EXPECT_NE(d, nullptr);
-  return d ? d : "/tmp";
+  if (!d) return "/tmp";
+  made.push_back(d);
+  return d;
 }
 
 void write_file(const std::string& p, const std::string& data) {

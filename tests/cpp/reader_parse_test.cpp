@@ -136,3 +136,19 @@ TEST(ReaderParse, InvalidUtf8Replaced) {
   EXPECT_EQ(e.replaced_utf8_lines, 1);
   EXPECT_EQ(cat_of(e.name, 0), "op\xef\xbf\xbd");
 }
+
+TEST(ReaderParse, LongAndEscapedArgKeys) {
+  FileContext ctx;
+  std::string line1 = R"({"name":"op","cat":"c","ts":1,"dur":1,"args":{"a_very_long_key_name_here":5,"k\u0065y":1,"sh":2}})";
+  std::string line2 = R"({"name":"op","cat":"c","ts":2,"dur":1,"args":{"a_very_long_key_name_here":6,"k\u0065y":3,"sh":4}})";
+  EventColumns e = parse(line1 + "\n" + line2 + "\n", ctx);
+  ASSERT_EQ(e.rows, 2);
+  const ArgColumn* lk = arg(e, "a_very_long_key_name_here");
+  const ArgColumn* k = arg(e, "key");
+  const ArgColumn* sh = arg(e, "sh");
+  ASSERT_TRUE(lk && k && sh);
+  EXPECT_EQ(lk->ints, (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(k->ints, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(sh->ints, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(e.args.size(), 3u);
+}
