@@ -325,3 +325,27 @@ def test_python_import_storm_with_threads(lib, tmp_path):
     # extension modules come in through dlopen, whose opens are internal to the loader (unseen)
     assert not any(f.endswith(".so") for f in opened)
     assert not any(f.startswith(("/proc/", "/sys/", "/dev/")) for f in opened)
+
+
+def test_init_preload_alone_enables_and_no_event_process_leaves_no_file(lib, data, tmp_path):
+    """DFTRACER_INIT=PRELOAD without DFTRACER_ENABLE traces (unless DFTRACER_ENABLE=0), and a
+    process that logs no event (`uname`: only metadata records) leaves no trace file."""
+    f = os.path.join(str(data), os.listdir(str(data))[0])
+    base = traced_env(lib, "", str(data))
+    del base["DFTRACER_ENABLE"]
+    prefix = str(tmp_path / "on" / "t")
+    r = run(["wc", "-c", f], dict(base, DFTRACER_LOG_FILE=prefix))
+    assert r.returncode == 0 and r.stdout.split()[0] == "100000", r.stderr
+    evs = all_events(prefix)
+    assert len(trace_files(prefix)) == 1
+    assert sum(1 for e in evs if e["name"].startswith("open") and e["args"]["fname"] == f) == 1
+
+    off = str(tmp_path / "off" / "t")
+    r = run(["wc", "-c", f], dict(base, DFTRACER_LOG_FILE=off, DFTRACER_ENABLE="0"))
+    assert r.returncode == 0, r.stderr
+    assert trace_files(off) == []
+
+    quiet = str(tmp_path / "quiet" / "t")
+    r = run(["uname", "-s"], dict(base, DFTRACER_LOG_FILE=quiet))
+    assert r.returncode == 0 and r.stdout.strip() == "Linux", r.stderr
+    assert trace_files(quiet) == []
