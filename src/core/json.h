@@ -119,15 +119,17 @@ inline int decimal_digits(uint64_t v) {
   return n;
 }
 
-// Digits are written backwards straight into the output (no temporary, no memcpy call).
-inline char* write_u64(char* out, uint64_t v) {
-  static constexpr char kDigits[201] =
-      "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
-      "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+namespace detail {
+inline constexpr char kDigits[201] =
+    "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+    "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+// v < 10^8: digits written backwards (32-bit arithmetic), returns the end.
+inline char* write_u32_small(char* out, uint32_t v) {
   char* end = out + decimal_digits(v);
   char* p = end;
   while (v >= 100) {
-    unsigned i = static_cast<unsigned>(v % 100) * 2;
+    uint32_t i = (v % 100) * 2;
     v /= 100;
     p -= 2;
     std::memcpy(p, kDigits + i, 2);
@@ -139,6 +141,33 @@ inline char* write_u64(char* out, uint64_t v) {
     *--p = static_cast<char>('0' + v);
   }
   return end;
+}
+
+// Exactly 8 digits (leading zeros kept) of v < 10^8; two independent 4-digit halves.
+inline void write_8digits(char* out, uint32_t v) {
+  uint32_t hi = v / 10000, lo = v % 10000;
+  std::memcpy(out, kDigits + (hi / 100) * 2, 2);
+  std::memcpy(out + 2, kDigits + (hi % 100) * 2, 2);
+  std::memcpy(out + 4, kDigits + (lo / 100) * 2, 2);
+  std::memcpy(out + 6, kDigits + (lo % 100) * 2, 2);
+}
+}  // namespace detail
+
+// Decimal digits straight into the output (no temporary): numbers below 10^8 with 32-bit
+// arithmetic, larger ones (µs timestamps have 16 digits) in 8-digit blocks.
+inline char* write_u64(char* out, uint64_t v) {
+  if (v < 100000000u) return detail::write_u32_small(out, static_cast<uint32_t>(v));
+  if (v < 10000000000000000ull) {
+    out = detail::write_u32_small(out, static_cast<uint32_t>(v / 100000000u));
+    detail::write_8digits(out, static_cast<uint32_t>(v % 100000000u));
+    return out + 8;
+  }
+  uint64_t top = v / 10000000000000000ull;  // 1..1844
+  uint64_t rest = v % 10000000000000000ull;
+  out = detail::write_u32_small(out, static_cast<uint32_t>(top));
+  detail::write_8digits(out, static_cast<uint32_t>(rest / 100000000u));
+  detail::write_8digits(out + 8, static_cast<uint32_t>(rest % 100000000u));
+  return out + 16;
 }
 
 inline char* write_i64(char* out, int64_t v) {

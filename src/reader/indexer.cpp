@@ -868,16 +868,18 @@ struct CacheEntry {
   int64_t idx_size = 0, idx_mtime_ns = 0;       // index file
 };
 std::mutex g_cache_mu;
-std::map<std::string, CacheEntry> g_cache;  // key: index_dir + '\0' + trace as given
+std::map<std::string, CacheEntry> g_cache;  // key: index_dir + '\0' + absolute trace path
 
 bool stat_ns(const std::string& p, struct stat& st) { return ::stat(p.c_str(), &st) == 0; }
 int64_t mtime_of(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 }  // namespace
 
 std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir) {
-  std::string key = index_dir + '\0' + trace;
+  char real[PATH_MAX];
+  bool resolved = ::realpath(trace.c_str(), real) != nullptr;
+  std::string key = index_dir + '\0' + (resolved ? std::string(real) : trace);
   struct stat ts, is;
-  if (stat_ns(trace, ts)) {
+  if (resolved && stat_ns(real, ts)) {
     std::lock_guard<std::mutex> lk(g_cache_mu);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) {

@@ -43,6 +43,11 @@ TEST(CoreJson, Numbers) {
   EXPECT_EQ(s(json::write_i64(buf, INT64_MIN)), "-9223372036854775808");
   EXPECT_EQ(s(json::write_u64(buf, UINT64_MAX)), "18446744073709551615");
   EXPECT_EQ(s(json::write_u64(buf, 1732221123456789ull)), "1732221123456789");
+  // Block boundaries of the 8-digit writer.
+  for (uint64_t v : {9ull, 10ull, 99999999ull, 100000000ull, 100000001ull, 1000000000000007ull,
+                     9999999999999999ull, 10000000000000000ull, 10000000000000001ull, 12345678901234567890ull}) {
+    EXPECT_EQ(s(json::write_u64(buf, v)), std::to_string(v));
+  }
   EXPECT_EQ(s(json::write_double(buf, 2.5)), "2.5");
   EXPECT_EQ(s(json::write_double(buf, 0.1)), "0.1");
   EXPECT_EQ(s(json::write_double(buf, 1.0 / 0.0)), "null");
