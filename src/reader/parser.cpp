@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "reader.h"
 
@@ -191,6 +194,57 @@ struct Key16 {
   }
 };
 
+
+// ---- Fast path helpers (the tracer's own line layout, see Impl::fast_line) --------------------
+
+// End (closing quote) of a string body starting at `b`, or nullptr when the body has an escape, a
+// control byte or a non-ASCII byte, or is not closed before `e`. Reads up to 15 bytes past `e`
+// (inside the simdjson padding).
+inline const char* scan_plain(const char* b, const char* e) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+  for (const char* q = b; q < e; q += 16) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                             _mm_cmplt_epi8(x, space));
+    unsigned bits = unsigned(_mm_movemask_epi8(m));
+    if (bits) {
+      const char* h = q + __builtin_ctz(bits);
+      return h < e && *h == '"' ? h : nullptr;
+    }
+  }
+  return nullptr;
+#else
+  for (const char* q = b; q < e; ++q) {
+    unsigned char c = static_cast<unsigned char>(*q);
+    if (c == '"') return q;
+    if (c == '\\' || c < 0x20 || c >= 0x80) return nullptr;
+  }
+  return nullptr;
+#endif
+}
+
+// JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
+inline const char* scan_int(const char* q, const char* e, int64_t& out) {
+  bool neg = q < e && *q == '-';
+  if (neg) ++q;
+  const char* d = q;
+  uint64_t v = 0;
+  while (q < e && unsigned(*q - '0') < 10) v = v * 10 + unsigned(*q++ - '0');
+  size_t nd = size_t(q - d);
+  if (nd == 0 || nd > 18 || (nd > 1 && *d == '0') || (neg && v == 0)) return nullptr;
+  out = neg ? -int64_t(v) : int64_t(v);
+  return q;
+}
+
+// Skips JSON digits; returns how many.
+inline size_t skip_digits(const char*& q, const char* e) {
+  const char* d = q;
+  while (q < e && unsigned(*q - '0') < 10) ++q;
+  return size_t(q - d);
+}
+
 }  // namespace
 
 struct Parser::Impl {
@@ -212,6 +266,8 @@ struct Parser::Impl {
     Key16 k16;  // fast match of short keys
   };
   std::vector<std::vector<Slot>> shapes;  // by name code
+  bool fast_path = true;
+  int64_t fast_lines = 0;
 
   int column_for(EventColumns& out, std::string_view key, ArgType t) {
     auto it = arg_index.find(key);
@@ -491,6 +547,107 @@ struct Parser::Impl {
     return true;
   }
 
+  // Fast path for the layout the tracer writes (keys in this order, "id" and "args" optional):
+  //   {"id":N,"name":"S","cat":"S","pid":N,"tid":N,"ts":N,"dur":N,"ph":"S","args":{"k":V,...}}
+  // It accepts only a strict subset of JSON: no whitespace, strings of printable ASCII without
+  // escapes, integers of 1-18 digits, JSON floats, true/false/null as args values. On anything
+  // else it returns false before touching the columns, and the line goes through simdjson
+  // (line()), which then decides. Accepted lines give exactly what line() gives (same staging and
+  // commit; tests/cpp/reader_fastpath_test.cpp compares both on the same lines).
+  bool fast_line(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
+    const char* q = p;
+    const char* e = p + n;
+    auto lit = [&](const char* s, size_t k) {
+      if (size_t(e - q) < k || std::memcmp(q, s, k) != 0) return false;
+      q += k;
+      return true;
+    };
+    auto str = [&](std::string_view& v) {
+      const char* z = scan_plain(q, e);
+      if (!z) return false;
+      v = std::string_view(q, size_t(z - q));
+      q = z + 1;
+      return true;
+    };
+    auto num = [&](int64_t& v) { return (q = scan_int(q, e, v)) != nullptr; };
+    int64_t id, pid, tid, ts, dur;
+    std::string_view name, cat, ph;
+    if (lit("{\"id\":", 6)) {
+      if (!num(id) || !lit(",\"name\":\"", 9)) return false;
+    } else if (!lit("{\"name\":\"", 9)) {
+      return false;
+    }
+    if (!str(name) || !lit(",\"cat\":\"", 8) || !str(cat) || !lit(",\"pid\":", 7) || !num(pid) ||
+        !lit(",\"tid\":", 7) || !num(tid) || !lit(",\"ts\":", 6) || !num(ts) || !lit(",\"dur\":", 7) ||
+        !num(dur) || !lit(",\"ph\":\"", 7) || !str(ph))
+      return false;
+    staged.clear();
+    if (lit(",\"args\":{", 9) && !lit("}", 1)) {
+      for (;;) {
+        std::string_view key;
+        if (!lit("\"", 1) || !str(key) || !lit(":", 1) || q >= e) return false;
+        Staged& s = staged.emplace_back();
+        s.key = key;
+        s.from_input = true;
+        s.type = ArgType::Int;
+        s.i = 0;
+        s.d = 0.0;
+        s.s = {};
+        s.is_null = false;
+        char c = *q;
+        if (c == '"') {
+          ++q;
+          std::string_view sv;
+          if (!str(sv)) return false;
+          if (!parse_int_text(sv, s.i)) {  // as stage_value: legacy numbers written as strings
+            s.type = ArgType::String;
+            s.s = sv;
+          }
+        } else if (c == '-' || unsigned(c - '0') < 10) {
+          const char* b = q;
+          if (c == '-') ++q;
+          size_t nd = skip_digits(q, e);
+          if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return false;
+          bool is_float = false;
+          if (q < e && *q == '.') {
+            ++q;
+            if (!skip_digits(q, e)) return false;
+            is_float = true;
+          }
+          if (q < e && (*q == 'e' || *q == 'E')) {
+            ++q;
+            if (q < e && (*q == '+' || *q == '-')) ++q;
+            if (!skip_digits(q, e)) return false;
+            is_float = true;
+          }
+          if (!is_float) {
+            if (!scan_int(b, q, s.i)) return false;  // 19+ digits or "-0": simdjson decides
+          } else {
+            auto r = std::from_chars(b, q, s.d);  // correctly rounded, like simdjson
+            if (r.ec != std::errc() || r.ptr != q) return false;
+            s.type = ArgType::Float;
+          }
+        } else if (lit("true", 4)) {
+          s.i = 1;
+        } else if (lit("false", 5)) {
+          s.i = 0;
+        } else if (lit("null", 4)) {
+          s.is_null = true;
+        } else {
+          return false;  // nested object/array or invalid
+        }
+        if (lit(",", 1)) continue;
+        if (lit("}", 1)) break;
+        return false;
+      }
+    }
+    if (!lit("}", 1) || q != e) return false;
+    ++fast_lines;
+    if (ph == "M" || cat == "dftracer") meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
+    else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out);
+    return true;
+  }
+
   bool repaired(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
     std::string fixed;
     repair_utf8(p, n, fixed);
@@ -630,6 +787,8 @@ struct Parser::Impl {
 
 Parser::Parser() : impl_(new Impl) {}
 Parser::~Parser() = default;
+void Parser::set_fast_path(bool on) { impl_->fast_path = on; }
+int64_t Parser::fast_lines() const { return impl_->fast_lines; }
 
 void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ctx, EventColumns& out) {
   Impl& im = *impl_;
@@ -669,6 +828,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
         continue;
       }
     }
+    if (im.fast_path && im.fast_line(b, n, ctx, out)) continue;
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));

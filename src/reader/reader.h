@@ -253,6 +253,10 @@ class Parser {
   Parser& operator=(const Parser&) = delete;
   // `buf` must have >= 64 readable bytes after `len` (simdjson padding).
   void parse(const char* buf, size_t len, size_t capacity, FileContext& ctx, EventColumns& out);
+  // Lines in the tracer's own layout are read by a hand-written scanner that falls back to
+  // simdjson on anything unusual (same results); off = every line through simdjson (tests).
+  void set_fast_path(bool on);
+  int64_t fast_lines() const;  // lines taken by the fast path so far
   // Pads all columns to out.rows and sorts args columns by key.
   static void finish(EventColumns& out);
 
