@@ -66,10 +66,18 @@ def _yaml_enable() -> bool:
     return str(value).strip().lower() in _TRUE
 
 
+def _preload_init() -> bool:
+    """``DFTRACER_INIT=PRELOAD`` in a process that has libdftracer_preload.so preloaded: the core
+    is already tracing (see docs/configuration.md), so the Python API follows it."""
+    return (os.environ.get("DFTRACER_INIT", "").strip().upper() == "PRELOAD"
+            and "libdftracer_preload" in os.environ.get("LD_PRELOAD", ""))
+
+
 #: True when tracing is on for this process: ``DFTRACER_ENABLE`` (or ``enable`` in the
-#: DFTRACER_CONFIGURATION YAML file) at import time, and the compiled core loaded.
+#: DFTRACER_CONFIGURATION YAML file, or ``DFTRACER_INIT=PRELOAD`` under the preload) at import
+#: time, and the compiled core loaded.
 DFTRACER_ENABLE: bool = (_env_bool("DFTRACER_ENABLE") if "DFTRACER_ENABLE" in os.environ
-                         else _yaml_enable())
+                         else _yaml_enable() or _preload_init())
 
 _core = None
 if DFTRACER_ENABLE:
