@@ -4,8 +4,21 @@ import os
 
 import pytest
 
+import dfanalyzer
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
+#: Directory that holds the dftracer/dfanalyzer packages this test run imports: the source tree
+#: in a development build (PYTHONPATH=<repo>), site-packages after `pip install .`. Subprocesses
+#: get it first on PYTHONPATH so they run the same build as the tests.
+PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(dfanalyzer.__file__)))
+
+
+def pythonpath_env(env=None):
+    """A copy of ``env`` (default os.environ) with PKG_ROOT first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
 
 
 @pytest.fixture(scope="session")

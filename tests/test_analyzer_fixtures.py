@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import DATA, ROOT
+from conftest import DATA, pythonpath_env
 from dfanalyzer import DFAnalyzer
 from test_analyzer_summary import brute_force
 
@@ -130,7 +130,7 @@ def test_legacy_exact(traces, dask_client):
 
 
 def _run_cli(args, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = pythonpath_env()
     return subprocess.run([sys.executable, "-m", "dfanalyzer.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 

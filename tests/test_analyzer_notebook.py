@@ -5,13 +5,13 @@ import os
 import nbformat
 from nbclient import NotebookClient
 
-from conftest import ROOT
+from conftest import PKG_ROOT, ROOT
 
 
 def test_quickstart_notebook_executes(tmp_path):
     nb = nbformat.read(os.path.join(ROOT, "notebooks", "quickstart.ipynb"), as_version=4)
     env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + env_path if env_path else "")
+    os.environ["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env_path if env_path else "")
     try:
         NotebookClient(nb, timeout=240, kernel_name="python3",
                        resources={"metadata": {"path": os.path.join(ROOT, "notebooks")}}).execute()

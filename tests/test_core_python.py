@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import pythonpath_env
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 def make_env(tmp_path, enable=True, **extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = pythonpath_env(env)
     if enable:
         env["DFTRACER_ENABLE"] = "1"
         env["DFTRACER_LOG_FILE"] = str(tmp_path / "trace")

@@ -126,7 +126,11 @@ __attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) 
     if (v.get_number().get(n)) return false;
     if (n.is_int64()) out = n.get_int64();
     else if (n.is_uint64()) out = int64_t(n.get_uint64());
-    else out = int64_t(n.get_double());
+    else {
+      double d = n.get_double();
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return false;  // NaN or beyond int64
+      out = int64_t(d);
+    }
     return true;
   }
   if (t == od::json_type::string) {
@@ -200,7 +204,7 @@ struct Key16 {
 // End (closing quote) of a string body starting at `b`, or nullptr when the body has an escape, a
 // control byte or a non-ASCII byte, or is not closed before `e`. Reads up to 15 bytes past `e`
 // (inside the simdjson padding).
-inline const char* scan_plain(const char* b, const char* e) {
+__attribute__((always_inline)) inline const char* scan_plain(const char* b, const char* e) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
   for (const char* q = b; q < e; q += 16) {
@@ -225,17 +229,40 @@ inline const char* scan_plain(const char* b, const char* e) {
 #endif
 }
 
+// SWAR: are the 8 bytes of `w` (little endian) all ASCII digits; their value.
+inline bool eight_digits(uint64_t w) {
+  return ((w & 0xf0f0f0f0f0f0f0f0ull) | (((w + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull) >> 4)) ==
+         0x3333333333333333ull;
+}
+inline uint32_t eight_digits_value(uint64_t w) {
+  w -= 0x3030303030303030ull;
+  w = w * 10 + (w >> 8);  // pairs of digits in bytes 0, 2, 4, 6
+  w = (((w & 0x000000ff000000ffull) * 0x000f424000000064ull) +
+       (((w >> 16) & 0x000000ff000000ffull) * 0x0000271000000001ull)) >> 32;
+  return uint32_t(w);
+}
+
 // JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
-inline const char* scan_int(const char* q, const char* e, int64_t& out) {
+__attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
   bool neg = q < e && *q == '-';
   if (neg) ++q;
   const char* d = q;
   uint64_t v = 0;
+  for (uint64_t w; e - q >= 8 && (std::memcpy(&w, q, 8), eight_digits(w)); q += 8)
+    v = v * 100000000ull + eight_digits_value(w);
   while (q < e && unsigned(*q - '0') < 10) v = v * 10 + unsigned(*q++ - '0');
   size_t nd = size_t(q - d);
   if (nd == 0 || nd > 18 || (nd > 1 && *d == '0') || (neg && v == 0)) return nullptr;
   out = neg ? -int64_t(v) : int64_t(v);
   return q;
+}
+
+// Consumes the literal `s` at q (its length is a constant, so the compare is inlined).
+template <size_t K>
+inline bool lit(const char*& q, const char* e, const char (&s)[K]) {
+  if (size_t(e - q) < K - 1 || std::memcmp(q, s, K - 1) != 0) return false;
+  q += K - 1;
+  return true;
 }
 
 // Skips JSON digits; returns how many.
@@ -554,38 +581,36 @@ struct Parser::Impl {
   // else it returns false before touching the columns, and the line goes through simdjson
   // (line()), which then decides. Accepted lines give exactly what line() gives (same staging and
   // commit; tests/cpp/reader_fastpath_test.cpp compares both on the same lines).
-  bool fast_line(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
+  // `p` is a line start, `e` the end of the buffer; returns the line's end (its '\n' or `e`) when
+  // the line was taken, else nullptr. A line ends right after the closing brace, so strings
+  // (no control bytes) and numbers never run into the next line.
+  const char* fast_line(const char* p, const char* e, FileContext& ctx, EventColumns& out) {
     const char* q = p;
-    const char* e = p + n;
-    auto lit = [&](const char* s, size_t k) {
-      if (size_t(e - q) < k || std::memcmp(q, s, k) != 0) return false;
-      q += k;
-      return true;
-    };
-    auto str = [&](std::string_view& v) {
+    auto lit1 = [&](char c) __attribute__((always_inline)) { return q < e && *q == c && (++q, true); };
+    auto str = [&](std::string_view& v) __attribute__((always_inline)) {
       const char* z = scan_plain(q, e);
-      if (!z) return false;
+      if (!z) return nullptr;
       v = std::string_view(q, size_t(z - q));
       q = z + 1;
       return true;
     };
-    auto num = [&](int64_t& v) { return (q = scan_int(q, e, v)) != nullptr; };
+    auto num = [&](int64_t& v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
     int64_t id, pid, tid, ts, dur;
     std::string_view name, cat, ph;
-    if (lit("{\"id\":", 6)) {
-      if (!num(id) || !lit(",\"name\":\"", 9)) return false;
-    } else if (!lit("{\"name\":\"", 9)) {
-      return false;
+    if (lit(q, e, "{\"id\":")) {
+      if (!num(id) || !lit(q, e, ",\"name\":\"")) return nullptr;
+    } else if (!lit(q, e, "{\"name\":\"")) {
+      return nullptr;
     }
-    if (!str(name) || !lit(",\"cat\":\"", 8) || !str(cat) || !lit(",\"pid\":", 7) || !num(pid) ||
-        !lit(",\"tid\":", 7) || !num(tid) || !lit(",\"ts\":", 6) || !num(ts) || !lit(",\"dur\":", 7) ||
-        !num(dur) || !lit(",\"ph\":\"", 7) || !str(ph))
-      return false;
+    if (!str(name) || !lit(q, e, ",\"cat\":\"") || !str(cat) || !lit(q, e, ",\"pid\":") || !num(pid) ||
+        !lit(q, e, ",\"tid\":") || !num(tid) || !lit(q, e, ",\"ts\":") || !num(ts) || !lit(q, e, ",\"dur\":") ||
+        !num(dur) || !lit(q, e, ",\"ph\":\"") || !str(ph))
+      return nullptr;
     staged.clear();
-    if (lit(",\"args\":{", 9) && !lit("}", 1)) {
+    if (lit(q, e, ",\"args\":{") && !lit1('}')) {
       for (;;) {
         std::string_view key;
-        if (!lit("\"", 1) || !str(key) || !lit(":", 1) || q >= e) return false;
+        if (!lit1('"') || !str(key) || !lit1(':') || q >= e) return nullptr;
         Staged& s = staged.emplace_back();
         s.key = key;
         s.from_input = true;
@@ -598,7 +623,7 @@ struct Parser::Impl {
         if (c == '"') {
           ++q;
           std::string_view sv;
-          if (!str(sv)) return false;
+          if (!str(sv)) return nullptr;
           if (!parse_int_text(sv, s.i)) {  // as stage_value: legacy numbers written as strings
             s.type = ArgType::String;
             s.s = sv;
@@ -607,45 +632,45 @@ struct Parser::Impl {
           const char* b = q;
           if (c == '-') ++q;
           size_t nd = skip_digits(q, e);
-          if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return false;
+          if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return nullptr;
           bool is_float = false;
           if (q < e && *q == '.') {
             ++q;
-            if (!skip_digits(q, e)) return false;
+            if (!skip_digits(q, e)) return nullptr;
             is_float = true;
           }
           if (q < e && (*q == 'e' || *q == 'E')) {
             ++q;
             if (q < e && (*q == '+' || *q == '-')) ++q;
-            if (!skip_digits(q, e)) return false;
+            if (!skip_digits(q, e)) return nullptr;
             is_float = true;
           }
           if (!is_float) {
-            if (!scan_int(b, q, s.i)) return false;  // 19+ digits or "-0": simdjson decides
+            if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
           } else {
             auto r = std::from_chars(b, q, s.d);  // correctly rounded, like simdjson
-            if (r.ec != std::errc() || r.ptr != q) return false;
+            if (r.ec != std::errc() || r.ptr != q) return nullptr;
             s.type = ArgType::Float;
           }
-        } else if (lit("true", 4)) {
+        } else if (lit(q, e, "true")) {
           s.i = 1;
-        } else if (lit("false", 5)) {
+        } else if (lit(q, e, "false")) {
           s.i = 0;
-        } else if (lit("null", 4)) {
+        } else if (lit(q, e, "null")) {
           s.is_null = true;
         } else {
-          return false;  // nested object/array or invalid
+          return nullptr;  // nested object/array or invalid
         }
-        if (lit(",", 1)) continue;
-        if (lit("}", 1)) break;
-        return false;
+        if (lit1(',')) continue;
+        if (lit1('}')) break;
+        return nullptr;
       }
     }
-    if (!lit("}", 1) || q != e) return false;
+    if (!lit1('}') || (q != e && *q != '\n')) return nullptr;
     ++fast_lines;
     if (ph == "M" || cat == "dftracer") meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
     else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out);
-    return true;
+    return q;
   }
 
   bool repaired(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
@@ -812,6 +837,12 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   const char* p = buf;
   size_t max_line = 0;
   while (p < end) {
+    if (im.fast_path && *p == '{') {
+      if (const char* le = im.fast_line(p, end, ctx, out)) {
+        p = le + (le < end);
+        continue;
+      }
+    }
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', size_t(end - p)));
     const char* le = nl ? nl : end;
     const char* b = p;
@@ -828,7 +859,10 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
         continue;
       }
     }
-    if (im.fast_path && im.fast_line(b, n, ctx, out)) continue;
+    if (im.fast_path && b != p_line && *b == '{') {  // indented or ends in ' ', ',', '\r': try again
+      const char* q = im.fast_line(b, e, ctx, out);
+      if (q == e) continue;
+    }
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));

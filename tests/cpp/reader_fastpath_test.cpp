@@ -1,0 +1,187 @@
+// The parser's fast path (lines in the tracer's own layout, hand-scanned) must give exactly what
+// the simdjson path gives: same lines parsed through both (Parser::set_fast_path) and every
+// column, null, args dtype, metadata record and counter compared (columns_diff.h).
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <zlib.h>
+
+#include <dirent.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "columns_diff.h"
+#include "reader.h"
+
+using namespace dftracer::reader;
+
+namespace {
+
+struct Parsed {
+  EventColumns cols;
+  FileContext ctx;
+  int64_t fast_lines = 0;
+};
+
+Parsed parse(const std::string& text, bool fast) {
+  std::string buf = text;
+  size_t n = buf.size();
+  buf.append(simdjson::SIMDJSON_PADDING, ' ');
+  Parsed r;
+  Parser p;
+  p.set_fast_path(fast);
+  p.parse(buf.data(), n, buf.size(), r.ctx, r.cols);
+  Parser::finish(r.cols);
+  r.fast_lines = p.fast_lines();
+  return r;
+}
+
+// Parses `text` both ways, expects identical results; returns the fast path's line count.
+int64_t expect_same(const std::string& text) {
+  Parsed f = parse(text, true);
+  Parsed s = parse(text, false);
+  EXPECT_EQ(s.fast_lines, 0);
+  EXPECT_EQ(columns_diff(f.cols, s.cols), "") << text.substr(0, 400);
+  EXPECT_EQ(f.ctx.fh, s.ctx.fh);
+  EXPECT_EQ(f.ctx.hh, s.ctx.hh);
+  EXPECT_EQ(f.ctx.sh, s.ctx.sh);
+  EXPECT_EQ(f.ctx.hostname, s.ctx.hostname);
+  return f.fast_lines;
+}
+
+const char* kPrefix = R"({"id":7,"name":"read","cat":"POSIX","pid":10,"tid":11,"ts":1700000000000123,"dur":45,"ph":"X","args":{)";
+
+// Lines in the fast layout (each must take the fast path).
+const std::vector<std::string> kFast = {
+    std::string(kPrefix) + R"("hostname":"node00","fname":"/p/a.npz","fd":4,"count":65536,"ret":65536,"offset":0,"epoch":0}})",
+    R"({"id":8,"name":"fread","cat":"STDIO","pid":10,"tid":11,"ts":1700000000000200,"dur":3,"ph":"X","args":{"hostname":"node00","fname":"/p/a.npz","size":4096,"count":16,"ret":16}})",
+    R"({"name":"compute","cat":"compute","pid":-1,"tid":0,"ts":0,"dur":999999999999999999,"ph":"X","args":{"flops":5.25e8,"x":-0.0,"y":1E-3,"z":0.1,"w":123456789012.5}})",
+    R"({"id":9,"name":"app","cat":"app","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":10,"name":"","cat":"","pid":1,"tid":2,"ts":3,"dur":4,"ph":"","args":{}})",
+    R"({"id":11,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":true,"b":false,"c":null,"d":"17","e":"-3","f":"12a","g":"","h":"x y"}})",
+    R"({"id":12,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a_key_longer_than_16_bytes":1,"dup":1,"dup":2}})",
+    R"({"id":13,"name":"FH","cat":"dftracer","pid":1,"tid":1,"ts":5,"dur":0,"ph":"M","args":{"name":"/p/b","value":77}})",
+    R"({"id":14,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":6,"dur":1,"ph":"X","args":{"fhash":77,"ret":-1}})",
+    R"({"id":15,"name":"start","cat":"dftracer","pid":1,"tid":1,"ts":1,"dur":2,"ph":"X","args":{"v":1}})",
+    R"({"id":16,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1.5,"b":"s","c":123456789012345678,"d":"~)" "\x7f" R"("}})",
+};
+
+// Lines the fast path must hand to simdjson (escapes, unicode, other layouts, unusual numbers).
+const std::vector<std::string> kSlow = {
+    std::string(kPrefix) + R"("fname":"/p/caf\u00e9","ret":1}})",
+    std::string(kPrefix) + "\"fname\":\"/p/caf\xc3\xa9\",\"ret\":1}}",
+    std::string(kPrefix) + "\"fname\":\"/p/bad\xff\",\"ret\":1}}",
+    std::string(kPrefix) + R"("fn\"ame":"x","ret":1}})",
+    std::string(kPrefix) + R"("a":1234567890123456789,"b":18446744073709551615,"c":99999999999999999999}})",
+    std::string(kPrefix) + R"("a":-0,"b":01,"c":1.,"d":.5,"e":1e400,"f":1e}})",
+    std::string(kPrefix) + R"("a":{"x":1},"b":[1,2]}})",
+    std::string(kPrefix) + R"("a":1 }})",
+    std::string(kPrefix) + R"("a":1}}x)",
+    std::string(kPrefix) + R"("a":1})",
+    std::string(kPrefix) + R"("a":tru}})",
+    std::string(kPrefix) + "\"a\":\"tab\there\"}}",
+    R"({"id":1,"name":"n\u0041me","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":1,"cat":"c","name":"n","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"ph":"i","s":"t","args":{"a":1}})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1},"extra":2})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":1,"args":{"a":1}})",
+    R"({"id":1,"name":"n","cat":"c","pid":"1","tid":"2","ts":"3","dur":"4","ph":"X","args":{"a":"1"}})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3.5,"dur":4,"ph":"X"})",
+    R"({"id":"x","name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":1, "name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":5})",
+    R"({"id":1,"name":"HH","cat":"dftracer","pid":1,"tid":1,"ph":"M","args":{"name":"h1","value":5}})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1)",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":)",
+    R"(not json)",
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s = "[\n";
+  for (auto& l : v) s += l + "\n";
+  return s;
+}
+
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string out;
+  if (!f) return out;
+  char b[1 << 16];
+  int n;
+  while ((n = gzread(f, b, sizeof b)) > 0) out.append(b, size_t(n));
+  gzclose(f);
+  return out;
+}
+
+}  // namespace
+
+TEST(ReaderFastPath, OwnLayoutTakesFastPathAndAgrees) {
+  for (auto& l : kFast) EXPECT_EQ(expect_same(l + "\n"), 1) << l;
+  EXPECT_EQ(expect_same(join(kFast)), int64_t(kFast.size()));
+}
+
+TEST(ReaderFastPath, UnusualLinesFallBackAndAgree) {
+  for (auto& l : kSlow) EXPECT_EQ(expect_same(l + "\n"), 0) << l;
+  std::vector<std::string> mixed;
+  for (size_t i = 0; i < kSlow.size(); ++i) {
+    mixed.push_back(kSlow[i]);
+    mixed.push_back(kFast[i % kFast.size()]);
+  }
+  EXPECT_EQ(expect_same(join(mixed)), int64_t(kSlow.size()));
+}
+
+TEST(ReaderFastPath, TypePromotionAcrossPaths) {
+  // one args key seen as int (fast), float (fast), escaped string (slow), then int again (fast)
+  std::vector<std::string> v = {
+      std::string(kPrefix) + R"("k":1}})", std::string(kPrefix) + R"("k":2.5}})",
+      std::string(kPrefix) + R"("k":"a\"b"}})", std::string(kPrefix) + R"("k":3,"m":null}})",
+      std::string(kPrefix) + R"("m":"7"}})"};
+  EXPECT_EQ(expect_same(join(v)), 4);
+}
+
+TEST(ReaderFastPath, MutatedLinesAgree) {
+  // Deterministic byte mutations of fast-layout lines: whatever the fast path accepts must
+  // match simdjson exactly, and whatever it refuses goes through simdjson.
+  std::mt19937 rng(12345);
+  const std::string alphabet = "\"\\,:{}[]0123456789-+.eEtfnul x\t\x80\xc3\xa9\x01";
+  int64_t fast_total = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::vector<std::string> lines;
+    for (int k = 0; k < 8; ++k) {
+      std::string l = kFast[rng() % kFast.size()];
+      int edits = 1 + int(rng() % 2);
+      for (int m = 0; m < edits && !l.empty(); ++m) {
+        size_t pos = rng() % l.size();
+        char c = alphabet[rng() % alphabet.size()];
+        switch (rng() % 3) {
+          case 0: l[pos] = c; break;
+          case 1: l.erase(pos, 1); break;
+          default: l.insert(pos, 1, c); break;
+        }
+      }
+      lines.push_back(l);
+    }
+    fast_total += expect_same(join(lines));
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(fast_total, 0);
+}
+
+TEST(ReaderFastPath, FixturesAgree) {
+  const std::string cm1 = std::string(DFTRACER_TEST_DATA) + "/dftracer-v1.0.5-cm1";
+  DIR* d = opendir(cm1.c_str());
+  ASSERT_NE(d, nullptr);
+  int files = 0;
+  int64_t fast = 0;
+  while (dirent* ent = readdir(d)) {
+    std::string n = ent->d_name;
+    if (n.size() < 7 || n.compare(n.size() - 7, 7, ".pfw.gz") != 0) continue;
+    if (++files > 6) break;
+    fast += expect_same(gunzip(cm1 + "/" + n));
+  }
+  closedir(d);
+  EXPECT_EQ(files, 7);
+  EXPECT_GT(fast, 0);  // CM1 events use the tracer's key order
+  EXPECT_EQ(expect_same(gunzip(std::string(DFTRACER_TEST_DATA) + "/dftracer-legacy/test.pfw.gz")), 0);
+}
