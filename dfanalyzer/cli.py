@@ -89,7 +89,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     highlight=False,
                 )
         else:
-            Console().print(result.panel())
+            out = Console()
+            if not out.is_terminal:  # files and pipes: wide enough for the function table
+                out = Console(width=120)
+            out.print(result.panel())
         if args.plot:
             for path in analyzer.plot_timeline(args.plot):
                 err.print(f"wrote {path}", highlight=False)

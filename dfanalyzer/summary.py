@@ -403,7 +403,7 @@ class Summary:
                 lines.append(f"    {s['path']}: {s['skipped_lines']:,} lines, {s['lost_bytes']:,} bytes\n")
         head("Metrics by function")
         table = Table(show_edge=True, header_style="bold")
-        table.add_column("Function")
+        table.add_column("Function", no_wrap=True)
         table.add_column("count", justify="right")
         for k, lbl in zip(SIZE_KEYS, ("min", "25", "mean", "median", "75", "max")):
             table.add_column(f"size {lbl}", justify="right")

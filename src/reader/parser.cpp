@@ -810,7 +810,7 @@ struct Parser::Impl {
   }
 };
 
-Parser::Parser() : impl_(new Impl) {}
+Parser::Parser() : impl_(new Impl) { impl_->staged.reserve(64); }
 Parser::~Parser() = default;
 void Parser::set_fast_path(bool on) { impl_->fast_path = on; }
 int64_t Parser::fast_lines() const { return impl_->fast_lines; }
@@ -847,6 +847,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
     const char* le = nl ? nl : end;
     const char* b = p;
     const char* e = le;
+    const char* line_start = p;
     p = nl ? nl + 1 : end;
     while (b < e && (*b == ' ' || *b == '\t')) ++b;
     while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == ',')) --e;
@@ -859,10 +860,8 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
         continue;
       }
     }
-    if (im.fast_path && b != p_line && *b == '{') {  // indented or ends in ' ', ',', '\r': try again
-      const char* q = im.fast_line(b, e, ctx, out);
-      if (q == e) continue;
-    }
+    // the fast path saw this line untrimmed above; try again when trimming changed it
+    if (im.fast_path && (b != line_start || e != le) && *b == '{' && im.fast_line(b, e, ctx, out)) continue;
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));

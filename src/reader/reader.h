@@ -166,17 +166,31 @@ struct DictColumn {
     }
     for (size_t i = 0; i < views.size(); ++i) insert_slot(int32_t(i));
   }
+  // Inline equality of short strings (libc memcmp's call costs more than the compare here).
+  static bool equal(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) return false;
+    const char* x = a.data();
+    const char* y = b.data();
+    size_t n = a.size();
+    for (; n >= 8; n -= 8, x += 8, y += 8) {
+      uint64_t u, v;
+      std::memcpy(&u, x, 8);
+      std::memcpy(&v, y, 8);
+      if (u != v) return false;
+    }
+    for (; n; --n)
+      if (*x++ != *y++) return false;
+    return true;
+  }
   int32_t intern(std::string_view s) {
-    if (last_code >= 0 && s.size() == views[size_t(last_code)].size() &&
-        std::memcmp(s.data(), views[size_t(last_code)].data(), s.size()) == 0)
-      return last_code;
+    if (last_code >= 0 && equal(s, views[size_t(last_code)])) return last_code;
     if (slots.empty()) reindex();
     uint64_t h = hash(s);
     size_t mask = slots.size() - 1;
     for (size_t i = size_t(h >> 7) & mask;; i = (i + 1) & mask) {
       int32_t c = slots[i];
       if (c < 0) break;
-      if (hashes[size_t(c)] == h && views[size_t(c)] == s) return last_code = c;
+      if (hashes[size_t(c)] == h && equal(views[size_t(c)], s)) return last_code = c;
     }
     int32_t c = int32_t(categories.size());
     categories.emplace_back(s);

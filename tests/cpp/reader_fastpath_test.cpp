@@ -131,6 +131,14 @@ TEST(ReaderFastPath, UnusualLinesFallBackAndAgree) {
   EXPECT_EQ(expect_same(join(mixed)), int64_t(kSlow.size()));
 }
 
+TEST(ReaderFastPath, LineEndsAndIndentation) {
+  // trailing ',' / '\r' / spaces and leading spaces are trimmed first; last line without '\n'
+  std::string t = "[\n " + kFast[0] + ",\n" + kFast[1] + "\r\n\t" + kFast[2] + " \n" + kFast[3] + "\n\n" + kFast[4];
+  EXPECT_EQ(expect_same(t), 5);
+  EXPECT_EQ(expect_same(kFast[0] + "\n]\n"), 1);
+  EXPECT_EQ(expect_same(kFast[0] + "x\n" + kFast[1]), 1);  // trailing garbage: simdjson decides
+}
+
 TEST(ReaderFastPath, TypePromotionAcrossPaths) {
   // one args key seen as int (fast), float (fast), escaped string (slow), then int again (fast)
   std::vector<std::string> v = {
