@@ -114,7 +114,17 @@ struct Staged {
   double d;
   std::string_view s;
   bool is_null;
+  bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
 };
+
+// The double of a JSON number token, read with from_chars (correctly rounded): simdjson 3.0.1's
+// on-demand get_number() gives 0 for some floats of 19+ significant digits (e.g.
+// 123456789.123456789123). `simdjson_value` is used when from_chars cannot represent it.
+inline double token_double(std::string_view tok, double simdjson_value) {
+  double d;
+  auto r = std::from_chars(tok.data(), tok.data() + tok.size(), d);
+  return r.ec == std::errc() ? d : simdjson_value;
+}
 
 // Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
 __attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) {
@@ -122,12 +132,13 @@ __attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) 
   od::json_type t;
   if (v.type().get(t)) return false;
   if (t == od::json_type::number) {
+    std::string_view tok = v.raw_json_token();
     od::number n;
     if (v.get_number().get(n)) return false;
     if (n.is_int64()) out = n.get_int64();
     else if (n.is_uint64()) out = int64_t(n.get_uint64());
     else {
-      double d = n.get_double();
+      double d = token_double(tok, n.get_double());
       if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return false;  // NaN or beyond int64
       out = int64_t(d);
     }
@@ -229,11 +240,7 @@ __attribute__((always_inline)) inline const char* scan_plain(const char* b, cons
 #endif
 }
 
-// SWAR: are the 8 bytes of `w` (little endian) all ASCII digits; their value.
-inline bool eight_digits(uint64_t w) {
-  return ((w & 0xf0f0f0f0f0f0f0f0ull) | (((w + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull) >> 4)) ==
-         0x3333333333333333ull;
-}
+// SWAR value of 8 ASCII digits (little endian: the first digit in the lowest byte).
 inline uint32_t eight_digits_value(uint64_t w) {
   w -= 0x3030303030303030ull;
   w = w * 10 + (w >> 8);  // pairs of digits in bytes 0, 2, 4, 6
@@ -242,26 +249,73 @@ inline uint32_t eight_digits_value(uint64_t w) {
   return uint32_t(w);
 }
 
+// Number of leading ASCII digits in the 8 bytes of `w` (little endian), 0-8. A byte is a digit
+// iff its high nibble is 3 both before and after adding 6 (carries only leave non-digit bytes).
+inline unsigned leading_digits(uint64_t w) {
+  uint64_t bad = ((w & 0xf0f0f0f0f0f0f0f0ull) ^ 0x3030303030303030ull) |
+                 (((w + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull) ^ 0x3030303030303030ull);
+  return bad ? unsigned(__builtin_ctzll(bad)) / 8 : 8;
+}
+
 // JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
+// Digits are read 8 at a time without a branch per digit (the input is padded).
 __attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
+  static constexpr uint64_t kPow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
   bool neg = q < e && *q == '-';
   if (neg) ++q;
   const char* d = q;
   uint64_t v = 0;
-  for (uint64_t w; e - q >= 8 && (std::memcpy(&w, q, 8), eight_digits(w)); q += 8)
-    v = v * 100000000ull + eight_digits_value(w);
-  while (q < e && unsigned(*q - '0') < 10) v = v * 10 + unsigned(*q++ - '0');
+  for (;;) {
+    uint64_t w;
+    std::memcpy(&w, q, 8);
+    unsigned n = leading_digits(w);
+    if (n > size_t(e - q)) n = unsigned(e - q);
+    if (n == 8) {
+      v = v * 100000000ull + eight_digits_value(w);
+      q += 8;
+      if (q - d > 18) return nullptr;
+      continue;
+    }
+    if (n) {  // right-align the n digits, '0'-filled on the left: the value is unchanged
+      uint64_t aligned = (w << (8 * (8 - n))) | (0x3030303030303030ull >> (8 * n));
+      v = v * kPow10[n] + eight_digits_value(aligned);
+      q += n;
+    }
+    break;
+  }
   size_t nd = size_t(q - d);
   if (nd == 0 || nd > 18 || (nd > 1 && *d == '0') || (neg && v == 0)) return nullptr;
   out = neg ? -int64_t(v) : int64_t(v);
   return q;
 }
 
-// Consumes the literal `s` at q (its length is a constant, so the compare is inlined).
-template <size_t K>
-inline bool lit(const char*& q, const char* e, const char (&s)[K]) {
-  if (size_t(e - q) < K - 1 || std::memcmp(q, s, K - 1) != 0) return false;
-  q += K - 1;
+// A literal of 1-16 bytes as two little-endian words and masks, built at compile time (building
+// it on the stack at run time costs a store-forwarding stall per compare).
+struct Lit {
+  uint64_t w0 = 0, w1 = 0, m0 = 0, m1 = 0;
+  size_t n = 0;
+  template <size_t K>
+  constexpr Lit(const char (&s)[K]) : n(K - 1) {
+    static_assert(K >= 2 && K <= 17, "literal of 1-16 bytes");
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t b = uint64_t(static_cast<unsigned char>(s[i])) << (8 * (i % 8));
+      (i < 8 ? w0 : w1) |= b;
+      (i < 8 ? m0 : m1) |= uint64_t(0xff) << (8 * (i % 8));
+    }
+  }
+};
+constexpr Lit kId("{\"id\":"), kNameFirst("{\"name\":\""), kName(",\"name\":\""), kCat(",\"cat\":\""),
+    kPid(",\"pid\":"), kTid(",\"tid\":"), kTs(",\"ts\":"), kDur(",\"dur\":"), kPh(",\"ph\":\""),
+    kArgs(",\"args\":{"), kTrue("true"), kFalse("false"), kNull("null");
+
+// Consumes literal `l` at q: one 16-byte load and masked compares (the input is padded, so 16
+// bytes can be read at any q <= e).
+__attribute__((always_inline)) inline bool lit(const char*& q, const char* e, const Lit& l) {
+  if (size_t(e - q) < l.n) return false;
+  uint64_t a[2];
+  std::memcpy(a, q, 16);
+  if (((a[0] & l.m0) ^ l.w0) | ((a[1] & l.m1) ^ l.w1)) return false;
+  q += l.n;
   return true;
 }
 
@@ -281,6 +335,7 @@ struct Parser::Impl {
   std::deque<std::string> keys;  // storage for arg column names
   std::unordered_map<std::string_view, int> arg_index;
   std::vector<int8_t> name_size_kind;
+  std::vector<int32_t> name_cat;  // by name code: category code last seen with it (a hint)
   std::string tmp;
   // Per event name: role of the j-th args key last seen (keys repeat per name, so this skips
   // the column lookup). `key` views stable storage (`keys` or a literal).
@@ -290,6 +345,7 @@ struct Parser::Impl {
     int32_t col = -1;  // args column (kCol)
     Role role = kCol;
     bool is_ret = false, is_size = false;
+    bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;  // fast match of short keys
   };
   std::vector<std::vector<Slot>> shapes;  // by name code
@@ -326,11 +382,11 @@ struct Parser::Impl {
     Slot& sl = shape[j];
     std::string_view k = s.key;
     sl = Slot{};
-    if (k == "hostname") sl = Slot{"hostname", -1, kHost, false, false, {}};
-    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash, false, false, {}};
-    else if (k == "fname") sl = Slot{"fname", -1, kFname, false, false, {}};
-    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash, false, false, {}};
-    else if (k == "offset") sl = Slot{"offset", -1, kOffset, false, false, {}};
+    if (k == "hostname") sl = Slot{"hostname", -1, kHost, false, false, false, {}};
+    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash, false, false, false, {}};
+    else if (k == "fname") sl = Slot{"fname", -1, kFname, false, false, false, {}};
+    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash, false, false, false, {}};
+    else if (k == "offset") sl = Slot{"offset", -1, kOffset, false, false, false, {}};
     else {
       std::string_view col = k == "size" ? std::string_view("arg_size") : k;
       sl.col = column_for(out, col, s.type);
@@ -340,6 +396,9 @@ struct Parser::Impl {
       sl.role = kCol;
     }
     sl.k16.set(k);
+    sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
+                 return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' && c != '\\';
+               });
     if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
     return sl;
   }
@@ -419,6 +478,7 @@ struct Parser::Impl {
     s.d = 0.0;
     s.s = {};
     s.is_null = false;
+    s.slot_known = false;
     if (!stage_value(s, v)) {
       staged.pop_back();
       return false;
@@ -477,7 +537,7 @@ struct Parser::Impl {
           s.d = double(n.get_uint64());
         } else {
           s.type = ArgType::Float;
-          s.d = n.get_double();
+          s.d = token_double(tok, n.get_double());
         }
       }
     }
@@ -589,7 +649,7 @@ struct Parser::Impl {
     auto lit1 = [&](char c) __attribute__((always_inline)) { return q < e && *q == c && (++q, true); };
     auto str = [&](std::string_view& v) __attribute__((always_inline)) {
       const char* z = scan_plain(q, e);
-      if (!z) return nullptr;
+      if (!z) return false;
       v = std::string_view(q, size_t(z - q));
       q = z + 1;
       return true;
@@ -597,22 +657,39 @@ struct Parser::Impl {
     auto num = [&](int64_t& v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
     int64_t id, pid, tid, ts, dur;
     std::string_view name, cat, ph;
-    if (lit(q, e, "{\"id\":")) {
-      if (!num(id) || !lit(q, e, ",\"name\":\"")) return nullptr;
-    } else if (!lit(q, e, "{\"name\":\"")) {
+    if (lit(q, e, kId)) {
+      if (!num(id) || !lit(q, e, kName)) return nullptr;
+    } else if (!lit(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name) || !lit(q, e, ",\"cat\":\"") || !str(cat) || !lit(q, e, ",\"pid\":") || !num(pid) ||
-        !lit(q, e, ",\"tid\":") || !num(tid) || !lit(q, e, ",\"ts\":") || !num(ts) || !lit(q, e, ",\"dur\":") ||
-        !num(dur) || !lit(q, e, ",\"ph\":\"") || !str(ph))
+    if (!str(name) || !lit(q, e, kCat) || !str(cat) || !lit(q, e, kPid) || !num(pid) ||
+        !lit(q, e, kTid) || !num(tid) || !lit(q, e, kTs) || !num(ts) || !lit(q, e, kDur) ||
+        !num(dur) || !lit(q, e, kPh) || !str(ph))
       return nullptr;
     staged.clear();
-    if (lit(q, e, ",\"args\":{") && !lit1('}')) {
+    // Args keys repeat per event name: the name's slots (if any) are matched in place.
+    int32_t nc = out.name.find(name);
+    const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
+    if (lit(q, e, kArgs) && !lit1('}')) {
       for (;;) {
         std::string_view key;
-        if (!lit1('"') || !str(key) || !lit1(':') || q >= e) return nullptr;
+        if (!lit1('"')) return nullptr;
+        size_t j = staged.size();
+        const Slot* sl = shape && j < shape->size() ? &(*shape)[j] : nullptr;
+        bool known = false;
+        if (sl && sl->plain) {
+          size_t kl = sl->k16.len;
+          if (size_t(e - q) > kl + 1 && q[kl] == '"' && q[kl + 1] == ':' && sl->k16.matches(std::string_view(q, kl))) {
+            key = std::string_view(q, kl);
+            q += kl + 2;
+            known = true;
+          }
+        }
+        if (!known && (!str(key) || !lit1(':'))) return nullptr;
+        if (q >= e) return nullptr;
         Staged& s = staged.emplace_back();
         s.key = key;
+        s.slot_known = known;
         s.from_input = true;
         s.type = ArgType::Int;
         s.i = 0;
@@ -628,6 +705,9 @@ struct Parser::Impl {
             s.type = ArgType::String;
             s.s = sv;
           }
+        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int(q, e, s.i) : nullptr;
+                   z && (z == e || (*z != '.' && *z != 'e' && *z != 'E'))) {
+          q = z;  // plain integer (the common case)
         } else if (c == '-' || unsigned(c - '0') < 10) {
           const char* b = q;
           if (c == '-') ++q;
@@ -651,12 +731,13 @@ struct Parser::Impl {
             auto r = std::from_chars(b, q, s.d);  // correctly rounded, like simdjson
             if (r.ec != std::errc() || r.ptr != q) return nullptr;
             s.type = ArgType::Float;
+            s.i = 0;
           }
-        } else if (lit(q, e, "true")) {
+        } else if (lit(q, e, kTrue)) {
           s.i = 1;
-        } else if (lit(q, e, "false")) {
+        } else if (lit(q, e, kFalse)) {
           s.i = 0;
-        } else if (lit(q, e, "null")) {
+        } else if (lit(q, e, kNull)) {
           s.is_null = true;
         } else {
           return nullptr;  // nested object/array or invalid
@@ -668,8 +749,10 @@ struct Parser::Impl {
     }
     if (!lit1('}') || (q != e && *q != '\n')) return nullptr;
     ++fast_lines;
-    if (ph == "M" || cat == "dftracer") meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
-    else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out);
+    if ((ph.size() == 1 && ph[0] == 'M') || (cat.size() == 8 && std::memcmp(cat.data(), "dftracer", 8) == 0))
+      meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
+    else
+      commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
     return q;
   }
 
@@ -746,26 +829,31 @@ struct Parser::Impl {
     return col.intern(text_of(v));
   }
 
+  // `nc`: the name's code when already known (fast path), else -1.
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid,
-              int64_t tid, int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out) {
+              int64_t tid, int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
     int64_t row = out.rows;
-    int32_t nc = out.name.intern(name);
+    if (nc < 0) nc = out.name.intern(name);
     out.name.codes.push_back(nc);
-    if (size_t(nc) >= name_size_kind.size()) name_size_kind.resize(size_t(nc) + 1, -1);
+    if (size_t(nc) >= name_size_kind.size()) {
+      name_size_kind.resize(size_t(nc) + 1, -1);
+      name_cat.resize(size_t(nc) + 1, -1);
+    }
     if (name_size_kind[size_t(nc)] < 0) name_size_kind[size_t(nc)] = size_kind_of(name);
-    out.cat.codes.push_back(has_cat ? out.cat.intern(cat) : -1);
+    int32_t cc = -1;
+    if (has_cat) cc = name_cat[size_t(nc)] = out.cat.intern(cat, name_cat[size_t(nc)]);
+    out.cat.codes.push_back(cc);
     out.ph.codes.push_back(ph.empty() ? -1 : out.ph.intern(ph));
     out.pid.push_back(pid);
     out.tid.push_back(tid);
     out.ts.push_back(ts);
     out.dur.push_back(dur);
-    out.te.push_back(ts + dur);
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr,
                  *ret = nullptr, *asize = nullptr;
     for (size_t j = 0; j < staged.size(); ++j) {
       const Staged& s = staged[j];
       if (s.is_null) continue;  // null is the same as absent
-      const Slot& sl = slot_for(out, nc, j, s);
+      const Slot& sl = s.slot_known ? shapes[size_t(nc)][j] : slot_for(out, nc, j, s);
       switch (sl.role) {
         case kHost: host = &s; break;
         case kHhash: hhash = &s; break;
@@ -824,11 +912,12 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
     im.arg_index.emplace(std::string_view(im.keys.back()), int(i));
   }
   im.name_size_kind.assign(out.name.categories.size(), -1);
+  im.name_cat.assign(out.name.categories.size(), -1);
   im.shapes.clear();
   if (out.reserve_rows > out.rows) {
     size_t n = size_t(out.reserve_rows);
     for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.reserve(n);
-    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.te, &out.size, &out.offset}) v->reserve(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->reserve(n);
     out.size_mask.reserve(n);
     out.offset_mask.reserve(n);
   }
@@ -870,6 +959,8 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
 }
 
 void Parser::finish(EventColumns& out) {
+  out.te.resize(out.ts.size());  // te = ts + dur (µs), in one vectorised pass
+  for (size_t i = 0; i < out.te.size(); ++i) out.te[i] = out.ts[i] + out.dur[i];
   for (auto& c : out.args) {
     Impl::pad(c, out.rows);
     c.strings.drop_lookup();

@@ -182,8 +182,17 @@ struct DictColumn {
       if (*x++ != *y++) return false;
     return true;
   }
+  // Code of `s`, added when new. Same as the previous call is checked inline; rows repeat a lot.
   int32_t intern(std::string_view s) {
     if (last_code >= 0 && equal(s, views[size_t(last_code)])) return last_code;
+    return intern_lookup(s);
+  }
+  // Same, trying `hint` first (a code likely to match, e.g. the category last seen with a name).
+  int32_t intern(std::string_view s, int32_t hint) {
+    if (hint >= 0 && size_t(hint) < views.size() && equal(s, views[size_t(hint)])) return last_code = hint;
+    return intern(s);
+  }
+  __attribute__((noinline)) int32_t intern_lookup(std::string_view s) {
     if (slots.empty()) reindex();
     uint64_t h = hash(s);
     size_t mask = slots.size() - 1;
@@ -202,6 +211,18 @@ struct DictColumn {
     }
     insert_slot(c);
     return last_code = c;
+  }
+  // Code of `s`, or -1 when it is not interned (nothing is added).
+  int32_t find(std::string_view s) {
+    if (last_code >= 0 && equal(s, views[size_t(last_code)])) return last_code;
+    if (slots.empty()) return -1;
+    uint64_t h = hash(s);
+    size_t mask = slots.size() - 1;
+    for (size_t i = size_t(h >> 7) & mask;; i = (i + 1) & mask) {
+      int32_t c = slots[i];
+      if (c < 0) return -1;
+      if (hashes[size_t(c)] == h && equal(views[size_t(c)], s)) return last_code = c;
+    }
   }
   // Frees the lookup table (after parsing).
   void drop_lookup() {

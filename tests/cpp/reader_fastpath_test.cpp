@@ -139,6 +139,38 @@ TEST(ReaderFastPath, LineEndsAndIndentation) {
   EXPECT_EQ(expect_same(kFast[0] + "x\n" + kFast[1]), 1);  // trailing garbage: simdjson decides
 }
 
+TEST(ReaderFastPath, IntegersOfEveryLength) {
+  // 1-18 digits take the fast path (8 digits at a time), 19-20 digits go to simdjson
+  std::vector<std::string> v;
+  std::string digits = "98765432109876543210";
+  for (size_t n = 1; n <= 20; ++n) {
+    std::string d = digits.substr(0, n);
+    v.push_back(R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":)" + d + R"(,"dur":)" + d +
+                R"(,"ph":"X","args":{"a":)" + d + R"(,"b":-)" + d + R"(,"c":)" + d + ".5}}");
+  }
+  EXPECT_EQ(expect_same(join(v)), 18);
+  for (auto& l : v) expect_same(l + "\n");  // each line alone: number near the end of the buffer
+}
+
+TEST(ReaderFastPath, LongFloatsExact) {
+  // simdjson 3.0.1's get_number() gives 0 for these; both paths must give the nearest double
+  std::string l = std::string(kPrefix) + R"("a":123456789.123456789123,"b":12345678901234567.25}})";
+  for (bool fast : {true, false}) {
+    Parsed p = parse(l + "\n", fast);
+    ASSERT_EQ(p.cols.rows, 1);
+    const ArgColumn* a = nullptr;
+    const ArgColumn* b = nullptr;
+    for (auto& c : p.cols.args) {
+      if (c.key == "a") a = &c;
+      if (c.key == "b") b = &c;
+    }
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a->type, ArgType::Float);
+    EXPECT_EQ(a->floats[0], 123456789.123456789123);
+    EXPECT_EQ(b->floats[0], 12345678901234567.25);
+  }
+}
+
 TEST(ReaderFastPath, TypePromotionAcrossPaths) {
   // one args key seen as int (fast), float (fast), escaped string (slow), then int again (fast)
   std::vector<std::string> v = {
