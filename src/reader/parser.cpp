@@ -728,7 +728,7 @@ struct Parser::Impl {
           if (!is_float) {
             if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
           } else {
-            auto r = std::from_chars(b, q, s.d);  // correctly rounded, like simdjson
+            auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
             if (r.ec != std::errc() || r.ptr != q) return nullptr;
             s.type = ArgType::Float;
             s.i = 0;
