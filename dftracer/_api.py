@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import signal
 import sys
 import threading
 import time
@@ -195,12 +196,31 @@ _now = _core.get_time if _core is not None else _wall_us
 _emit = _emit_first if _core is not None else _noop
 
 
+#: Signals held back while the trace file is finalized: a pool's terminate() SIGTERMs workers
+#: that may be finalizing on their way out; the signal is delivered once the file is complete.
+_FINALIZE_BLOCKED = {signal.SIGTERM, signal.SIGINT}
+
+
 def _finalize_core() -> None:
     if _core is not None:
+        old = None
+        try:
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, _FINALIZE_BLOCKED)
+        except (OSError, ValueError):
+            pass
         try:
             _core.finalize()
         except Exception as exc:
             _warn_once(f"finalize failed ({exc!r})")
+        finally:
+            if old is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _finalize_on_sigterm(signum, _frame) -> None:
+    _finalize_core()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 class _MPHook:
@@ -217,6 +237,11 @@ _finalizer_pid = None
 
 
 def _idle_flusher() -> None:
+    # Process-directed SIGTERM/SIGINT go to the main thread, which finalizes before dying.
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FINALIZE_BLOCKED)
+    except (OSError, ValueError):
+        pass
     while True:
         time.sleep(IDLE_FLUSH_PERIOD_S)
         try:
@@ -236,6 +261,13 @@ def _register_mp_child_finalizer() -> None:
     if _finalizer_pid != os.getpid():
         _finalizer_pid = os.getpid()
         mpu.Finalize(None, _finalize_core, exitpriority=-(2**30))
+        # Pool.terminate() (and `with Pool()`) SIGTERMs the workers: finalize first, then die of
+        # SIGTERM as before. Only where SIGTERM still has its default action.
+        try:
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _finalize_on_sigterm)
+        except ValueError:  # not the main thread
+            pass
     # Daemonic children (e.g. persistent torch DataLoader workers) are SIGTERMed when the parent
     # exits, and torch's SIGTERM handler calls _exit(): no finaliser runs. A background thread
     # flushes the buffers every IDLE_FLUSH_PERIOD_S so an idle worker's events are on disk.

@@ -780,3 +780,34 @@ def test_yaml_configuration_enables_python_api(tmp_path):
     per_file = all_events(tmp_path, "yaml")
     assert [f.name.endswith(".pfw") for f in per_file] == [True]
     assert [len(e) for e in per_file.values()] == [3]
+
+
+# ---------------------------------------------------------------------------------------------
+# `with Pool()` terminates its workers with SIGTERM while they may be finalizing on their way out
+# ---------------------------------------------------------------------------------------------
+
+POOL_APP = """
+    import multiprocessing as mp, os
+    from dftracer.python import dft_fn
+    @dft_fn("pool").log
+    def work(n):
+        return os.getpid()
+    if __name__ == "__main__":
+        work(-1)
+        for _ in range(3):  # three pools: three chances for the terminate() race
+            with mp.get_context("fork").Pool(2) as pool:
+                pool.map(work, range(200), chunksize=1)
+"""
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["python", "hybrid"])
+def test_pool_terminate_keeps_every_worker_event(tmp_path, hybrid):
+    extra = {}
+    if hybrid:
+        from dftracer._paths import preload_library
+        extra = {"LD_PRELOAD": preload_library(), "DFTRACER_DATA_DIR": str(tmp_path / "none")}
+    run_app(tmp_path, POOL_APP, **extra)
+    per_file = all_events(tmp_path, cat="pool")
+    assert sum(len(evs) for evs in per_file.values()) == 1 + 3 * 200
+    pids = {e["pid"] for evs in per_file.values() for e in evs}
+    assert len(pids) >= 2  # the parent and at least one worker
