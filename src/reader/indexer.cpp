@@ -612,7 +612,10 @@ void write_stats(sqlite3* db, const IndexInfo& info) {
 }
 
 void open_db(Db& d, const std::string& path, bool write) {
-  int flags = write ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
+  // Readers open read-write where they may: the last connection of a WAL database deletes its
+  // -wal/-shm files on close only if it can write; a read-only one leaves them beside the trace.
+  int flags = write ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+                    : (::access(path.c_str(), W_OK) == 0 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
   if (sqlite3_open_v2(path.c_str(), &d.db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
     throw ReaderError(path + ": cannot open index: " + (d.db ? sqlite3_errmsg(d.db) : "?"));
   sqlite3_busy_timeout(d.db, 30000);
