@@ -166,3 +166,14 @@ def test_cli_cat_matches_zcat_sed(legacy, cm1, capsys):
     out = capsys.readouterr().out
     want = subprocess.run("zcat %s | sed -n 8000,8793p" % cm1[0], shell=True, capture_output=True).stdout.decode()
     assert out.rstrip("\n") == want.rstrip("\n") and out.count("\n") == 794
+
+
+def test_no_sqlite_side_files_stay_beside_traces(legacy):
+    plain, gz = legacy
+    for path in (plain, gz):
+        info = R.build_index(path, force=True)
+        R.load_batch(path, 0, len(info["checkpoints"]) - 1)
+    left = sorted(p for p in os.listdir(os.path.dirname(gz)) if p.endswith(("-wal", "-shm")))
+    assert left == []
+    assert sorted(p for p in os.listdir(os.path.dirname(gz)) if p.endswith(".zindex")) == [
+        "test.pfw.gz.zindex", "test.pfw.zindex"]
