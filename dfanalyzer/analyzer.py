@@ -384,7 +384,7 @@ class DFAnalyzer:
         ``setup_dask_cluster(scheduler_address, scheduler_file, n_workers)`` (closed by
         :meth:`close`).
     progress : bool
-        Show a rich progress bar while indexing and loading.
+        Show a rich progress bar on stderr while indexing and loading.
 
     Attributes
     ----------
@@ -470,10 +470,13 @@ class DFAnalyzer:
         if not self.progress or not futures:
             wait(futures)
             return
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        # On stderr: stdout carries the panel or the --json output.
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            transient=True, console=Console(stderr=True),
         ) as bar:
             task = bar.add_task(what, total=len(futures))
             for _ in as_completed(futures):

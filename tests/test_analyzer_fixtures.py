@@ -151,3 +151,31 @@ def test_cli_panel(traces, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Scheduler Allocation Details" in r.stdout and "Metrics by function" in r.stdout
     assert "1,012" in r.stdout or "1.0K" in r.stdout
+
+
+def test_cli_progress_bar_on_a_terminal(traces, tmp_path):
+    import pty
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dfanalyzer.cli", "summary", str(traces / "legacy" / "test.pfw.gz"),
+             "--workers", "1", "--json"],
+            cwd=str(tmp_path), env=dict(pythonpath_env(), TERM="xterm", COLUMNS="100"),
+            stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        out = proc.stdout.read()
+        assert proc.wait(timeout=300) == 0
+    finally:
+        os.close(master)
+    stderr = b"".join(chunks).decode("utf-8", "replace")
+    assert "indexing" in stderr and "loading" in stderr  # the bar's task descriptions
+    assert json.loads(out)["events"] == 1012
