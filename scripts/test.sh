@@ -21,4 +21,6 @@ ctest --test-dir build/ctest --output-on-failure -j"$(nproc)"
 # Python tests run against the installed package: PYTHONSAFEPATH keeps the source tree
 # (which has no compiled modules) off sys.path, here and in every subprocess.
 export PYTHONSAFEPATH=1
+# libFuzzer runs over the parser and the indexer: 60 s each (tests/test_reader_fuzz.py).
+export DFTRACER_FUZZ_SECONDS=${DFTRACER_FUZZ_SECONDS:-60}
 "$PY" -m pytest tests -ra "$@"
