@@ -1009,16 +1009,13 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
 }
 
 void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
-                          const ArgList* args) noexcept {
+                          const ArgList* args, bool plain_name_cat) noexcept {
   if (!active()) return;
   TracerImpl* t = impl_;
   ThreadState* s = t->state();
   size_t need = 160 + json::max_escaped(name.size() + cat.size());
   int n = args ? args->size() : 0;
-  for (int i = 0; i < n; ++i) {
-    const ArgList::Entry& e = (*args)[i];
-    need += 8 + json::kMaxNumber + json::max_escaped(e.kl) + (e.type == ArgList::STR ? json::max_escaped(e.s.sl) : 0);
-  }
+  if (n) need += 10 + args->need();
   s->lock();
   t->ensure(s, need);
   if (s->size + need > s->cap) {  // out of memory for a huge event: drop it
@@ -1033,10 +1030,13 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
   }
   p = json::write_lit(p, "{\"id\":");
   p = json::write_u64(p, s->id_next++);
-  p = json::write_lit(p, ",\"name\":");
-  p = json::write_quoted(p, name);
-  p = json::write_lit(p, ",\"cat\":");
-  p = json::write_quoted(p, cat);
+  p = json::write_lit(p, ",\"name\":\"");
+  if (plain_name_cat) p = json::copy_short(p, name.data(), name.size());
+  else p = json::write_escaped(p, name.data(), name.size());
+  p = json::write_lit(p, "\",\"cat\":\"");
+  if (plain_name_cat) p = json::copy_short(p, cat.data(), cat.size());
+  else p = json::write_escaped(p, cat.data(), cat.size());
+  *p++ = '"';
   std::memcpy(p, s->ptid, sizeof(s->ptid));  // fixed-size copy (need reserves 160 bytes)
   p += s->ptid_len;
   p = json::write_i64(p, ts);
@@ -1048,11 +1048,23 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
     p = json::write_lit(p, ",\"ph\":\"i\",\"s\":\"t\"");
   }
   if (n) {
-    p = json::write_lit(p, ",\"args\":{");
+    p = json::write_lit(p, ",\"args\":");
+    char* open = p;  // every entry starts with ','; the first one becomes '{'
     for (int i = 0; i < n; ++i) {
       const ArgList::Entry& e = (*args)[i];
-      if (i) *p++ = ',';
-      p = json::write_quoted(p, e.key());
+      *p++ = ',';
+      if (e.type == ArgList::RAW) {
+        std::memcpy(p, e.s.sp, e.s.sl);
+        p += e.s.sl;
+        continue;
+      }
+      *p++ = '"';
+      if (e.kplain) {
+        p = json::copy_short(p, e.kp, e.kl);
+      } else {
+        p = json::write_escaped(p, e.kp, e.kl);
+      }
+      *p++ = '"';
       *p++ = ':';
       switch (e.type) {
         case ArgList::INT: p = json::write_i64(p, e.i); break;
@@ -1063,8 +1075,10 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
           else p = json::write_lit(p, "false");
           break;
         case ArgList::STR: p = json::write_quoted(p, e.str()); break;
+        case ArgList::RAW: break;
       }
     }
+    *open = '{';
     *p++ = '}';
   }
   *p++ = '}';

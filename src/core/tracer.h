@@ -70,15 +70,19 @@ bool path_has_prefix(std::string_view path, std::string_view dir) noexcept;
 
 // Event arguments ("args" object). Fixed capacity, no allocation; string values are views and
 // must stay valid until the log_* call returns.  Extra entries beyond kCapacity are dropped.
+// Keys given as char arrays (string literals) are checked for "needs no JSON escaping" inline,
+// which the compiler folds for literals, so the formatter copies them with one memcpy.
 class ArgList {
  public:
   static constexpr int kCapacity = 24;
-  enum Type : uint8_t { INT, UINT, DOUBLE, BOOL, STR };
+  // RAW: a complete, already escaped `"key":value` JSON fragment, written verbatim (add_raw).
+  enum Type : uint8_t { INT, UINT, DOUBLE, BOOL, STR, RAW };
   // Plain data (no constructors) so that an ArgList on the stack costs nothing to create.
   struct Entry {
     const char* kp;
     uint32_t kl;
     Type type;
+    bool kplain;  // key is printable ASCII without '"' and '\\': copied without escaping
     union {
       int64_t i;
       uint64_t u;
@@ -93,23 +97,44 @@ class ArgList {
     std::string_view str() const noexcept { return std::string_view(s.sp, s.sl); }
   };
   void add_int(std::string_view key, int64_t v) noexcept {
-    if (Entry* e = next(key)) { e->type = INT; e->i = v; }
+    if (Entry* e = next(key, false)) { e->type = INT; e->i = v; }
   }
   void add_uint(std::string_view key, uint64_t v) noexcept {
-    if (Entry* e = next(key)) { e->type = UINT; e->u = v; }
+    if (Entry* e = next(key, false)) { e->type = UINT; e->u = v; }
   }
   void add_double(std::string_view key, double v) noexcept {
-    if (Entry* e = next(key)) { e->type = DOUBLE; e->d = v; }
+    if (Entry* e = next(key, false)) { e->type = DOUBLE; e->d = v; }
   }
   void add_bool(std::string_view key, bool v) noexcept {
-    if (Entry* e = next(key)) { e->type = BOOL; e->b = v; }
+    if (Entry* e = next(key, false)) { e->type = BOOL; e->b = v; }
   }
   void add_str(std::string_view key, std::string_view v) noexcept {
-    if (Entry* e = next(key)) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+    if (Entry* e = next(key, false, 2 + 6 * v.size())) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+  }
+  // Same, for keys given as char arrays (string literals); NUL-terminated like a C string.
+  template <size_t N> __attribute__((always_inline)) void add_int(const char (&key)[N], int64_t v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = INT; e->i = v; }
+  }
+  template <size_t N> __attribute__((always_inline)) void add_uint(const char (&key)[N], uint64_t v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = UINT; e->u = v; }
+  }
+  template <size_t N> __attribute__((always_inline)) void add_double(const char (&key)[N], double v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = DOUBLE; e->d = v; }
+  }
+  template <size_t N> __attribute__((always_inline)) void add_bool(const char (&key)[N], bool v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = BOOL; e->b = v; }
+  }
+  template <size_t N> __attribute__((always_inline)) void add_str(const char (&key)[N], std::string_view v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key), 2 + 6 * v.size())) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+  }
+  // A complete `"key":value` pair, already valid JSON (escaped), copied verbatim; the view must
+  // stay valid until the log_* call returns. The preload caches `"fname":"<path>"` per fd.
+  void add_raw(std::string_view fragment) noexcept {
+    if (Entry* e = next(std::string_view(), true, fragment.size())) { e->type = RAW; e->s.sp = fragment.data(); e->s.sl = fragment.size(); }
   }
   // add(key, v): picks the type from v (integers, floating point, bool, strings).
-  template <typename T>
-  void add(std::string_view key, const T& v) noexcept {
+  template <typename K, typename T>
+  void add(const K& key, const T& v) noexcept {
     using U = std::decay_t<T>;
     if constexpr (std::is_same_v<U, bool>) add_bool(key, v);
     else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) add_int(key, v);
@@ -119,18 +144,39 @@ class ArgList {
   }
   int size() const noexcept { return n_; }
   bool empty() const noexcept { return n_ == 0; }
-  void clear() noexcept { n_ = 0; }
+  void clear() noexcept { n_ = 0; need_ = 0; }
+  // Upper bound of the bytes the entries take in the output (kept up to date by add_*).
+  size_t need() const noexcept { return need_; }
   const Entry& operator[](int i) const noexcept { return e_[i]; }
 
  private:
-  Entry* next(std::string_view key) noexcept {
+  template <size_t N>
+  __attribute__((always_inline)) static std::string_view lit(const char (&key)[N]) noexcept {
+    return std::string_view(key);  // strlen semantics, as for a const char*
+  }
+  // Constant trip count: fully unrolled and folded for a literal.
+  template <size_t N>
+  __attribute__((always_inline)) static bool lit_plain(const char (&key)[N]) noexcept {
+    for (size_t i = 0; i < N; ++i) {
+      unsigned char c = static_cast<unsigned char>(key[i]);
+      if (c == 0) return true;
+      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+    }
+    return true;
+  }
+  // Output bound of one entry: ',' '"' key '"' ':' and a number (kMaxNumber = 32) or a quoted
+  // string (6 bytes per input byte at worst, \u00XX), or a raw fragment as is.
+  Entry* next(std::string_view key, bool plain, size_t value_bound = 34) noexcept {
     if (n_ >= kCapacity) return nullptr;
+    need_ += 4 + (plain ? key.size() : 6 * key.size()) + value_bound;
     Entry* e = &e_[n_++];
     e->kp = key.data();
     e->kl = static_cast<uint32_t>(key.size());
+    e->kplain = plain;
     return e;
   }
   int n_ = 0;
+  size_t need_ = 0;
   Entry e_[kCapacity];
 };
 
@@ -165,7 +211,13 @@ class Tracer {
 
   // Complete event ("ph":"X"): ts and dur in µs. args may be null. File events carry args "fname".
   void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
-                    const ArgList* args) noexcept;
+                    const ArgList* args) noexcept {
+    log_complete(name, cat, ts, dur, args, false);
+  }
+  // Same; plain_name_cat = the caller checked that name and cat need no JSON escaping
+  // (json::is_plain, e.g. string literals of the preload), so they are copied as they are.
+  void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
+                    const ArgList* args, bool plain_name_cat) noexcept;
   // Instant event ("ph":"i", "s":"t").
   void log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept;
   // Metadata record ("ph":"M", name=key, args {"name":key,"value":value}).

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "../core/json.h"
+
 namespace dftracer::preload {
 
 FdTable g_fds;
@@ -23,12 +25,29 @@ void retire(PathRef* r) noexcept {
 }  // namespace
 
 PathRef* FdTable::make(std::string_view path) noexcept {
-  auto* r = static_cast<PathRef*>(std::malloc(sizeof(PathRef) + path.size()));
+  static constexpr char kKey[] = "\"fname\":\"";
+  constexpr size_t kKeyLen = sizeof(kKey) - 1;
+  // Most paths need no escaping: then the fragment is exactly len + 10 bytes.
+  bool plain = json::is_plain(path.data(), path.size());
+  size_t frag_max = kKeyLen + 1 + (plain ? path.size() : json::max_escaped(path.size()));
+  auto* r = static_cast<PathRef*>(std::malloc(sizeof(PathRef) + path.size() + 1 + frag_max));
   if (r == nullptr) return nullptr;
   new (&r->refs) std::atomic<int32_t>(1);
   r->len = static_cast<uint32_t>(path.size());
   std::memcpy(r->path, path.data(), path.size());
   r->path[path.size()] = '\0';
+  char* f = r->path + path.size() + 1;
+  char* p = f;
+  std::memcpy(p, kKey, kKeyLen);
+  p += kKeyLen;
+  if (plain) {
+    std::memcpy(p, path.data(), path.size());
+    p += path.size();
+  } else {
+    p = json::write_escaped(p, path.data(), path.size());
+  }
+  *p++ = '"';
+  r->frag_len = static_cast<uint32_t>(p - f);
   return r;
 }
 

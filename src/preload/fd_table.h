@@ -17,8 +17,12 @@ namespace dftracer::preload {
 struct PathRef {
   std::atomic<int32_t> refs;
   uint32_t len;
-  char path[1];  // NUL-terminated, len bytes + 1
+  uint32_t frag_len;
+  // len bytes + NUL, then frag_len bytes: the args fragment `"fname":"<JSON-escaped path>"`,
+  // escaped once at open/dup time so each event copies it with one memcpy.
+  char path[1];
   std::string_view view() const noexcept { return {path, len}; }
+  std::string_view fname_fragment() const noexcept { return {path + len + 1, frag_len}; }
 };
 
 class FdTable {

@@ -31,7 +31,7 @@ inline auto fd_op(bool category, std::string_view cat, std::string_view name, in
   int64_t t1 = now_us();
   Recording rec;
   emit(name, cat, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     fill(a, ret);
   });

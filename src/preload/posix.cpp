@@ -235,7 +235,7 @@ void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, in
   Recording rec;
   if (ret != MAP_FAILED) map_add(ret, len, p, fd);
   emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_uint("count", len);
     a.add_int("offset", off);
@@ -265,7 +265,7 @@ int dup_op(std::string_view name, int oldfd, Call&& call) {
   Recording rec;
   if (fd >= 0 && fd != oldfd) g_fds.dup(oldfd, fd);
   emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", oldfd);
     a.add_int("ret", fd);
   });
@@ -302,7 +302,7 @@ int close_op(int fd) {
   int64_t t1 = now_us();
   Recording rec;
   emit("close", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_int("ret", ret);
   });
@@ -839,7 +839,7 @@ DFT_EXPORT int closedir(DIR* d) {
   int64_t t1 = now_us();
   Recording rec;
   emit("closedir", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_int("ret", ret);
   });
@@ -873,7 +873,7 @@ DFT_EXPORT int munmap(void* addr, size_t len) noexcept {
   int64_t t1 = now_us();
   Recording rec;
   emit("munmap", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_uint("count", len);
     a.add_int("ret", ret);
@@ -897,7 +897,7 @@ DFT_EXPORT int msync(void* addr, size_t len, int flags) {
   int64_t t1 = now_us();
   Recording rec;
   emit("msync", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_uint("count", len);
     a.add_int("flags", flags);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "../core/json.h"
 #include "../core/tracer.h"
 #include "fd_table.h"
 
@@ -132,13 +133,15 @@ inline PathRef* traced_fd(bool category, int fd) noexcept {
 template <typename Fill>
 inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_t t1,
                  Fill&& fill) noexcept {
+  // Names and categories are literals of this library: the check folds at compile time.
+  bool plain = json::is_plain(name.data(), name.size()) && json::is_plain(cat.data(), cat.size());
   if (g_state.metadata) {
     ArgList& a = t_args;
     a.clear();
     fill(a);
-    g_state.tracer->log_complete(name, cat, t0, t1 - t0, &a);
+    g_state.tracer->log_complete(name, cat, t0, t1 - t0, &a, plain);
   } else {
-    g_state.tracer->log_complete(name, cat, t0, t1 - t0, nullptr);
+    g_state.tracer->log_complete(name, cat, t0, t1 - t0, nullptr, plain);
   }
 }
 

@@ -151,7 +151,7 @@ DFT_EXPORT int fclose(FILE* fp) {
   int64_t t1 = now_us();
   Recording rec;
   emit("fclose", kCatStdio, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p->view());
+    a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_int("ret", ret);
   });

@@ -3,6 +3,7 @@
 
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "core_test_util.h"
 #include "gzip_member.h"
@@ -82,4 +83,60 @@ TEST(CoreGzip, MemberHeaderAndRoundTrip) {
   const unsigned char expect[16] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3, 20, 0, 'D', 'F', 16, 0};
   for (int i = 0; i < 16; ++i) EXPECT_EQ(h[i], expect[i]) << "byte " << i;
   EXPECT_EQ(count_lines("a\nb\n\nc", 6), 3u);
+}
+
+// The fast escaper (16-byte SSE2 blocks, 8-byte SWAR, short-string path) must give exactly the
+// bytes of the byte-by-byte reference, wherever the special byte falls.
+static std::string esc_ref(const std::string& in) {
+  std::string out(json::max_escaped(in.size()) + 1, '\0');
+  char* e = json::write_escaped_scalar(&out[0], in.data(), in.size());
+  out.resize(static_cast<size_t>(e - out.data()));
+  return out;
+}
+
+TEST(CoreJson, FastEscapeMatchesScalarOnTrickyInputs) {
+  const std::vector<std::string> specials = {
+      "\"", "\\", "\n", "\t", "\r", "\b", "\f", std::string("\0", 1), "\x01", "\x1f",
+      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",               // valid 2/3/4-byte UTF-8
+      "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\x80", "\xbf", "\xff",   // truncated / stray
+      "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80"};  // overlong, surrogate, > U+10FFFF
+  int checked = 0;
+  for (size_t len = 0; len <= 40; ++len) {
+    std::string base(len, 'a');
+    for (size_t i = 0; i < len; ++i) base[i] = static_cast<char>('a' + (i % 26));
+    EXPECT_EQ(esc(base), base) << len;
+    EXPECT_TRUE(json::is_plain(base.data(), base.size()));
+    for (const std::string& sp : specials) {
+      for (size_t pos = 0; pos <= len; ++pos) {  // special at every position, incl. 15/16/17
+        std::string in = base.substr(0, pos) + sp + base.substr(pos);
+        ASSERT_EQ(esc(in), esc_ref(in)) << "len " << len << " pos " << pos;
+        EXPECT_FALSE(json::is_plain(in.data(), in.size()));
+        ++checked;
+      }
+    }
+  }
+  // Two specials in one 16-byte block, and one straddling the block edge.
+  std::string two = "abcdefghijklmn\"\\opq\xe2\x82\xac\xff" + std::string(20, 'z');
+  EXPECT_EQ(esc(two), esc_ref(two));
+  std::string edge = std::string(15, 'x') + "\xf0\x9f\x98\x80" + std::string(13, 'y');
+  EXPECT_EQ(esc(edge), edge);
+  EXPECT_EQ(esc_ref("a\xff\"b"), "a\xef\xbf\xbd\\\"b");
+  EXPECT_EQ(checked, 24 * 41 * 42 / 2);
+  EXPECT_TRUE(json::is_plain("/~\x7f", 3));
+}
+
+TEST(CoreJson, FastEscapeMatchesScalarOnAllBytePairs) {
+  // Every byte value (and pair) at offsets 14..17 of a 32-byte string.
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; b += 17) {
+      for (size_t pos = 14; pos <= 17; ++pos) {
+        std::string in(32, 'q');
+        in[pos] = static_cast<char>(a);
+        in[pos + 1] = static_cast<char>(b);
+        ASSERT_EQ(esc(in), esc_ref(in)) << a << " " << b << " " << pos;
+        std::string shortin = in.substr(pos - 2, 6);  // short-string path (4..15 bytes)
+        ASSERT_EQ(esc(shortin), esc_ref(shortin)) << a << " " << b;
+      }
+    }
+  }
 }

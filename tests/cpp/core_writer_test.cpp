@@ -354,3 +354,42 @@ TEST(CoreWriter, BoundSignalChainsToTheApplicationHandler) {
   EXPECT_EQ(bad, 0);
   EXPECT_EQ(of_ph(ev, "X").size(), 50u);
 }
+
+// Literal keys (copied without escaping when plain, escaped when not), runtime keys and raw
+// pre-escaped fragments give the exact args bytes.
+TEST(CoreWriter, LiteralKeysAndRawFragmentsExactBytes) {
+  std::string dir = make_tmpdir();
+  int st = run_child({{"DFTRACER_ENABLE", "yes"}, {"DFTRACER_LOG_FILE", dir + "/p"},
+                      {"DFTRACER_TRACE_COMPRESSION", "0"}},
+                     [&] {
+                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+                       dftracer::ArgList a;
+                       a.add_raw("\"fname\":\"/d/x\\\"y\"");
+                       a.add_int("fd", 7);
+                       a.add_uint("count", 1234567890123ull);
+                       a.add_str("k\"q\xff", "v");         // literal that needs escaping
+                       std::string rk = "r\\k";
+                       a.add_int(rk, -1);                   // runtime key
+                       a.add("offset", int64_t(0));
+                       a.add_bool("b", true);
+                       dftracer::Tracer::instance()->log_complete("read", "POSIX", 1795297461386105, 0, &a);
+                       a.clear();
+                       a.add_raw("\"only\":1");
+                       dftracer::Tracer::instance()->log_complete("x", "y", 99, 100000000, &a);
+                       DFTRACER_CPP_FINI();
+                     });
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  auto files = list_dir(dir);
+  ASSERT_EQ(files.size(), 1u);
+  std::string text = read_file(dir + "/" + files[0]);
+  EXPECT_NE(text.find("\"name\":\"read\",\"cat\":\"POSIX\","), std::string::npos);
+  EXPECT_NE(text.find(",\"ts\":1795297461386105,\"dur\":0,\"ph\":\"X\",\"args\":{\"fname\":\"/d/x\\\"y\","
+                      "\"fd\":7,\"count\":1234567890123,\"k\\\"q\xef\xbf\xbd\":\"v\",\"r\\\\k\":-1,"
+                      "\"offset\":0,\"b\":true}}\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(",\"ts\":99,\"dur\":100000000,\"ph\":\"X\",\"args\":{\"only\":1}}\n"), std::string::npos) << text;
+  int bad = -1;
+  auto ev = parse_trace(text, &bad);
+  EXPECT_EQ(bad, 0);
+}

@@ -1,0 +1,51 @@
+// fd table of the preload library: the cached `"fname":"<escaped path>"` fragment follows
+// set/dup/close/reuse of an fd number (src/preload/fd_table.h).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fd_table.h"
+#include "json.h"
+
+using dftracer::preload::FdTable;
+using dftracer::preload::PathRef;
+
+static std::string frag_of(const FdTable& t, int fd) {
+  PathRef* r = t.get(fd);
+  return r ? std::string(r->fname_fragment()) : std::string("<none>");
+}
+
+static std::string expected(const std::string& path) {
+  std::string out(dftracer::json::max_escaped(path.size()) + 16, '\0');
+  char* p = dftracer::json::write_escaped_scalar(&out[0], path.data(), path.size());
+  out.resize(static_cast<size_t>(p - out.data()));
+  return "\"fname\":\"" + out + "\"";
+}
+
+TEST(PreloadFdTable, FragmentFollowsDupCloseReopen) {
+  static FdTable t;  // large: not on the stack
+  const std::string a = "/data/a.bin";
+  const std::string b = "/data/q\"uote\\back\nnl\xc3\xa9\xff/b.bin";  // needs escaping
+  const std::string c = "/data/0123456789abcdef/c.bin";
+  t.set(5, a);
+  EXPECT_EQ(frag_of(t, 5), "\"fname\":\"/data/a.bin\"");
+  t.set(9, b);
+  EXPECT_EQ(frag_of(t, 9), expected(b));
+  EXPECT_EQ(frag_of(t, 9), "\"fname\":\"/data/q\\\"uote\\\\back\\nnl\xc3\xa9\xef\xbf\xbd/b.bin\"");
+  t.dup(9, 5);  // dup2(9, 5): fd 5 now names b
+  EXPECT_EQ(frag_of(t, 5), expected(b));
+  EXPECT_EQ(t.get(5), t.get(9));
+  t.clear(9);  // close(9): 5 keeps b
+  EXPECT_EQ(frag_of(t, 9), "<none>");
+  EXPECT_EQ(frag_of(t, 5), expected(b));
+  t.clear(5);
+  EXPECT_EQ(frag_of(t, 5), "<none>");
+  t.set(5, c);  // fd number reused on another path
+  EXPECT_EQ(frag_of(t, 5), "\"fname\":\"/data/0123456789abcdef/c.bin\"");
+  EXPECT_EQ(std::string(t.get(5)->view()), c);
+  t.dup(7, 5);  // dup2 from an untraced fd clears
+  EXPECT_EQ(frag_of(t, 5), "<none>");
+  t.set(6, std::string());
+  EXPECT_EQ(frag_of(t, 6), "\"fname\":\"\"");
+  t.clear_range(0, 100);
+}
