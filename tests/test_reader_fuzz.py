@@ -43,7 +43,10 @@ def test_fuzz(tmp_path, target):
     else:
         (corpus / "a").write_bytes(gen_traces.gzip_member(lines[:3000]) + gen_traces.gzip_member(lines[3000:]))
         (corpus / "b").write_bytes(open(legacy + ".gz", "rb").read())
-    r = subprocess.run([exe, "-max_total_time=%d" % SECONDS, "-max_len=16384", "-rss_limit_mb=2048",
+    # Inputs that once crashed or hung a target stay in its seed corpus as regressions.
+    for seed in glob.glob(os.path.join(ROOT, "tests", "data", "fuzz", target, "*")):
+        shutil.copy(seed, corpus / os.path.basename(seed))
+    r = subprocess.run([exe, "-max_total_time=%d" % SECONDS, "-timeout=30", "-max_len=16384", "-rss_limit_mb=2048",
                         str(corpus)], capture_output=True, text=True, cwd=str(tmp_path),
                        env=dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=64:detect_leaks=1"))
     tail = r.stderr[-3000:]

@@ -158,7 +158,9 @@ struct DictColumn {
   void reindex() {
     views.clear();
     hashes.clear();
-    slots.assign(64, -1);
+    size_t n_slots = 64;  // power of two, load <= 1/2 (a full table would never end a probe)
+    while (n_slots < 2 * categories.size() + 2) n_slots *= 2;
+    slots.assign(n_slots, -1);
     last_code = -1;
     for (auto& c : categories) {
       views.emplace_back(c);

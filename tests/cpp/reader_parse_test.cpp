@@ -152,3 +152,18 @@ TEST(ReaderParse, LongAndEscapedArgKeys) {
   EXPECT_EQ(sh->ints, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(e.args.size(), 3u);
 }
+
+// A dictionary with more categories than the initial hash table (64 slots) must survive a move
+// or copy (which rebuilds the table); found by the indexer fuzzer as an endless probe loop.
+TEST(ReaderParse, DictColumnMoveWithManyCategories) {
+  DictColumn d;
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(d.intern("cat" + std::to_string(i)), i);
+  DictColumn moved(std::move(d));
+  DictColumn copied(moved);
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(moved.find("cat" + std::to_string(i)), i);
+    EXPECT_EQ(copied.intern("cat" + std::to_string(i)), i);
+  }
+  EXPECT_EQ(copied.intern("new"), 1000);
+  EXPECT_EQ(moved.find("absent"), -1);
+}
