@@ -283,31 +283,36 @@ int fcntl_op(std::string_view name, Real real, int fd, int cmd, void* arg) {
   });
 }
 
-// close: the entry leaves the table before the real close, so a concurrent open that reuses
-// the number is never wiped by us.
-int close_op(int fd) {
-  if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
+// Closes `fd` through `real_close` (close, or closedir whose DIR owns `fd`): the fd's path is
+// taken out of the table first, so a concurrent open reusing the number gets a fresh entry.
+template <typename RealClose>
+static int close_traced(std::string_view name, int fd, RealClose&& real_close) {
   int e = errno;
   PathRef* p = g_fds.take(fd);
   errno = e;
   if (p == nullptr || !gate(g_state.posix)) {
-    int ret = real_close()(fd);
+    int ret = real_close();
     e = errno;
     FdTable::release(p);
     errno = e;
     return ret;
   }
   int64_t t0 = now_us();
-  int ret = real_close()(fd);
+  int ret = real_close();
   int64_t t1 = now_us();
   Recording rec;
-  emit("close", kCatPosix, t0, t1, [&](ArgList& a) {
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
     a.add_raw(p->fname_fragment());
     a.add_int("fd", fd);
     a.add_int("ret", ret);
   });
   FdTable::release(p);
   return ret;
+}
+
+int close_op(int fd) {
+  if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
+  return close_traced("close", fd, [&] { return real_close()(fd); });
 }
 
 // stat-like calls on (dirfd, path) that may also mean "the fd itself" (AT_EMPTY_PATH, "").
@@ -824,27 +829,7 @@ DFT_EXPORT int closedir(DIR* d) {
   asm("" : "+r"(d));  // declared nonnull, yet libc accepts NULL (EINVAL): keep the test
   int fd = d != nullptr ? dirfd(d) : -1;
   if (fd < 0 || !may_mutate() || g_fds.get(fd) == nullptr) return real_closedir()(d);
-  int e = errno;
-  PathRef* p = g_fds.take(fd);  // closedir closes fd inside libc
-  errno = e;
-  if (p == nullptr || !gate(g_state.posix)) {
-    int ret = real_closedir()(d);
-    e = errno;
-    FdTable::release(p);
-    errno = e;
-    return ret;
-  }
-  int64_t t0 = now_us();
-  int ret = real_closedir()(d);
-  int64_t t1 = now_us();
-  Recording rec;
-  emit("closedir", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    a.add_int("ret", ret);
-  });
-  FdTable::release(p);
-  return ret;
+  return close_traced("closedir", fd, [&] { return real_closedir()(d); });  // closes fd inside libc
 }
 
 // ============================================================================ mmap family
