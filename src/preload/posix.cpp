@@ -355,54 +355,38 @@ int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir,
 }  // namespace
 
 // ============================================================================ open / close
-DFT_EXPORT int open(const char* path, int flags, ...) {
-  int mode = 0;
-  bool has_mode = needs_mode(flags);
-  if (has_mode) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
+// Declares `mode` and `has_mode`: the optional third argument of the open family, read only when
+// `flags` say it is there (O_CREAT / O_TMPFILE), as glibc does.
+#define DFT_OPEN_MODE_ARG(flags)      \
+  int mode = 0;                       \
+  bool has_mode = needs_mode(flags);  \
+  if (has_mode) {                     \
+    va_list ap;                       \
+    va_start(ap, flags);              \
+    mode = va_arg(ap, int);           \
+    va_end(ap);                       \
   }
+
+DFT_EXPORT int open(const char* path, int flags, ...) {
+  DFT_OPEN_MODE_ARG(flags);
   return open_op("open", AT_FDCWD, path, flags, mode, has_mode,
                  [&] { return real_open()(path, flags, mode); });
 }
 
 DFT_EXPORT int open64(const char* path, int flags, ...) {
-  int mode = 0;
-  bool has_mode = needs_mode(flags);
-  if (has_mode) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  DFT_OPEN_MODE_ARG(flags);
   return open_op("open64", AT_FDCWD, path, flags, mode, has_mode,
                  [&] { return real_open64()(path, flags, mode); });
 }
 
 DFT_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
-  int mode = 0;
-  bool has_mode = needs_mode(flags);
-  if (has_mode) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  DFT_OPEN_MODE_ARG(flags);
   return open_op("openat", dirfd, path, flags, mode, has_mode,
                  [&] { return real_openat()(dirfd, path, flags, mode); });
 }
 
 DFT_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
-  int mode = 0;
-  bool has_mode = needs_mode(flags);
-  if (has_mode) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  DFT_OPEN_MODE_ARG(flags);
   return open_op("openat64", dirfd, path, flags, mode, has_mode,
                  [&] { return real_openat64()(dirfd, path, flags, mode); });
 }
