@@ -114,7 +114,7 @@ def test_c_program_under_preload(lib, bins, dirs, mode):
     assert sum(v for (name, f), v in by.items() if f == "b.bin" and name.startswith("open")) == 1
 
 
-@pytest.mark.parametrize("mode", ["daemon", "close_range", "dup2", "stdout"])
+@pytest.mark.parametrize("mode", C_MODES)
 def test_c_api_without_preload(bins, dirs, mode):
     data, prefix = dirs
     run([bins["api"], mode, str(data / "f.bin"), str(data / "out"), str(N)], api_env(prefix),
