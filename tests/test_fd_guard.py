@@ -77,6 +77,8 @@ def run(cmd, env, reopened: bool):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, preexec_fn=limit_fds)
     assert r.returncode == 0, r.stderr
     assert "got fd" not in r.stderr, r.stderr
+    if "fd_guard" in cmd[0]:  # the C program reports the descriptor it found (RLIMIT_NOFILE 1024)
+        assert "fd_guard: trace fd 1023 cloexec 1\n" in r.stderr, r.stderr
     # re-opened on 1023 again, or on 511 when the application holds 1023 now (dup2 modes)
     assert ("re-opened as 1023" in r.stderr or "re-opened as 511" in r.stderr) == reopened, r.stderr
     assert "warning" not in r.stderr, r.stderr

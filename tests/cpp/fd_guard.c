@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "stdout") == 0) close(1);  /* before the tracer opens its file */
   read_blocks(dfd, n);
   int trace_fd = wait_trace_fd();
-  fprintf(stderr, "fd_guard: trace fd %d\n", trace_fd);
+  fprintf(stderr, "fd_guard: trace fd %d cloexec %d\n", trace_fd, (fcntl(trace_fd, F_GETFD) & FD_CLOEXEC) != 0);
 
   int fa = -1;
   if (strcmp(mode, "daemon") == 0) {
