@@ -320,6 +320,13 @@ int protected_trace_fd() noexcept {
   return fd >= 0 && !in_tracer() ? fd : -1;
 }
 
+// Same test for one descriptor, cheapest first (close runs it on every call).
+inline bool is_protected_trace_fd(int fd) noexcept {
+  Tracer* t = g_state.tracer;
+  if (t == nullptr || fd < 0 || fd != t->trace_fd()) return false;
+  return (t_state.busy | t_state.vfork_child) == 0 && !in_tracer();
+}
+
 // close_range(2) over [first, last] minus the trace descriptor `keep` (first <= keep <= last):
 // the parts below and above it, in that order. 0, or -1 with the first failing part's errno.
 int close_range_around(unsigned first, unsigned last, int flags, unsigned keep) noexcept {
@@ -342,7 +349,7 @@ int close_range_around(unsigned first, unsigned last, int flags, unsigned keep) 
 }
 
 int close_op(int fd) {
-  if (DFT_UNLIKELY(fd >= 0 && fd == protected_trace_fd())) return 0;  // see docs/preload.md
+  if (DFT_UNLIKELY(is_protected_trace_fd(fd))) return 0;  // see docs/preload.md
   if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
   return close_traced("close", fd, [&] { return real_close()(fd); });
 }
@@ -821,7 +828,7 @@ DFT_EXPORT int dup(int oldfd) noexcept {
 // dup2/dup3 onto the trace descriptor: the tracer first moves its file to another number, so the
 // application's call then does exactly what it does without the tracer.
 static inline void yield_trace_fd(int oldfd, int newfd) noexcept {
-  if (DFT_UNLIKELY(newfd >= 0 && newfd != oldfd && newfd == protected_trace_fd())) {
+  if (DFT_UNLIKELY(newfd != oldfd && is_protected_trace_fd(newfd))) {
     int e = errno;
     g_state.tracer->yield_fd(newfd);
     errno = e;
