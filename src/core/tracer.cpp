@@ -5,13 +5,16 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +106,44 @@ bool write_all(int fd, const char* p, size_t n, int* err) {
     n -= static_cast<size_t>(w);
   }
   return true;
+}
+
+// Lowest descriptor number the trace file asks for: 1024, just above FD_SETSIZE, so select()-sized
+// fd sets and the daemon idiom "close 3..1023" never meet it, and the application's own numbers
+// (always the lowest free ones) stay what they would be without the tracer; or the highest number
+// RLIMIT_NOFILE allows when that is lower. Never below 3 (stdin, stdout, stderr).
+int trace_fd_floor() {
+  struct rlimit rl;
+  rlim_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : RLIM_INFINITY;
+  if (lim == RLIM_INFINITY || lim > 1025) return 1024;
+  return std::max(3, static_cast<int>(lim) - 1);
+}
+
+bool same_file(int a, int b) {
+  struct stat sa, sb;
+  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Close-on-exec duplicate of f on the lowest free number >= trace_fd_floor(), or, if all of
+// those are taken, >= half of it, a quarter, ... >= 3. -1 (errno set) if none is free.
+int dup_fd_up(int f) {
+  int h = -1;
+  for (int floor = trace_fd_floor(); h < 0; floor /= 2) {
+    if (floor < 3) floor = 3;
+    h = ::fcntl(f, F_DUPFD_CLOEXEC, floor);
+    if (floor == 3) break;
+  }
+  return h;
+}
+
+// Moves descriptor f up (dup_fd_up) and closes f (unless another thread of the application put
+// its own file on that number meanwhile). Returns the new number, or -1 (errno set; f closed).
+int move_fd_up(int f) {
+  int h = dup_fd_up(f);
+  int e = errno;
+  if (h < 0 || same_file(f, h)) ::close(f);
+  errno = e;
+  return h;
 }
 
 std::string read_small_file(const char* path) {
@@ -223,7 +264,11 @@ class TracerImpl {
   pthread_t writer{};
   std::atomic<uint64_t> pushed{0}, written{0};
 
-  int fd = -1;                       // file_mu
+  // Trace file descriptor: written under file_mu, read lock-free by Tracer::trace_fd() (the
+  // preload's close/dup2 wrappers protect it). file_dev/file_ino identify the file it must name.
+  std::atomic<int> fd{-1};
+  dev_t file_dev = 0;                // file_mu
+  ino_t file_ino = 0;                // file_mu
   std::string base;                  // ctl_mu + file_mu
   std::string parent_base;           // forked child: the parent's base (its inherited name)
   std::string path;                  // file_mu
@@ -265,6 +310,9 @@ class TracerImpl {
   static void* writer_main(void* arg);
   void write_chunk(const Chunk& c);
   bool open_file_locked();
+  bool check_fd_locked();
+  bool move_fd_locked(int wanted);
+  void close_fd_locked();
   void fail_locked(const char* what, int err);
   std::string ext() const { return compression ? ".pfw.gz" : ".pfw"; }
   std::string compute_base(const char* log_file);
@@ -485,7 +533,19 @@ bool TracerImpl::open_file_locked() {
     std::string p = n == 0 ? base + ext() : base + "." + std::to_string(n) + ext();
     int f = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (f >= 0) {
+      struct stat st;
+      int e = 0;
+      if ((f = move_fd_up(f)) < 0 || fstat(f, &st) != 0) {
+        e = errno;
+        if (f >= 0) ::close(f);
+        ::unlink(p.c_str());
+        path = p;
+        fail_locked("cannot get a descriptor (>= 3) for trace file", e);
+        return false;
+      }
       fd = f;
+      file_dev = st.st_dev;
+      file_ino = st.st_ino;
       path = p;
       good_size = 0;
       if (n) log_msg(LogLevel::INFO, "%s exists; writing %s", (base + ext()).c_str(), p.c_str());
@@ -500,6 +560,60 @@ bool TracerImpl::open_file_locked() {
   }
   fail_locked("cannot create trace file (too many existing versions)", EEXIST);
   return false;
+}
+
+// True if fd still names the trace file (same st_dev/st_ino as at open). The application may have
+// closed it (close_range, a daemon's close loop, raw system calls no wrapper sees) and reused the
+// number, or dup2'ed its own file onto it. Checked before every chunk write (one fstat per gzip
+// member, not per event). If not, the number is left to the application (never written, never
+// closed) and the trace file is re-opened by path, positioned at the end of what was written.
+bool TracerImpl::check_fd_locked() {
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_dev == file_dev && st.st_ino == file_ino) return true;
+  int lost = fd;
+  fd = -1;
+  int f = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int e = errno;
+  if (f >= 0) {
+    if (fstat(f, &st) != 0 || st.st_dev != file_dev || st.st_ino != file_ino) {
+      e = ESTALE;  // the path names another file now: never write into it
+      ::close(f);
+      f = -1;
+    } else if ((f = move_fd_up(f)) < 0) {
+      e = errno;
+    } else if (::lseek(f, good_size, SEEK_SET) != good_size) {
+      e = errno;
+      ::close(f);
+      f = -1;
+    }
+  }
+  if (f < 0) {
+    fail_locked("lost the descriptor of trace file and cannot re-open", e);
+    return false;
+  }
+  fd = f;
+  log_msg(LogLevel::INFO, "descriptor %d of %s was closed or replaced by the application; re-opened as %d", lost,
+          path.c_str(), f);
+  return true;
+}
+
+// The application wants descriptor number `wanted` (dup2/dup3 onto it): if the trace file holds
+// it, move the trace file to another number and free `wanted`. On failure nothing changes; the
+// application's call then replaces our descriptor and check_fd_locked() re-opens the file.
+bool TracerImpl::move_fd_locked(int wanted) {
+  if (fd < 0 || fd != wanted) return true;
+  int h = dup_fd_up(wanted);
+  if (h < 0) return false;
+  fd = h;
+  ::close(wanted);
+  return true;
+}
+
+// Close the trace descriptor if it still names the trace file (else it is the application's now).
+void TracerImpl::close_fd_locked() {
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == file_dev && st.st_ino == file_ino) ::close(fd);
+  fd = -1;
 }
 
 void TracerImpl::write_chunk(const Chunk& c) {
@@ -518,7 +632,7 @@ void TracerImpl::write_chunk(const Chunk& c) {
     }
   }
   pthread_mutex_lock(&file_mu);
-  if (phase.load() != FAILED && (fd >= 0 || open_file_locked())) {
+  if (phase.load() != FAILED && (fd >= 0 ? check_fd_locked() : open_file_locked())) {
     int err = 0;
     bool ok = true;
     size_t len = 0;
@@ -773,8 +887,7 @@ void TracerImpl::atfork_child() {
   t->written.store(0);
   t->enc = nullptr;     // the parent's writer may have been mid-deflate: leak, never reuse
   t->member = nullptr;
-  if (t->fd >= 0) ::close(t->fd);
-  t->fd = -1;
+  t->close_fd_locked();  // the child's copy (unless the application reused the number)
   t->path.clear();
   t->good_size = 0;
   t->warned = false;
@@ -1134,8 +1247,7 @@ void Tracer::finalize() noexcept {
     set_active(false);
     t->stop_writer();
     pthread_mutex_lock(&t->file_mu);
-    if (t->fd >= 0) ::close(t->fd);
-    t->fd = -1;
+    t->close_fd_locked();
     pthread_mutex_unlock(&t->file_mu);
     pthread_mutex_lock(&t->buf_mu);
     t->release(t->chunk);
@@ -1184,6 +1296,18 @@ std::string Tracer::trace_path() const {
   std::string p = t->fd >= 0 || !t->path.empty() ? t->path : t->base + t->ext();
   pthread_mutex_unlock(&t->file_mu);
   return p;
+}
+
+int Tracer::trace_fd() const noexcept { return impl_->fd.load(std::memory_order_relaxed); }
+
+bool Tracer::yield_fd(int fd) noexcept {
+  TracerImpl* t = impl_;
+  if (fd < 0 || t->fd.load(std::memory_order_relaxed) != fd) return true;
+  ReentryGuard guard;  // our fcntl/close are the tracer's own
+  pthread_mutex_lock(&t->file_mu);
+  bool ok = t->move_fd_locked(fd);
+  pthread_mutex_unlock(&t->file_mu);
+  return ok;
 }
 
 uint64_t Tracer::events_logged() const noexcept { return impl_->next_id.load(); }

@@ -238,6 +238,17 @@ class Tracer {
   // Current output file ("" before initialize or when disabled).
   std::string trace_path() const;
 
+  // Descriptor of the trace file, or -1 while none is open (lock-free). It is close-on-exec, never
+  // 0..2, and numbered from 1024 up (lower only under a small RLIMIT_NOFILE); the preload's
+  // close/close_range/closefrom/dup2/dup3 wrappers keep the application from closing or
+  // replacing it, and the writer checks before each chunk that it still names the trace file.
+  int trace_fd() const noexcept;
+  // The application is about to take descriptor number fd (dup2/dup3 onto it): if the trace file
+  // holds fd, move it to another number and close fd, so the application's call behaves exactly
+  // as without the tracer. Returns false if the move failed (EMFILE; the writer re-opens the file
+  // after the application's call replaced it).
+  bool yield_fd(int fd) noexcept;
+
   // Diagnostics for tests and the Python layer.
   uint64_t events_logged() const noexcept;   // ids reserved since initialize (>= events + M records)
   bool failed() const noexcept;              // output could not be written: tracing stopped

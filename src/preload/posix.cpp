@@ -310,7 +310,46 @@ static int close_traced(std::string_view name, int fd, RealClose&& real_close) {
   return ret;
 }
 
+// The trace file's descriptor when the current call comes from the application and must not
+// close or replace it, else -1 (no file open yet, the tracer's own call, a call nested in one of
+// our recordings, or a vfork child, whose descriptor table is its own copy).
+int protected_trace_fd() noexcept {
+  Tracer* t = g_state.tracer;
+  if (t == nullptr || (t_state.busy | t_state.vfork_child) != 0) return -1;
+  int fd = t->trace_fd();
+  return fd >= 0 && !in_tracer() ? fd : -1;
+}
+
+// Same test for one descriptor, cheapest first (close runs it on every call).
+inline bool is_protected_trace_fd(int fd) noexcept {
+  Tracer* t = g_state.tracer;
+  if (t == nullptr || fd < 0 || fd != t->trace_fd()) return false;
+  return (t_state.busy | t_state.vfork_child) == 0 && !in_tracer();
+}
+
+// close_range(2) over [first, last] minus the trace descriptor `keep` (first <= keep <= last):
+// the parts below and above it, in that order. 0, or -1 with the first failing part's errno.
+int close_range_around(unsigned first, unsigned last, int flags, unsigned keep) noexcept {
+  constexpr int kKnownFlags = CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC;
+  if (flags & ~kKnownFlags) {  // what the kernel answers for unknown flags, before closing anything
+    errno = EINVAL;
+    return -1;
+  }
+  int ret = 0, err = 0;
+  if (keep > first && real_close_range()(first, keep - 1, flags) != 0) {
+    ret = -1;
+    err = errno;
+  }
+  if (keep < last && real_close_range()(keep + 1, last, flags) != 0 && ret == 0) {
+    ret = -1;
+    err = errno;
+  }
+  if (ret != 0) errno = err;
+  return ret;
+}
+
 int close_op(int fd) {
+  if (DFT_UNLIKELY(is_protected_trace_fd(fd))) return 0;  // see docs/preload.md
   if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
   return close_traced("close", fd, [&] { return real_close()(fd); });
 }
@@ -422,9 +461,17 @@ DFT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
 
 DFT_EXPORT int close(int fd) { return close_op(fd); }
 
-// Bookkeeping only (not traced as events): fds closed in bulk leave the table.
+// Bookkeeping only (not traced as events): fds closed in bulk leave the table. A range over the
+// trace descriptor is closed around it (CLOSE_RANGE_CLOEXEC ranges pass: it is close-on-exec).
 DFT_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
-  int ret = real_close_range()(first, last, flags);
+  int keep = protected_trace_fd();
+  int ret;
+  if (DFT_UNLIKELY(keep >= 0 && !(flags & CLOSE_RANGE_CLOEXEC) && first <= static_cast<unsigned>(keep) &&
+                   static_cast<unsigned>(keep) <= last)) {
+    ret = close_range_around(first, last, flags, static_cast<unsigned>(keep));
+  } else {
+    ret = real_close_range()(first, last, flags);
+  }
   if (ret == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && may_mutate()) {
     int e = errno;
     g_fds.clear_range(first, last);
@@ -438,6 +485,16 @@ DFT_EXPORT void closefrom(int lowfd) noexcept {
     int e = errno;
     g_fds.clear_range(static_cast<unsigned>(lowfd), ~0u);
     errno = e;
+  }
+  int keep = protected_trace_fd();
+  if (DFT_UNLIKELY(keep >= 0 && lowfd <= keep)) {
+    // Below the trace descriptor: close_range, else one close each (kernels before 5.9).
+    int e = errno;
+    int from = lowfd < 0 ? 0 : lowfd;
+    if (from < keep && real_close_range()(static_cast<unsigned>(from), static_cast<unsigned>(keep - 1), 0) != 0)
+      for (int fd = from; fd < keep; ++fd) real_close()(fd);
+    errno = e;
+    lowfd = keep + 1;
   }
   real_closefrom()(lowfd);
 }
@@ -768,12 +825,23 @@ DFT_EXPORT int dup(int oldfd) noexcept {
   return dup_op("dup", oldfd, [&] { return real_dup()(oldfd); });
 }
 
+// dup2/dup3 onto the trace descriptor: the tracer first moves its file to another number, so the
+// application's call then does exactly what it does without the tracer.
+static inline void yield_trace_fd(int oldfd, int newfd) noexcept {
+  if (DFT_UNLIKELY(newfd != oldfd && is_protected_trace_fd(newfd))) {
+    int e = errno;
+    g_state.tracer->yield_fd(newfd);
+    errno = e;
+  }
+}
+
 DFT_EXPORT int dup2(int oldfd, int newfd) noexcept {
-  int ret = dup_op("dup2", oldfd, [&] { return real_dup2()(oldfd, newfd); });
-  return ret;
+  yield_trace_fd(oldfd, newfd);
+  return dup_op("dup2", oldfd, [&] { return real_dup2()(oldfd, newfd); });
 }
 
 DFT_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
+  yield_trace_fd(oldfd, newfd);
   return dup_op("dup3", oldfd, [&] { return real_dup3()(oldfd, newfd, flags); });
 }
 
