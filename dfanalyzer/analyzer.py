@@ -621,6 +621,79 @@ class DFAnalyzer:
 
         return plots.plot_timeline(self, outdir, bins=bins)
 
+    # -- views (dfanalyzer.views; definitions in docs/analyzer.md "Views") -------------------
+    def functions(self) -> pd.DataFrame:
+        """Per I/O function metrics (:func:`dfanalyzer.views.function_metrics`)."""
+        from . import views
+
+        return views.function_metrics(self.events, self.io_cats, client=self.client)
+
+    @property
+    def files(self) -> "TraceFiles":
+        """The trace paths (a list); calling it, ``analyzer.files()``, gives the per file view
+        (:func:`dfanalyzer.views.file_view`)."""
+        return self._files
+
+    @files.setter
+    def files(self, paths) -> None:
+        import weakref
+
+        self._files = TraceFiles(paths, weakref.ref(self))
+
+    def file_view(self) -> pd.DataFrame:
+        """Per file metrics (:func:`dfanalyzer.views.file_view`); same as ``analyzer.files()``."""
+        from . import views
+
+        return views.file_view(self.events, self.io_cats, client=self.client)
+
+    def processes(self) -> pd.DataFrame:
+        """Per process metrics with parents from the metadata (:func:`dfanalyzer.views.process_view`)."""
+        from . import views
+
+        return views.process_view(self.events, self.io_cats, self.compute_cats, self.app_io_cats,
+                                  parents=views.parents_from_metadata(self.metadata), client=self.client)
+
+    def time_windows(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
+        """Per time window metrics (:func:`dfanalyzer.views.time_view`); ``window`` in seconds
+        (a number) or a string like ``"1s"``, ``"250ms"``, ``"500us"``."""
+        from . import views
+
+        return views.time_view(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
+                               compute_cats=self.compute_cats, client=self.client)
+
+    def heatmap(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
+        """Process x time I/O heat map (:func:`dfanalyzer.views.heatmap`)."""
+        from . import views
+
+        return views.heatmap(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
+                             client=self.client)
+
+    def by_tag(self, key: str) -> pd.DataFrame:
+        """Metrics per value of an args key such as ``epoch`` or ``step`` (:func:`dfanalyzer.views.tag_view`)."""
+        from . import views
+
+        return views.tag_view(self.events, key, self.io_cats, self.compute_cats, self.app_io_cats,
+                              client=self.client)
+
+    def epochs(self) -> pd.DataFrame:
+        """Per epoch time split from the tracer's epoch/train/fetch events (:func:`dfanalyzer.views.epoch_view`)."""
+        from . import views
+
+        return views.epoch_view(self.events, self.io_cats, client=self.client)
+
+    def layers(self, mapping: Optional[Dict[str, Optional[str]]] = None) -> pd.DataFrame:
+        """Time split per layer (:func:`dfanalyzer.views.layer_view`)."""
+        from . import views
+
+        return views.layer_view(self.events, mapping, client=self.client)
+
+    def compare(self, other, threshold: Optional[float] = None) -> pd.DataFrame:
+        """Signed deltas and ratios of every summary and per-function metric, ``other`` vs this
+        run as the baseline (:func:`dfanalyzer.views.compare`)."""
+        from . import views
+
+        return views.compare(self, other, threshold=threshold)
+
     def __repr__(self) -> str:
         s = getattr(self, "stats", None)
         if not s:
@@ -629,3 +702,43 @@ class DFAnalyzer:
             f"DFAnalyzer(files={s['files']}, events={s['events']:,}, partitions={s['partitions']}, "
             f"skipped_lines={s['skipped_lines']}, lost_bytes={s['lost_bytes']})"
         )
+
+
+class TraceFiles(list):
+    """``DFAnalyzer.files``: the absolute trace paths, in load order (a plain list), which can
+    also be called: ``analyzer.files()`` is ``analyzer.file_view()``, the per file view."""
+
+    def __init__(self, paths=(), owner=None):
+        super().__init__(paths)
+        self._owner = owner
+
+    def __call__(self) -> pd.DataFrame:
+        an = self._owner() if self._owner is not None else None
+        if an is None:
+            raise TypeError("this file list belongs to no analyzer")
+        return an.file_view()
+
+    def __reduce__(self):  # pickled (e.g. sent to Dask workers) as the plain list of paths
+        return (list, (list(self),))
+
+
+_WINDOW_UNITS = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000, "h": 3_600_000_000}
+
+
+def _window_us(window) -> Optional[int]:
+    """A time window as whole µs: a number is seconds; a string is ``<number><unit>`` with unit
+    ``us``, ``ms``, ``s``, ``min`` or ``h`` (``"1s"``, ``"250ms"``). Raises ``ValueError``."""
+    if window is None:
+        return None
+    if isinstance(window, (int, float)):
+        us = float(window) * 1e6
+    else:
+        import re
+
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*(us|µs|ms|s|min|m|h)?\s*", str(window))
+        if not m:
+            raise ValueError(f"bad time window {window!r}: use e.g. '1s', '250ms', '500us'")
+        us = float(m.group(1)) * _WINDOW_UNITS[m.group(2) or "s"]
+    if not us >= 1:
+        raise ValueError(f"time window {window!r} is shorter than 1 µs")
+    return int(round(us))
