@@ -372,71 +372,155 @@ _WRITE_NAMES = frozenset(("write", "pwrite", "pwrite64", "writev", "pwritev", "p
                           "fputc", "fprintf"))
 
 
+def _grouped_unions(g: np.ndarray, ts: np.ndarray, te: np.ndarray, k: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Per group ordinal ``0..k-1`` (``g``), the union of its intervals; one numpy union for all
+    groups: group ``i``'s intervals are shifted by ``i * S`` (``S`` > the span) so they never meet."""
+    base = int(ts.min())
+    span = int(te.max()) - base + 1
+    if k * span >= 2**62:  # shift would overflow: one union per group
+        return [union_intervals(ts[g == i], te[g == i]) for i in range(k)]
+    shift = g.astype(np.int64) * span - base
+    us, ue = union_intervals(ts + shift, te + shift)
+    grp = us // span
+    cut = np.searchsorted(grp, np.arange(k + 1))
+    out = []
+    for i in range(k):
+        a, z = cut[i], cut[i + 1]
+        off = i * span - base
+        out.append((us[a:z] - off, ue[a:z] - off))
+    return out
+
+
 def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
     ``detail`` adds processes, request-size buckets, read/write bytes and access-pattern counts.
+    Vectorised over groups (sorts and ``reduceat``); only the small results loop over groups.
     """
     out = {}
-    if c.n == 0 or not sel.any():
+    if c.n == 0:
         return out
-    codes = np.where(sel, codes, -1)
-    ts, te, dur = c.ts, c.te, c.dur
-    size, has = c.nullable("size")
+    rows = np.flatnonzero(sel & (codes >= 0))
+    if rows.size == 0:
+        return out
+    uniq, gi = np.unique(codes[rows], return_inverse=True)
+    k = uniq.size
+    ts_all, te_all, dur_all = c.ts, c.te, c.dur
+    size_all, has_all = c.nullable("size")
+    order = np.lexsort((ts_all[rows], gi))
+    rows, gi = rows[order], gi[order]
+    ts, te, dur = ts_all[rows], te_all[rows], dur_all[rows]
+    has = has_all[rows]
+    sz = np.where(has, size_all[rows], 0)
+    first = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
+    count = np.diff(np.r_[first, rows.size])
+    dur_sum = np.add.reduceat(dur, first)
+    nbytes = np.add.reduceat(sz, first)
+    sized = np.add.reduceat(has.astype(np.int64), first)
+    max_te = np.maximum.reduceat(te, first)
+    unions = _grouped_unions(gi, ts, te, k)
+    # exact histograms of dur per group: distinct (group, dur) pairs
+    ho = np.lexsort((dur, gi))
+    hg, hd = gi[ho], dur[ho]
+    new = np.r_[True, (hg[1:] != hg[:-1]) | (hd[1:] != hd[:-1])]
+    hf = np.flatnonzero(new)
+    hn = np.diff(np.r_[hf, hg.size]).astype(np.int64)
+    hcut = np.searchsorted(hg[hf], np.arange(k + 1))
+    hvals = hd[hf]
     if detail:
         pk, pkeys = c.process_keys()
-        tid = c.ints("tid")
-        off, has_off = c.nullable("offset")
+        pr = pk[rows]
+        npk = max(1, len(pkeys))
+        pairs = np.unique(gi.astype(np.int64) * npk + pr)
+        pcut = np.searchsorted(pairs // npk, np.arange(k + 1))
+        b = np.clip(np.searchsorted(_SIZE_EDGES, sz, side="right") - 1, 0, len(_SIZE_EDGES) - 1)
+        buckets = np.zeros((k, len(_SIZE_EDGES)), dtype=np.int64)
+        np.add.at(buckets, (gi[has], b[has]), 1)
         nm, nu = c.codes("name")
-        is_read = _lut(nu, _READ_NAMES)[nm + 1]
-        is_write = _lut(nu, _WRITE_NAMES)[nm + 1]
-    for code, rows in _segments(codes):
+        is_read = _lut(nu, _READ_NAMES)[nm[rows] + 1]
+        is_write = _lut(nu, _WRITE_NAMES)[nm[rows] + 1]
+        read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
+        write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
+        # access pattern: data operations with an offset, per thread, in trace (row) order
+        off_all, has_off = c.nullable("offset")
+        dm = has & has_off[rows]
+        seq = np.zeros(k, dtype=np.int64)
+        consec = np.zeros(k, dtype=np.int64)
+        rand = np.zeros(k, dtype=np.int64)
+        ends: List[dict] = [dict() for _ in range(k)]
+        if dm.any():
+            r2, g2, p2 = rows[dm], gi[dm], pr[dm]
+            t2 = c.ints("tid")[r2]
+            o2 = off_all[r2]
+            e2 = o2 + sz[dm]
+            ao = np.lexsort((r2, t2, p2, g2))
+            r2, g2, p2, t2, o2, e2 = r2[ao], g2[ao], p2[ao], t2[ao], o2[ao], e2[ao]
+            same = (g2[1:] == g2[:-1]) & (p2[1:] == p2[:-1]) & (t2[1:] == t2[:-1])
+            step_g = g2[1:][same]
+            o_next, prev_end = o2[1:][same], e2[:-1][same]
+            consec = np.bincount(step_g[o_next == prev_end], minlength=k).astype(np.int64)
+            fwd = o_next >= prev_end
+            seq = np.bincount(step_g[fwd], minlength=k).astype(np.int64)
+            rand = np.bincount(step_g[~fwd], minlength=k).astype(np.int64)
+            starts = np.flatnonzero(np.r_[True, ~same])
+            stops = np.r_[starts[1:], g2.size] - 1
+            for a, z in zip(starts.tolist(), stops.tolist()):
+                ends[int(g2[a])][(pkeys[int(p2[a])], int(t2[a]))] = (int(o2[a]), int(e2[z]))
+    for i in range(k):
         g = _Group()
-        g.count = int(rows.size)
-        d = dur[rows]
-        g.dur_sum = int(d.sum())
-        g.hist = _dur_hist(d)
-        g.union = union_intervals(ts[rows], te[rows])
-        g.min_ts, g.max_te = int(ts[rows].min()), int(te[rows].max())
-        h = has[rows]
-        sz = size[rows][h]
-        g.sized = int(sz.size)
-        g.bytes = int(sz.sum())
+        f = first[i]
+        g.count = int(count[i])
+        g.dur_sum = int(dur_sum[i])
+        g.bytes = int(nbytes[i])
+        g.sized = int(sized[i])
+        g.min_ts, g.max_te = int(ts[f]), int(max_te[i])
+        g.union = unions[i]
+        g.hist = (hvals[hcut[i] : hcut[i + 1]], hn[hcut[i] : hcut[i + 1]])
         if detail:
-            g.procs = {pkeys[i] for i in np.unique(pk[rows])}
-            if sz.size:
-                b = np.searchsorted(_SIZE_EDGES, sz, side="right") - 1
-                g.buckets = np.bincount(np.clip(b, 0, len(_SIZE_EDGES) - 1), minlength=len(_SIZE_EDGES)).astype(np.int64)
-                g.read_bytes = int(size[rows][h & is_read[rows]].sum())
-                g.write_bytes = int(size[rows][h & is_write[rows]].sum())
-            # access pattern: data operations with an offset, per thread, in trace order
-            dm = h & has_off[rows]
-            if dm.any():
-                r2 = rows[dm]
-                thr_codes, thr_uniq = pd.factorize(pd.MultiIndex.from_arrays([pk[r2], tid[r2]]))
-                for t, rr in _segments(thr_codes.astype(np.int64)):
-                    o = off[r2][rr]
-                    e = o + size[r2][rr]
-                    if o.size > 1:
-                        step_off, prev_end = o[1:], e[:-1]
-                        g.consec += int((step_off == prev_end).sum())
-                        fwd = step_off >= prev_end
-                        g.seq += int(fwd.sum())
-                        g.rand += int((~fwd).sum())
-                    p_i, tid_v = thr_uniq[t]
-                    g.ends[(pkeys[int(p_i)], int(tid_v))] = (int(o[0]), int(e[-1]))
-        out[keys[code]] = g
+            g.procs = {pkeys[int(x)] for x in pairs[pcut[i] : pcut[i + 1]] % npk}
+            g.buckets = buckets[i]
+            g.read_bytes, g.write_bytes = int(read_b[i]), int(write_b[i])
+            g.seq, g.consec, g.rand, g.ends = int(seq[i]), int(consec[i]), int(rand[i]), ends[i]
+        out[keys[int(uniq[i])]] = g
     return out
 
 
 def _merge_groups(parts: Sequence[Dict]) -> Dict:
-    out: Dict = {}
+    """Merge ``key -> _Group`` dicts given in trace order: one union / histogram merge per key."""
+    by_key: Dict = {}
     for p in parts:
         for k, g in p.items():
-            if k in out:
-                out[k].merge(g)
-            else:
-                out[k] = g
+            by_key.setdefault(k, []).append(g)
+    out: Dict = {}
+    for k, gs in by_key.items():
+        if len(gs) == 1:
+            out[k] = gs[0]
+            continue
+        m = _Group()
+        m.count = sum(g.count for g in gs)
+        m.dur_sum = sum(g.dur_sum for g in gs)
+        m.bytes = sum(g.bytes for g in gs)
+        m.sized = sum(g.sized for g in gs)
+        m.read_bytes = sum(g.read_bytes for g in gs)
+        m.write_bytes = sum(g.write_bytes for g in gs)
+        m.hist = merge_histograms(*(g.hist for g in gs))
+        m.union = merge_unions(*(g.union for g in gs))
+        m.min_ts = min(g.min_ts for g in gs)
+        m.max_te = max(g.max_te for g in gs)
+        m.buckets = np.sum([g.buckets for g in gs], axis=0)
+        for g in gs:
+            m.procs |= g.procs
+            m.seq += g.seq
+            m.consec += g.consec
+            m.rand += g.rand
+            for t, (f, last) in g.ends.items():  # g follows the earlier parts in trace order
+                if t in m.ends:
+                    f0, l0 = m.ends[t]
+                    m._count_step(l0, f)
+                    m.ends[t] = (f0, last)
+                else:
+                    m.ends[t] = (f, last)
+        out[k] = m
     return out
 
 
