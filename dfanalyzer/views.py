@@ -332,31 +332,6 @@ class _Group:
         # access-pattern boundary state: (host, pid, tid) -> (first offset, last end offset)
         self.ends = {}
 
-    def merge(self, o: "_Group") -> None:
-        self.count += o.count
-        self.dur_sum += o.dur_sum
-        self.bytes += o.bytes
-        self.sized += o.sized
-        self.read_bytes += o.read_bytes
-        self.write_bytes += o.write_bytes
-        self.hist = merge_histograms(self.hist, o.hist)
-        self.union = merge_unions(self.union, o.union)
-        if o.min_ts is not None:
-            self.min_ts = o.min_ts if self.min_ts is None else min(self.min_ts, o.min_ts)
-            self.max_te = o.max_te if self.max_te is None else max(self.max_te, o.max_te)
-        self.procs |= o.procs
-        self.buckets += o.buckets
-        self.seq += o.seq
-        self.consec += o.consec
-        self.rand += o.rand
-        for k, (first, last) in o.ends.items():  # o follows self in trace order
-            if k in self.ends:
-                f0, l0 = self.ends[k]
-                self._count_step(l0, first)
-                self.ends[k] = (f0, last)
-            else:
-                self.ends[k] = (first, last)
-
     def _count_step(self, prev_end: int, off: int) -> None:
         if off == prev_end:
             self.consec += 1
@@ -1064,8 +1039,6 @@ def _epoch_partial(df, io_cats):
         return out
     ts, te = c.ts, c.te
     pk, keys = c.process_keys()
-    ep_val, _ = (c.nullable("epoch") if "epoch" in df.columns and df["epoch"].dtype.kind in "iuf"
-                 else (None, None))
     for label, m in (("epochs", c.pair_mask(EPOCH_EVENTS)), ("train", c.pair_mask(TRAIN_EVENTS))):
         r = np.flatnonzero(m)
         out[label] = [(keys[int(pk[i])], int(ts[i]), int(te[i])) for i in r]
