@@ -148,6 +148,31 @@ def plan_partitions(rows: Sequence[int], target_rows: int) -> List[List[Tuple[in
     return parts or [[]]
 
 
+def _plan_kept_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int, int, int, int]]:
+    """:func:`plan_batches` over the checkpoints a filter keeps (``keep`` of the index task;
+    None keeps all): each run of consecutive kept checkpoints is planned as its own file."""
+    runs = []
+    for f in files:
+        keep = f.get("keep")
+        if keep is None:
+            runs.append((f, 0))
+            continue
+        i, n = 0, len(f["checkpoints"])
+        while i < n:
+            if not keep[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < n and keep[j + 1]:
+                j += 1
+            runs.append(({"path": f["path"], "checkpoints": f["checkpoints"][i : j + 1]}, i))
+            i = j + 1
+    out = []
+    for f, base in runs:
+        out.extend((p, a + base, z + base, nb, nl) for p, a, z, nb, nl in plan_batches([f], batch_bytes))
+    return out
+
+
 # ----------------------------------------------------------------------------- schema
 def _kind(dtype) -> str:
     if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype) or dtype == object:
@@ -253,14 +278,24 @@ def _unify_categories(frames: List[pd.DataFrame]) -> List[pd.DataFrame]:
 
 
 # ----------------------------------------------------------------------------- tasks (workers)
-def _index_task(path: str, index_dir: Optional[str], force: bool) -> dict:
-    """Index one file; never raises (errors are returned and counted as lost bytes)."""
+def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tuple = ()) -> dict:
+    """Index one file; never raises (errors are returned and counted as lost bytes).
+
+    With ``pushdown`` predicates (``dfanalyzer.filters``) the result has ``keep``: per checkpoint,
+    whether any of its events may match them (from the index's per-checkpoint stats).
+    """
     from . import reader
 
     try:
         idx = reader.build_index(path, index_dir=index_dir, force=force)
         ckpts = [(int(c["uncompressed_size"]), int(c["num_lines"])) for c in idx["checkpoints"]]
+        keep = None
+        if pushdown:
+            from .filters import checkpoint_may_match
+
+            keep = [checkpoint_may_match(st, pushdown) for st in reader.checkpoint_stats(path, index_dir)]
         return {
+            "keep": keep,
             "path": path,
             "error": None,
             "kind": idx.get("kind"),
@@ -277,6 +312,7 @@ def _index_task(path: str, index_dir: Optional[str], force: bool) -> dict:
         return {
             "path": path,
             "error": f"{type(exc).__name__}: {exc}",
+            "keep": None,
             "kind": None,
             "checkpoints": [],
             "lines": 0,
@@ -285,10 +321,12 @@ def _index_task(path: str, index_dir: Optional[str], force: bool) -> dict:
         }
 
 
-def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None):
+def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None,
+               query: Optional[str] = None):
     """Load one batch: ``(events, metadata, info)``; never raises.
 
-    With ``keep_args`` (a set of args keys) the other args columns are dropped right away.
+    With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
+    ``keep_args`` (a set of args keys) the other args columns are dropped right away.
     """
     from . import reader
 
@@ -296,6 +334,10 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir)
         ev = b.events
+        if query:
+            from .filters import apply_query
+
+            ev = apply_query(ev, query)
         if keep_args is not None:
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
         info = {
@@ -385,6 +427,11 @@ class DFAnalyzer:
         :meth:`close`).
     progress : bool
         Show a rich progress bar on stderr while indexing and loading.
+    query : str, optional
+        Keep only the events this pandas query selects (``"cat == 'POSIX' and ts >= 1.7e15"``;
+        ``dfanalyzer.filters``). Its ``ts``/``te``/``cat``/``name`` terms skip whole checkpoints
+        using the index's per-checkpoint stats; the query is then applied to every loaded batch,
+        so ``events`` holds exactly the selected rows. ``ValueError`` for a query that does not parse.
 
     Attributes
     ----------
@@ -414,6 +461,7 @@ class DFAnalyzer:
         scheduler_file: Optional[str] = None,
         force_index: bool = False,
         progress: bool = False,
+        query: Optional[str] = None,
     ):
         self.files = expand_patterns(file_pattern)
         self.index_dir = os.fspath(index_dir) if index_dir is not None else None
@@ -423,6 +471,13 @@ class DFAnalyzer:
         self.compute_cats = tuple(compute_cats)
         self.app_io_cats = tuple(app_io_cats)
         self.progress = bool(progress)
+        self.query = query or None
+        if self.query:
+            from .filters import pushdown_predicates
+
+            self._pushdown = tuple(pushdown_predicates(self.query))  # ValueError for a bad query
+        else:
+            self._pushdown = ()
         if isinstance(args, str):
             args = [args]
         self.args = None if args is None else frozenset(args)
@@ -495,7 +550,8 @@ class DFAnalyzer:
 
         c = self.client
         # (1) index every file, one task per file
-        idx_f = c.map(_index_task, self.files, index_dir=self.index_dir, force=force_index, pure=False)
+        idx_f = c.map(_index_task, self.files, index_dir=self.index_dir, force=force_index,
+                      pushdown=self._pushdown, pure=False)
         self._wait(idx_f, "indexing")
         indexes = c.gather(idx_f)
         del idx_f
@@ -503,9 +559,10 @@ class DFAnalyzer:
         threads = self._threads()
         good = [i for i in indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
-        batches = plan_batches(good, min(self.batch_size_mb * 2**20, max(1, share)))
+        batches = _plan_kept_batches(good, min(self.batch_size_mb * 2**20, max(1, share)))
         # (4) load every batch on the workers
-        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, pure=False)
+        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query,
+                       pure=False)
         self._wait(load_f, "loading")
         info_f = c.map(_pick, load_f, [2] * len(load_f))
         infos = c.gather(info_f)
@@ -548,6 +605,9 @@ class DFAnalyzer:
             }
             for i in indexes
         }
+        for i in indexes:
+            keep = i.get("keep")
+            per[i["path"]]["skipped_checkpoints"] = 0 if keep is None else len(keep) - sum(keep)
         for b, info in zip(batches, infos):
             p = per[b[0]]
             p["events"] += info["rows"]
@@ -565,6 +625,7 @@ class DFAnalyzer:
             "partitions": len(self._final),
             "skipped_lines": int(df["skipped_lines"].sum()),
             "lost_bytes": int(df["lost_bytes"].sum()),
+            "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
             "per_file": df,
         }
 
@@ -621,6 +682,79 @@ class DFAnalyzer:
 
         return plots.plot_timeline(self, outdir, bins=bins)
 
+    # -- views (dfanalyzer.views; definitions in docs/analyzer.md "Views") -------------------
+    def functions(self) -> pd.DataFrame:
+        """Per I/O function metrics (:func:`dfanalyzer.views.function_metrics`)."""
+        from . import views
+
+        return views.function_metrics(self.events, self.io_cats, client=self.client)
+
+    @property
+    def files(self) -> "TraceFiles":
+        """The trace paths (a list); calling it, ``analyzer.files()``, gives the per file view
+        (:func:`dfanalyzer.views.file_view`)."""
+        return self._files
+
+    @files.setter
+    def files(self, paths) -> None:
+        import weakref
+
+        self._files = TraceFiles(paths, weakref.ref(self))
+
+    def file_view(self) -> pd.DataFrame:
+        """Per file metrics (:func:`dfanalyzer.views.file_view`); same as ``analyzer.files()``."""
+        from . import views
+
+        return views.file_view(self.events, self.io_cats, client=self.client)
+
+    def processes(self) -> pd.DataFrame:
+        """Per process metrics with parents from the metadata (:func:`dfanalyzer.views.process_view`)."""
+        from . import views
+
+        return views.process_view(self.events, self.io_cats, self.compute_cats, self.app_io_cats,
+                                  parents=views.parents_from_metadata(self.metadata), client=self.client)
+
+    def time_windows(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
+        """Per time window metrics (:func:`dfanalyzer.views.time_view`); ``window`` in seconds
+        (a number) or a string like ``"1s"``, ``"250ms"``, ``"500us"``."""
+        from . import views
+
+        return views.time_view(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
+                               compute_cats=self.compute_cats, client=self.client)
+
+    def heatmap(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
+        """Process x time I/O heat map (:func:`dfanalyzer.views.heatmap`)."""
+        from . import views
+
+        return views.heatmap(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
+                             client=self.client)
+
+    def by_tag(self, key: str) -> pd.DataFrame:
+        """Metrics per value of an args key such as ``epoch`` or ``step`` (:func:`dfanalyzer.views.tag_view`)."""
+        from . import views
+
+        return views.tag_view(self.events, key, self.io_cats, self.compute_cats, self.app_io_cats,
+                              client=self.client)
+
+    def epochs(self) -> pd.DataFrame:
+        """Per epoch time split from the tracer's epoch/train/fetch events (:func:`dfanalyzer.views.epoch_view`)."""
+        from . import views
+
+        return views.epoch_view(self.events, self.io_cats, client=self.client)
+
+    def layers(self, mapping: Optional[Dict[str, Optional[str]]] = None) -> pd.DataFrame:
+        """Time split per layer (:func:`dfanalyzer.views.layer_view`)."""
+        from . import views
+
+        return views.layer_view(self.events, mapping, client=self.client)
+
+    def compare(self, other, threshold: Optional[float] = None) -> pd.DataFrame:
+        """Signed deltas and ratios of every summary and per-function metric, ``other`` vs this
+        run as the baseline (:func:`dfanalyzer.views.compare`)."""
+        from . import views
+
+        return views.compare(self, other, threshold=threshold)
+
     def __repr__(self) -> str:
         s = getattr(self, "stats", None)
         if not s:
@@ -629,3 +763,43 @@ class DFAnalyzer:
             f"DFAnalyzer(files={s['files']}, events={s['events']:,}, partitions={s['partitions']}, "
             f"skipped_lines={s['skipped_lines']}, lost_bytes={s['lost_bytes']})"
         )
+
+
+class TraceFiles(list):
+    """``DFAnalyzer.files``: the absolute trace paths, in load order (a plain list), which can
+    also be called: ``analyzer.files()`` is ``analyzer.file_view()``, the per file view."""
+
+    def __init__(self, paths=(), owner=None):
+        super().__init__(paths)
+        self._owner = owner
+
+    def __call__(self) -> pd.DataFrame:
+        an = self._owner() if self._owner is not None else None
+        if an is None:
+            raise TypeError("this file list belongs to no analyzer")
+        return an.file_view()
+
+    def __reduce__(self):  # pickled (e.g. sent to Dask workers) as the plain list of paths
+        return (list, (list(self),))
+
+
+_WINDOW_UNITS = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000, "h": 3_600_000_000}
+
+
+def _window_us(window) -> Optional[int]:
+    """A time window as whole µs: a number is seconds; a string is ``<number><unit>`` with unit
+    ``us``, ``ms``, ``s``, ``min`` or ``h`` (``"1s"``, ``"250ms"``). Raises ``ValueError``."""
+    if window is None:
+        return None
+    if isinstance(window, (int, float)):
+        us = float(window) * 1e6
+    else:
+        import re
+
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*(us|µs|ms|s|min|m|h)?\s*", str(window))
+        if not m:
+            raise ValueError(f"bad time window {window!r}: use e.g. '1s', '250ms', '500us'")
+        us = float(m.group(1)) * _WINDOW_UNITS[m.group(2) or "s"]
+    if not us >= 1:
+        raise ValueError(f"time window {window!r} is shorter than 1 µs")
+    return int(round(us))

@@ -142,3 +142,38 @@ def render_timeline(tl: pd.DataFrame, outdir: str) -> List[str]:
 def plot_timeline(analyzer, outdir: str, bins: int = 100) -> List[str]:
     """Compute the timeline of ``analyzer`` and save ``io_bandwidth_time.png`` and ``transfer_size.png``."""
     return render_timeline(timeline(analyzer, bins=bins), outdir)
+
+
+def render_heatmap(hm: pd.DataFrame, path: str, title: str = "I/O time per process and time window") -> str:
+    """Write a process x time heat map PNG from :func:`dfanalyzer.views.heatmap` (rows
+    ``(hostname, pid)``, one column per window, I/O time in s); returns ``path``.
+
+    Rows are processes in heat-map order, the x axis is time since the first event (s, from
+    ``hm.attrs["edges_s"]``), colour the seconds of I/O of that process in that window.
+    Raises ``ValueError`` for an empty heat map.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if hm.shape[0] == 0 or hm.shape[1] == 0:
+        raise ValueError("empty heat map: no I/O events")
+    edges = np.asarray(hm.attrs.get("edges_s") or np.arange(hm.shape[1] + 1), dtype=float)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    rows = hm.shape[0]
+    fig = Figure(figsize=(10, max(3.0, min(12.0, 1.5 + 0.18 * rows))), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    mesh = ax.pcolormesh(edges, np.arange(rows + 1), hm.to_numpy(dtype=float), cmap="viridis", shading="flat")
+    labels = [f"{h}:{p}" for h, p in hm.index] if isinstance(hm.index, pd.MultiIndex) else [str(i) for i in hm.index]
+    step = max(1, rows // 40)
+    ax.set_yticks(np.arange(0, rows, step) + 0.5)
+    ax.set_yticklabels(labels[::step], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since first event (s)")
+    ax.set_ylabel("process (host:pid)")
+    ax.set_title(title)
+    fig.colorbar(mesh, ax=ax, label="I/O time in window (s)")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

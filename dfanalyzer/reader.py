@@ -35,7 +35,7 @@ from . import _reader
 
 __all__ = [
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "empty_events_frame",
-    "index_path", "load_batch", "read_checkpoints", "read_lines", "scan", "scan_arg_columns",
+    "checkpoint_stats", "index_path", "load_batch", "read_checkpoints", "read_lines", "scan", "scan_arg_columns",
 ]
 
 ReaderError = _reader.ReaderError
@@ -185,3 +185,12 @@ def read_checkpoints(path: str, first: int, last: int, index_dir: Optional[str] 
 def index_path(path: str, index_dir: Optional[str] = None) -> str:
     """Where the index of ``path`` lives (``<path>.zindex`` or inside the index directory)."""
     return _reader.index_path(os.fspath(path), index_dir)
+
+
+def checkpoint_stats(path: str, index_dir: Optional[str] = None) -> List[dict]:
+    """Per checkpoint of ``path``: ``number``, ``events`` (-1 for a damaged checkpoint), ``min_ts``,
+    ``max_ts``, ``min_te``, ``max_te`` (µs) and ``cats`` / ``names`` (lists of the distinct
+    categories / names, or None when there are more than 256). Computed with one parse of each
+    checkpoint the first time, then read from the index (table ``checkpoint_stats``). Used to skip
+    checkpoints a filter cannot match (``dfanalyzer.filters``)."""
+    return _reader.checkpoint_stats(os.fspath(path), index_dir)

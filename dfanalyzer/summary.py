@@ -136,7 +136,8 @@ def histogram_percentiles(values: np.ndarray, counts: np.ndarray, qs: Sequence[f
     vals = values.astype(np.float64)
     out = []
     for q in qs:
-        virtual = n * q + (1 + q * (1 - 1 - 1)) - 1  # numpy _compute_virtual_index, alpha=beta=1
+        virtual = (n - 1) * q  # numpy's "linear" get_virtual_index (not the generic alpha/beta form:
+        # that rounds differently, e.g. q=0.99)
         lo = int(np.floor(virtual))
         t = virtual - lo
         lo = min(max(lo, 0), n - 1)
@@ -439,9 +440,10 @@ def _human_count(n: float) -> str:
 
 
 def _human_bytes(n: float) -> str:
+    """Bytes with binary units (1 KiB = 1024 B): ``512B``, ``4.0KiB``, ``1.5MiB``."""
     n = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024.0
     return str(n)

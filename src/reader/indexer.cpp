@@ -922,3 +922,155 @@ void store_scan(const IndexInfo& info) {
 }
 
 }  // namespace dftracer::reader
+
+// ---- per-checkpoint event statistics (filter push-down) ----------------------------------------
+// Table checkpoint_stats (created on demand; an index without it simply has no stats yet):
+// per checkpoint the number of events, min/max of ts and te (µs) and the distinct categories and
+// names ('\x1f'-joined; NULL when more than kMaxStatNames distinct or a value holds '\x1f').
+// The index file is replaced when its trace changes, so the stats are never stale.
+
+namespace dftracer::reader {
+namespace {
+constexpr size_t kMaxStatNames = 256;
+const char* kStatsSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS checkpoint_stats(
+  number INTEGER PRIMARY KEY, events INTEGER, min_ts INTEGER, max_ts INTEGER, min_te INTEGER,
+  max_te INTEGER, cats TEXT, names TEXT);
+)SQL";
+
+// Distinct values of the rows' codes; false when there are too many or one holds the separator.
+bool distinct_values(const DictColumn& col, std::vector<std::string>& out) {
+  std::vector<char> seen(col.categories.size(), 0);
+  for (int32_t c : col.codes)
+    if (c >= 0 && size_t(c) < seen.size()) seen[size_t(c)] = 1;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) continue;
+    if (out.size() >= kMaxStatNames || col.categories[i].find('\x1f') != std::string::npos) return false;
+    out.push_back(col.categories[i]);
+  }
+  return true;
+}
+
+std::string join_values(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += '\x1f';
+    s += v[i];
+  }
+  return s;
+}
+
+bool read_stats(const IndexInfo& idx, std::vector<CheckpointStats>& out) {
+  Db d;
+  open_db(d, idx.index_path, false);
+  sqlite3_stmt* probe = nullptr;
+  if (sqlite3_prepare_v2(d.db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='checkpoint_stats'", -1,
+                         &probe, nullptr) != SQLITE_OK)
+    return false;
+  bool has = sqlite3_step(probe) == SQLITE_ROW;
+  sqlite3_finalize(probe);
+  if (!has) return false;
+  Stmt s(d.db, "SELECT number, events, min_ts, max_ts, min_te, max_te, cats, names FROM checkpoint_stats ORDER BY number");
+  out.clear();
+  while (s.step()) {
+    CheckpointStats c;
+    c.number = sqlite3_column_int64(s.st, 0);
+    c.events = sqlite3_column_int64(s.st, 1);
+    c.min_ts = sqlite3_column_int64(s.st, 2);
+    c.max_ts = sqlite3_column_int64(s.st, 3);
+    c.min_te = sqlite3_column_int64(s.st, 4);
+    c.max_te = sqlite3_column_int64(s.st, 5);
+    for (int k = 0; k < 2; ++k) {
+      bool& known = k == 0 ? c.cats_known : c.names_known;
+      auto& vals = k == 0 ? c.cats : c.names;
+      if (sqlite3_column_type(s.st, 6 + k) == SQLITE_NULL) {
+        known = false;
+        continue;
+      }
+      known = true;
+      std::string t(reinterpret_cast<const char*>(sqlite3_column_text(s.st, 6 + k)), size_t(sqlite3_column_bytes(s.st, 6 + k)));
+      size_t p = 0;
+      while (!t.empty() && p <= t.size()) {
+        size_t q = t.find('\x1f', p);
+        if (q == std::string::npos) q = t.size();
+        vals.push_back(t.substr(p, q - p));
+        p = q + 1;
+      }
+    }
+    if (c.number != int64_t(out.size())) return false;
+    out.push_back(std::move(c));
+  }
+  return out.size() == idx.checkpoints.size();
+}
+}  // namespace
+
+std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx) {
+  std::vector<CheckpointStats> out;
+  try {
+    if (read_stats(idx, out)) return out;
+  } catch (const std::exception&) {
+  }
+  out.clear();
+  IndexInfo full = idx;
+  ensure_context(full);  // hashes defined anywhere in the file resolve the same in every checkpoint
+  Parser parser;
+  for (size_t i = 0; i < idx.checkpoints.size(); ++i) {
+    CheckpointStats c;
+    c.number = int64_t(i);
+    RangeData r;
+    if (!(idx.checkpoints[i].flags & kLost)) r = read_checkpoints(idx, int64_t(i), int64_t(i));
+    if ((idx.checkpoints[i].flags & kLost) || r.lost_bytes > 0) {
+      // Damaged data: unknown content, never skipped (its loss is reported when it is loaded).
+      c.events = -1;
+      c.min_ts = c.min_te = INT64_MIN;
+      c.max_ts = c.max_te = INT64_MAX;
+    } else {
+      EventColumns cols;
+      FileContext ctx = full.context;
+      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
+      Parser::finish(cols);
+      c.events = cols.rows;
+      if (cols.rows > 0) {
+        c.min_ts = *std::min_element(cols.ts.begin(), cols.ts.end());
+        c.max_ts = *std::max_element(cols.ts.begin(), cols.ts.end());
+        c.min_te = *std::min_element(cols.te.begin(), cols.te.end());
+        c.max_te = *std::max_element(cols.te.begin(), cols.te.end());
+      }
+      c.cats_known = distinct_values(cols.cat, c.cats);
+      c.names_known = distinct_values(cols.name, c.names);
+      if (!c.cats_known) c.cats.clear();
+      if (!c.names_known) c.names.clear();
+    }
+    out.push_back(std::move(c));
+  }
+  Db d;
+  open_db(d, idx.index_path, true);
+  d.exec("PRAGMA journal_mode=WAL;");
+  d.exec("BEGIN IMMEDIATE");
+  d.exec(kStatsSchema);
+  d.exec("DELETE FROM checkpoint_stats");
+  Stmt s(d.db, "INSERT INTO checkpoint_stats VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+  for (auto& c : out) {
+    s.reset();
+    sqlite3_bind_int64(s.st, 1, c.number);
+    sqlite3_bind_int64(s.st, 2, c.events);
+    sqlite3_bind_int64(s.st, 3, c.min_ts);
+    sqlite3_bind_int64(s.st, 4, c.max_ts);
+    sqlite3_bind_int64(s.st, 5, c.min_te);
+    sqlite3_bind_int64(s.st, 6, c.max_te);
+    std::string cats = join_values(c.cats), names = join_values(c.names);
+    if (c.cats_known)
+      sqlite3_bind_text(s.st, 7, cats.data(), int(cats.size()), SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(s.st, 7);
+    if (c.names_known)
+      sqlite3_bind_text(s.st, 8, names.data(), int(names.size()), SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(s.st, 8);
+    s.step();
+  }
+  d.exec("COMMIT");
+  return out;
+}
+
+}  // namespace dftracer::reader

@@ -255,6 +255,32 @@ PYBIND11_MODULE(_reader, m) {
   m.def("load_batch", &load_batch, py::arg("path"), py::arg("first"), py::arg("last"),
         py::arg("index_dir") = py::none(),
         "Parse checkpoints [first, last] into columns (NumPy views owned by the batch).");
+  m.def(
+      "checkpoint_stats",
+      [](const std::string& path, const py::object& index_dir) {
+        std::vector<CheckpointStats> st;
+        {
+          py::gil_scoped_release nogil;
+          st = checkpoint_stats(*open_index(path, opt(index_dir)));
+        }
+        py::list out;
+        for (auto& c : st) {
+          py::dict d;
+          d["number"] = c.number;
+          d["events"] = c.events;
+          d["min_ts"] = c.min_ts;
+          d["max_ts"] = c.max_ts;
+          d["min_te"] = c.min_te;
+          d["max_te"] = c.max_te;
+          d["cats"] = c.cats_known ? py::object(py::cast(c.cats)) : py::object(py::none());
+          d["names"] = c.names_known ? py::object(py::cast(c.names)) : py::object(py::none());
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("index_dir") = py::none(),
+      "Per-checkpoint event stats (events, min/max ts and te, category and name sets or None), "
+      "kept in the index.");
   m.def("index_path", [](const std::string& path, const py::object& index_dir) {
     return index_path_for(path, opt(index_dir));
   }, py::arg("path"), py::arg("index_dir") = py::none());

@@ -93,6 +93,20 @@ std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std:
 // it was not loaded with the index.
 std::string load_window(const IndexInfo& idx, int64_t number);
 
+// Per-checkpoint event statistics for filter push-down (docs/index.md, table checkpoint_stats).
+struct CheckpointStats {
+  int64_t number = 0;
+  int64_t events = 0;                   // event rows (-1: damaged checkpoint, content unknown)
+  int64_t min_ts = 0, max_ts = 0;       // µs; both 0 when events == 0
+  int64_t min_te = 0, max_te = 0;       // µs
+  bool cats_known = true, names_known = true;  // false: too many distinct values to keep
+  std::vector<std::string> cats, names;        // distinct categories / names of its events
+};
+
+// Stats of every checkpoint of `idx`, read from the index or computed (one parse of each
+// checkpoint) and stored there. Throws ReaderError when the trace cannot be read.
+std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx);
+
 // Parses every line once and stores events/metadata/skipped counts, the args columns with their
 // dtypes and the full per-file context in the index (kept until the trace changes).
 IndexInfo scan_file(const std::string& trace, const std::string& index_dir = "");
