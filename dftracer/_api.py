@@ -217,63 +217,25 @@ def _finalize_core() -> None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _finalize_on_sigterm(signum, _frame) -> None:
-    _finalize_core()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
 class _MPHook:
     """Anchor object for multiprocessing.util.register_after_fork (needs a weakref-able object)."""
 
 
 _MP_ANCHOR = _MPHook()
-
-
-#: Period of the idle flush in daemonic multiprocessing children, seconds.
-IDLE_FLUSH_PERIOD_S = 0.5
-_flusher_pid = None
 _finalizer_pid = None
-
-
-def _idle_flusher() -> None:
-    # Process-directed SIGTERM/SIGINT go to the main thread, which finalizes before dying.
-    try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _FINALIZE_BLOCKED)
-    except (OSError, ValueError):
-        pass
-    while True:
-        time.sleep(IDLE_FLUSH_PERIOD_S)
-        try:
-            if not _core.is_active():
-                return
-            _core.flush()  # drains every thread's buffer; a no-op when nothing is buffered
-        except Exception:
-            return
 
 
 def _register_mp_child_finalizer() -> None:
     # multiprocessing children end with os._exit(), which runs no atexit handler; its
     # _exit_function() does run the registered finalisers. Lowest priority: run last.
-    global _flusher_pid, _finalizer_pid
-    import multiprocessing
+    # Signals (Pool.terminate() SIGTERMs its workers) are the core's business: its handler writes
+    # the buffered events, then the signal takes its course (docs/format.md, crash behaviour);
+    # the core's writer thread also flushes every DFTRACER_FLUSH_INTERVAL ms.
+    global _finalizer_pid
     import multiprocessing.util as mpu
     if _finalizer_pid != os.getpid():
         _finalizer_pid = os.getpid()
         mpu.Finalize(None, _finalize_core, exitpriority=-(2**30))
-        # Pool.terminate() (and `with Pool()`) SIGTERMs the workers: finalize first, then die of
-        # SIGTERM as before. Only where SIGTERM still has its default action.
-        try:
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _finalize_on_sigterm)
-        except ValueError:  # not the main thread
-            pass
-    # Daemonic children (e.g. persistent torch DataLoader workers) are SIGTERMed when the parent
-    # exits, and torch's SIGTERM handler calls _exit(): no finaliser runs. A background thread
-    # flushes the buffers every IDLE_FLUSH_PERIOD_S so an idle worker's events are on disk.
-    if multiprocessing.current_process().daemon and _flusher_pid != os.getpid():
-        _flusher_pid = os.getpid()
-        threading.Thread(target=_idle_flusher, name="dftracer-idle-flush", daemon=True).start()
 
 
 def _after_mp_fork(_anchor) -> None:
@@ -300,6 +262,42 @@ def _register_mp_hooks() -> None:
         pass
 
 
+_real_os_exit = os._exit
+_real_execv = os.execv
+_real_execve = os.execve
+
+
+def _os_exit(status):
+    """os._exit that first writes this process's trace (a forked child leaving with os._exit)."""
+    _finalize_core()
+    _real_os_exit(status)
+
+
+def _flush_then(real):
+    @wraps(real)
+    def call(*args, **kwargs):
+        if _core is not None:
+            try:
+                _core.flush()  # the new image starts its own trace; this one's events stay
+            except Exception:
+                pass
+        return real(*args, **kwargs)
+    return call
+
+
+def _install_exit_hooks() -> None:
+    """Route os._exit and os.execv/execve (which every os.exec* calls) through the tracer, so a
+    process that leaves or replaces itself that way keeps its events. Installed when the core
+    is loaded; calls made through references taken before (``from os import _exit``) are not
+    seen, and for those the core's timed flush bounds the loss."""
+    if os._exit is _real_os_exit:
+        os._exit = _os_exit
+    if os.execv is _real_execv:
+        os.execv = _flush_then(_real_execv)
+    if os.execve is _real_execve:
+        os.execve = _flush_then(_real_execve)
+
+
 def _after_fork_in_child() -> None:
     # The core's own atfork handler moves the child to its own file. Python-side: a lock
     # held by another (now vanished) thread at fork time must not deadlock the child.
@@ -309,6 +307,8 @@ def _after_fork_in_child() -> None:
 
 if _core is not None and hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+if _core is not None:
+    _install_exit_hooks()
 
 
 # ---------------------------------------------------------------------------------------------

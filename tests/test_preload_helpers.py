@@ -105,25 +105,44 @@ def strace_reads(log: str, path: str) -> tuple[int, int]:
     ``strace -f`` log, following the fd through open/openat, dup/dup2/dup3/fcntl and close."""
     fds: dict[tuple[int, int], bool] = {}
     n = total = 0
+    for line in _strace_calls(log):
+        m = _STRACE_LINE.match(line)
+        if not m:
+            continue
+        pid, call, args, ret = int(m[1]), m[2], m[3], int(m[4])
+        first = args.split(",")[0].strip()
+        if call in ("open", "openat") and ret >= 0:
+            fds[(pid, ret)] = f'"{path}"' in args
+        elif call in ("dup", "dup2", "dup3") and ret >= 0:
+            fds[(pid, ret)] = fds.get((pid, int(first)), False)
+        elif call == "fcntl" and "F_DUPFD" in args and ret >= 0:
+            fds[(pid, ret)] = fds.get((pid, int(first)), False)
+        elif call == "close":
+            fds.pop((pid, int(first)), None)
+        elif call in ("read", "pread64") and fds.get((pid, int(first))):
+            n += 1
+            total += max(ret, 0)
+    return n, total
+
+
+_UNFINISHED = " <unfinished ...>"
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
+
+
+def _strace_calls(log: str):
+    """Lines of an ``strace -f`` log with each call interrupted by another thread's
+    (``<unfinished ...>`` ... ``<... x resumed>``) joined back into one line."""
+    pending: dict[str, str] = {}
     with open(log) as f:
         for line in f:
-            m = _STRACE_LINE.match(line)
-            if not m:
+            line = line.rstrip("\n")
+            if line.endswith(_UNFINISHED):
+                pending[line.split(None, 1)[0]] = line[: -len(_UNFINISHED)]
                 continue
-            pid, call, args, ret = int(m[1]), m[2], m[3], int(m[4])
-            first = args.split(",")[0].strip()
-            if call in ("open", "openat") and ret >= 0:
-                fds[(pid, ret)] = f'"{path}"' in args
-            elif call in ("dup", "dup2", "dup3") and ret >= 0:
-                fds[(pid, ret)] = fds.get((pid, int(first)), False)
-            elif call == "fcntl" and "F_DUPFD" in args and ret >= 0:
-                fds[(pid, ret)] = fds.get((pid, int(first)), False)
-            elif call == "close":
-                fds.pop((pid, int(first)), None)
-            elif call in ("read", "pread64") and fds.get((pid, int(first))):
-                n += 1
-                total += max(ret, 0)
-    return n, total
+            m = _RESUMED.match(line)
+            if m and m[1] in pending:
+                line = pending.pop(m[1]) + m[2]
+            yield line
 
 
 def strace_cmd(log: str, env: dict) -> list[str]:

@@ -112,6 +112,7 @@ void apply(Config& c, const char* key, std::string_view value) {
   else if (k == "DFTRACER_DISABLE_IO") { if (parse_bool(value, &b)) c.disable_io = b; else warn_bad(key, value, "a boolean"); }
   else if (k == "DFTRACER_DISABLE_POSIX") { if (parse_bool(value, &b)) c.disable_posix = b; else warn_bad(key, value, "a boolean"); }
   else if (k == "DFTRACER_DISABLE_STDIO") { if (parse_bool(value, &b)) c.disable_stdio = b; else warn_bad(key, value, "a boolean"); }
+  else if (k == "DFTRACER_FLUSH_INTERVAL") { if (!parse_int_range(value, 0, 3600000, &c.flush_interval_ms)) warn_bad(key, value, "milliseconds 0..3600000 (0: off)"); }
   else if (k == "DFTRACER_BIND_SIGNALS") { if (parse_bool(value, &b)) c.bind_signals = b; else warn_bad(key, value, "a boolean"); }
   else if (k == "DFTRACER_SET_CORE_AFFINITY") { if (parse_bool(value, &b)) c.set_core_affinity = b; else warn_bad(key, value, "a boolean"); }
   else if (k == "DFTRACER_LOG_LEVEL") { if (!parse_level(value, &c.log_level)) warn_bad(key, value, "ERROR, WARN, INFO or DEBUG"); }
@@ -151,6 +152,8 @@ const YamlKey kYamlKeys[] = {
     {"features.io.stdio", "DFTRACER_DISABLE_STDIO", true},
     {"bind_signals", "DFTRACER_BIND_SIGNALS", false},
     {"internal.bind_signals", "DFTRACER_BIND_SIGNALS", false},
+    {"flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
+    {"internal.flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
     {"write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
     {"internal.write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
 };
@@ -294,7 +297,7 @@ Config load_config(const char* (*getenv_fn)(const char*)) {
       "DFTRACER_ENABLE",        "DFTRACER_INIT",         "DFTRACER_LOG_FILE",          "DFTRACER_DATA_DIR",
       "DFTRACER_INC_METADATA",  "DFTRACER_TRACE_COMPRESSION", "DFTRACER_COMPRESSION_LEVEL",
       "DFTRACER_WRITE_BUFFER_SIZE", "DFTRACER_DISABLE_IO", "DFTRACER_DISABLE_POSIX", "DFTRACER_DISABLE_STDIO",
-      "DFTRACER_BIND_SIGNALS",  "DFTRACER_SET_CORE_AFFINITY", "DFTRACER_LOG_LEVEL"};
+      "DFTRACER_BIND_SIGNALS",  "DFTRACER_FLUSH_INTERVAL", "DFTRACER_SET_CORE_AFFINITY", "DFTRACER_LOG_LEVEL"};
   for (const char* k : kEnv) {
     if (const char* v = getenv_fn(k)) apply(c, k, v);
   }

@@ -3,12 +3,14 @@
 // writer thread that compresses and writes chunks, so deflate never runs on application threads.
 #include <fcntl.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +42,23 @@ namespace dftracer {
 namespace {
 thread_local int t_guard = 0;
 thread_local int t_tid = 0;
+// Signals: while t_defer > 0 this thread holds tracer locks that the writer needs, so a signal
+// whose default action ends the process is held in t_pending_sig and re-raised by ~SignalDefer.
+thread_local int t_defer = 0;
+thread_local volatile sig_atomic_t t_pending_sig = 0;
+
+struct SignalDefer {
+  SignalDefer() noexcept { ++t_defer; }
+  ~SignalDefer() noexcept {
+    if (--t_defer == 0 && t_pending_sig != 0) {
+      int sig = t_pending_sig;
+      t_pending_sig = 0;
+      raise(sig);  // the tracer's handler runs again, now without our locks held
+    }
+  }
+  SignalDefer(const SignalDefer&) = delete;
+  SignalDefer& operator=(const SignalDefer&) = delete;
+};
 
 void set_active(bool on) { __atomic_store_n(&dftracer_active_flag, on ? 1 : 0, __ATOMIC_RELAXED); }
 
@@ -182,7 +201,10 @@ int current_tid() noexcept {
 
 // ---------------------------------------------------------------------------- thread state
 struct ThreadState {
-  std::atomic<bool> busy{false};
+  // 0 free, 1 held by the owning thread (formatting an event), 2 held by another thread (drain).
+  // A signal handler that finds its own thread's state at 1 knows it interrupted the formatting.
+  std::atomic<int> busy{0};
+  volatile sig_atomic_t pending_sig = 0;  // fatal signal deferred until the owner unlocks
   char* buf = nullptr;
   size_t size = 0;
   size_t cap = 0;
@@ -192,14 +214,22 @@ struct ThreadState {
   char ptid[64];        // ,"pid":P,"tid":T,"ts":
   size_t ptid_len = 0;
 
-  void lock() noexcept {
-    while (busy.exchange(true, std::memory_order_acquire)) {
+  void lock(int who = 1) noexcept {
+    while (busy.exchange(who, std::memory_order_acquire)) {
       for (int i = 0; i < 64 && busy.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
       if (busy.load(std::memory_order_relaxed)) sched_yield();
     }
   }
-  bool try_lock() noexcept { return !busy.exchange(true, std::memory_order_acquire); }
-  void unlock() noexcept { busy.store(false, std::memory_order_release); }
+  // Another thread's try: spins briefly, never waits for an owner that may be blocked.
+  bool try_lock_other() noexcept {
+    for (int i = 0; i < 1024; ++i) {
+      int expected = 0;
+      if (busy.compare_exchange_weak(expected, 2, std::memory_order_acquire)) return true;
+      __builtin_ia32_pause();
+    }
+    return false;
+  }
+  void unlock() noexcept { busy.store(0, std::memory_order_release); }
   void set_ids(int pid, int new_tid) {
     tid = new_tid;
     char* p = json::write_lit(ptid, ",\"pid\":");
@@ -248,7 +278,6 @@ class TracerImpl {
   pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;  // leaf lock
-  pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;
   pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 
   std::atomic<int> phase{UNINIT};
@@ -259,10 +288,14 @@ class TracerImpl {
   bool events_pushed = false;        // buf_mu: an event reached the writer, so the file exists (lazy create)
   std::deque<Chunk> queue;           // q_mu
   std::vector<char*> free_bufs;      // pool_mu: spare thread buffers of tcap bytes
-  bool writer_running = false;       // q_mu
+  std::atomic<bool> writer_running{false};  // written under q_mu; read by signal handlers
   bool stop = false;                 // q_mu
   pthread_t writer{};
   std::atomic<uint64_t> pushed{0}, written{0};
+  // Writer wake-up: sem_post is async-signal-safe, so signal handlers can ring it too.
+  sem_t wake;
+  std::atomic<uint64_t> flush_requested{0}, flush_done{0};  // handler flush requests / served
+  int flush_interval_ms = 500;       // DFTRACER_FLUSH_INTERVAL (0: no timed flush)
 
   // Trace file descriptor: written under file_mu, read lock-free by Tracer::trace_fd() (the
   // preload's close/dup2 wrappers protect it). file_dev/file_ino identify the file it must name.
@@ -323,6 +356,8 @@ class TracerImpl {
   void drain_all();
   void flush_wait();
   void stop_writer();
+  void writer_flush(bool wait_for_locks);
+  void process_queue_locked();
   void rename_to(const std::string& new_base);
   void export_env();
   bool is_child() const;
@@ -332,14 +367,12 @@ class TracerImpl {
   static void atfork_parent();
   static void atfork_child();
   // signals
-  static void on_signal(int sig, siginfo_t* info, void* ctx);
-  void signal_flush(bool final);
+  void signal_flush(bool wait) noexcept;
 };
 
 namespace {
 TracerImpl* g_impl = nullptr;
 thread_local bool t_fork_locked = false;
-struct sigaction g_old_term, g_old_int;
 }  // namespace
 
 TracerImpl::TracerImpl() {
@@ -348,10 +381,12 @@ TracerImpl::TracerImpl() {
   dirs_all = c.trace_all;
   dir_list = c.data_dirs;
   base = c.log_file;
+  sem_init(&wake, 0, 0);
   publish_dirs();
 }
 
 ThreadState* TracerImpl::new_state() {
+  SignalDefer defer;  // reg_mu below
   auto* s = new ThreadState();
   s->cap = tcap;
   s->buf = static_cast<char*>(std::malloc(s->cap));
@@ -369,6 +404,7 @@ void TracerImpl::state_dtor(void* p) {
   auto* s = static_cast<ThreadState*>(p);
   TracerImpl* t = g_impl;
   if (!t || !s) return;
+  SignalDefer defer;
   pthread_mutex_lock(&t->reg_mu);
   for (size_t i = 0; i < t->states.size(); ++i) {
     if (t->states[i] == s) {
@@ -477,7 +513,7 @@ bool TracerImpl::push_locked(bool force) {
   chunk = Chunk();
   chunk.pieces.reserve(wbs / tcap + 4);
   start_writer_locked();
-  pthread_cond_signal(&q_cv);
+  sem_post(&wake);
   pthread_mutex_unlock(&q_mu);
   return true;
 }
@@ -493,23 +529,130 @@ void TracerImpl::start_writer_locked() {
   if (rc == 0) writer_running = true;
 }
 
+// Write every queued chunk in order (caller holds q_mu; released while writing).
+void TracerImpl::process_queue_locked() {
+  while (!queue.empty()) {
+    Chunk c = std::move(queue.front());
+    queue.pop_front();
+    pthread_mutex_unlock(&q_mu);
+    write_chunk(c);
+    release(c);
+    pthread_mutex_lock(&q_mu);
+    written.fetch_add(1);
+    pthread_cond_broadcast(&done_cv);
+  }
+}
+
+// The writer's own flush (timed, or asked for by a signal handler): move every thread's buffered
+// events into the chunk and queue it. Never waits for an application thread: a thread buffer held
+// by its owner (formatting an event) is skipped until the next flush, and the chunk lock is only
+// tried (its holder may be waiting for this thread to make room in the queue).
+// wait_for_locks: keep trying (writing queued chunks meanwhile) for up to ~1 s.
+void TracerImpl::writer_flush(bool wait_for_locks) {
+  if (phase.load() != ACTIVE) return;
+  for (int i = 0;; ++i) {
+    if (pthread_mutex_trylock(&reg_mu) == 0) {
+      if (pthread_mutex_trylock(&buf_mu) == 0) break;
+      pthread_mutex_unlock(&reg_mu);
+    }
+    if (!wait_for_locks || i >= 1000) return;
+    pthread_mutex_lock(&q_mu);
+    process_queue_locked();
+    pthread_mutex_unlock(&q_mu);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  if (phase.load() == ACTIVE) {
+    for (ThreadState* s : states) {
+      if (!s->size || !s->try_lock_other()) continue;
+      if (s->size) {
+        if (char* fresh = get_buffer()) {
+          chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
+          chunk.bytes += s->size;
+          chunk.has_events |= s->nev != 0;
+          s->buf = fresh;
+          s->cap = tcap;
+          s->size = 0;
+          s->nev = 0;
+        }
+      }
+      s->unlock();
+    }
+    if (!chunk.empty() && (events_pushed || chunk.has_events)) {
+      events_pushed = true;
+      pthread_mutex_lock(&q_mu);
+      queue.push_back(std::move(chunk));  // no back-pressure: this thread empties the queue
+      pushed.fetch_add(1);
+      chunk = Chunk();
+      chunk.pieces.reserve(wbs / tcap + 4);
+      pthread_mutex_unlock(&q_mu);
+    }
+  }
+  pthread_mutex_unlock(&buf_mu);
+  pthread_mutex_unlock(&reg_mu);
+}
+
+namespace {
+struct timespec mono_after(const struct timespec& from, int ms) {
+  struct timespec t = from;
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += static_cast<long>(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec += 1;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+bool mono_reached(const struct timespec& now, const struct timespec& deadline) {
+  return now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+}
+}  // namespace
+
+// The writer thread: writes queued chunks; every flush_interval_ms it also flushes the thread
+// buffers itself (timed flush: bounds what SIGKILL can lose), and serves signal handlers' flush
+// requests. Woken by sem_post (chunk queued, flush requested, stop) or by the timeout.
 void* TracerImpl::writer_main(void* arg) {
   auto* t = static_cast<TracerImpl*>(arg);
   t_guard = 1;  // everything this thread does is the tracer's own work
-  pthread_mutex_lock(&t->q_mu);
+  const int interval = t->flush_interval_ms;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  struct timespec next_tick = mono_after(now, interval);
   while (true) {
-    while (t->queue.empty() && !t->stop) pthread_cond_wait(&t->q_cv, &t->q_mu);
-    if (t->queue.empty()) break;
-    Chunk c = std::move(t->queue.front());
-    t->queue.pop_front();
-    pthread_mutex_unlock(&t->q_mu);
-    t->write_chunk(c);
-    t->release(c);
+    if (interval > 0) {
+      while (sem_clockwait(&t->wake, CLOCK_MONOTONIC, &next_tick) != 0 && errno == EINTR) {
+      }
+    } else {
+      while (sem_wait(&t->wake) != 0 && errno == EINTR) {
+      }
+    }
     pthread_mutex_lock(&t->q_mu);
-    t->written.fetch_add(1);
-    pthread_cond_broadcast(&t->done_cv);
+    t->process_queue_locked();
+    bool stopping = t->stop;
+    pthread_mutex_unlock(&t->q_mu);
+    uint64_t requested = t->flush_requested.load();
+    bool tick = false;
+    if (interval > 0) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (mono_reached(now, next_tick)) {
+        tick = true;
+        next_tick = mono_after(now, interval);
+      }
+    }
+    if (!stopping && (tick || requested != t->flush_done.load())) {
+      t->writer_flush(requested != t->flush_done.load());
+      pthread_mutex_lock(&t->q_mu);
+      t->process_queue_locked();
+      pthread_mutex_unlock(&t->q_mu);
+      t->flush_done.store(requested);
+    }
+    if (stopping) {
+      pthread_mutex_lock(&t->q_mu);
+      bool done = t->queue.empty();
+      pthread_mutex_unlock(&t->q_mu);
+      if (done) break;
+    }
   }
-  pthread_mutex_unlock(&t->q_mu);
   return nullptr;
 }
 
@@ -779,7 +922,7 @@ void TracerImpl::begin_file_contents(int64_t ts) {
 void TracerImpl::drain_all() {
   pthread_mutex_lock(&reg_mu);
   for (ThreadState* s : states) {
-    s->lock();
+    s->lock(2);
     drain_locked(s);
     s->unlock();
   }
@@ -801,7 +944,7 @@ void TracerImpl::stop_writer() {
   pthread_mutex_lock(&q_mu);
   bool running = writer_running;
   stop = true;
-  pthread_cond_broadcast(&q_cv);
+  sem_post(&wake);
   pthread_mutex_unlock(&q_mu);
   if (running) pthread_join(writer, nullptr);
   pthread_mutex_lock(&q_mu);
@@ -848,6 +991,7 @@ void TracerImpl::atfork_prepare() {
   TracerImpl* t = g_impl;
   if (!t) return;
   t_fork_locked = true;
+  ++t_defer;  // until atfork_parent/child: this thread holds every tracer lock
   pthread_mutex_lock(&t->ctl_mu);
   pthread_mutex_lock(&t->reg_mu);
   pthread_mutex_lock(&t->buf_mu);
@@ -860,6 +1004,8 @@ void TracerImpl::atfork_parent() {
   TracerImpl* t = g_impl;
   if (!t || !t_fork_locked) return;
   t_fork_locked = false;
+  SignalDefer undefer;  // pairs with the ++t_defer of atfork_prepare (two decrements below)
+  --t_defer;
   pthread_mutex_unlock(&t->pool_mu);
   pthread_mutex_unlock(&t->file_mu);
   pthread_mutex_unlock(&t->q_mu);
@@ -875,12 +1021,17 @@ void TracerImpl::atfork_child() {
   TracerImpl* t = g_impl;
   if (!t || !t_fork_locked) return;
   t_fork_locked = false;
+  SignalDefer undefer;  // pairs with the ++t_defer of atfork_prepare
+  --t_defer;
   ReentryGuard guard;  // reading /proc/self/cmdline below is the tracer's own I/O
   for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu, &t->pool_mu}) pthread_mutex_init(m, nullptr);
-  pthread_cond_init(&t->q_cv, nullptr);
   pthread_cond_init(&t->done_cv, nullptr);
   t->writer_running = false;
   t->stop = false;
+  sem_destroy(&t->wake);
+  sem_init(&t->wake, 0, 0);
+  t->flush_requested.store(0);
+  t->flush_done.store(0);
   for (Chunk& c : t->queue) t->release(c);  // the parent's unwritten events
   t->queue.clear();
   t->pushed.store(0);
@@ -917,6 +1068,7 @@ void TracerImpl::atfork_child() {
     t->process_id_logged = false;
     t->begin_file_contents(now_us());
     t->publish_dirs();
+    t->start_writer_locked();  // the child's own writer (timed flush from the start)
   } else {
     // Not tracing now: a later initialize() names the file from DFTRACER_ROOT_PID/TRACE_BASE.
     t->release(t->chunk);
@@ -924,80 +1076,202 @@ void TracerImpl::atfork_child() {
 }
 
 // ---------------------------------------------------------------------------- signals
-void TracerImpl::signal_flush(bool final) {
-  // Never block forever inside a signal handler: try each lock for up to ~1 s.
-  auto try_lock = [](pthread_mutex_t* m) {
-    for (int i = 0; i < 1000; ++i) {
-      if (pthread_mutex_trylock(m) == 0) return true;
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, nullptr);
-    }
-    return false;
-  };
-  if (phase.load() != ACTIVE) return;
-  if (final) set_active(false);
-  if (!try_lock(&reg_mu)) return;
-  if (!try_lock(&buf_mu)) {
-    pthread_mutex_unlock(&reg_mu);
-    return;
-  }
-  for (ThreadState* s : states) {
-    if (s->try_lock()) {  // a buffer held by the interrupted thread itself is skipped
-      if (s->size) {
-        if (char* fresh = get_buffer()) {
-          chunk.pieces.push_back(Piece{s->buf, s->size, s->cap});
-          chunk.bytes += s->size;
-          chunk.has_events |= s->nev != 0;
-          s->buf = fresh;
-          s->cap = tcap;
-        }
-      }
-      s->size = 0;
-      s->nev = 0;
-      s->unlock();
-    }
-  }
-  pthread_mutex_unlock(&reg_mu);
-  bool queued = false;
-  if (!chunk.empty() && (events_pushed || chunk.has_events) && try_lock(&q_mu)) {
-    events_pushed = true;
-    queue.push_back(std::move(chunk));
-    chunk = Chunk();
-    pushed.fetch_add(1);
-    start_writer_locked();
-    pthread_cond_signal(&q_cv);
-    pthread_mutex_unlock(&q_mu);
-    queued = true;
-  }
-  pthread_mutex_unlock(&buf_mu);
-  if (!queued) return;
-  uint64_t target = pushed.load();
-  for (int i = 0; i < 5000 && written.load() < target; ++i) {
+// Called from a signal handler: ask the writer thread for a flush (async-signal-safe: atomics,
+// sem_post, nanosleep). wait: until the writer has written every event buffered now (~2 s max).
+void TracerImpl::signal_flush(bool wait) noexcept {
+  if (phase.load() != ACTIVE || !writer_running.load()) return;
+  uint64_t mine = flush_requested.fetch_add(1) + 1;
+  sem_post(&wake);
+  if (!wait) return;
+  for (int i = 0; i < 2000 && flush_done.load() < mine && writer_running.load(); ++i) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, nullptr);
   }
-  if (final) phase.store(FINALIZED);
 }
 
-void TracerImpl::on_signal(int sig, siginfo_t* info, void* ctx) {
+namespace signals {
+namespace {
+constexpr int kFlushSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGPIPE, SIGTERM, SIGXCPU};
+constexpr int kMaxSig = 65;
+
+// Per signal: the action the application sees (two slots, switched atomically, so a handler never
+// reads a half-written one), whether the tracer manages the signal, and whether our handler is in
+// the kernel (not when the application asked for SIG_IGN).
+struct Slot {
+  struct sigaction app[2];
+  std::atomic<int> cur{0};
+  std::atomic<bool> managed{false};
+  std::atomic<bool> installed{false};
+};
+Slot g_slots[kMaxSig];
+std::atomic<bool> g_slot_lock{false};
+SigactionFn g_real_sigaction = &::sigaction;
+
+bool is_ign(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_IGN; }
+bool is_dfl(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL; }
+
+void on_signal(int sig, siginfo_t* info, void* ctx);
+
+// Our handler with the application's flags and mask (so its handler runs as it asked).
+struct sigaction ours_for(const struct sigaction& app) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = &on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (!is_dfl(app) && !is_ign(app)) {
+    sa.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER));
+    sa.sa_mask = app.sa_mask;
+  }
+  for (int s : kFlushSignals) sigaddset(&sa.sa_mask, s);  // one flush at a time
+  return sa;
+}
+
+// All signals blocked while the slot lock is held: a handler on this thread cannot spin on it.
+struct SlotLock {
+  sigset_t old;
+  SlotLock() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    while (g_slot_lock.exchange(true, std::memory_order_acquire)) sched_yield();
+  }
+  ~SlotLock() noexcept {
+    g_slot_lock.store(false, std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+};
+
+void set_app_locked(Slot& sl, const struct sigaction& a) {
+  int next = 1 - sl.cur.load(std::memory_order_relaxed);
+  sl.app[next] = a;
+  sl.cur.store(next, std::memory_order_release);
+}
+
+// The application's action took effect in the kernel: restore the default and re-raise. Inside
+// the handler the signal is blocked, so it is delivered when the handler returns.
+void reraise_default(int sig) {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  g_slots[sig].installed.store(false);
+  g_real_sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
+void on_signal(int sig, siginfo_t* info, void* ctx) {
   int saved = errno;
-  struct sigaction* old = sig == SIGTERM ? &g_old_term : &g_old_int;
-  bool default_action = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+  Slot& sl = g_slots[sig];
+  struct sigaction app = sl.app[sl.cur.load(std::memory_order_acquire)];
+  bool dfl = is_dfl(app);
   TracerImpl* t = g_impl;
-  if (t) {
+  // A vfork or raw clone child shares or copied our memory without the atfork handlers: hands off.
+  bool own = t && static_cast<int>(syscall(SYS_getpid)) == t->pid && t->phase.load() == ACTIVE;
+  if (own) {
     t_guard++;
-    t->signal_flush(default_action);  // the process dies: final; else the app's handler decides
+    if (dfl) {
+      ThreadState* s = t_state;
+      if (t_defer > 0) {  // this thread holds locks the writer needs
+        t_pending_sig = sig;
+        t_guard--;
+        errno = saved;
+        return;
+      }
+      if (s && s->busy.load(std::memory_order_relaxed) == 1) {
+        // Interrupted while formatting an event into this thread's buffer (only the owner
+        // takes it as 1): finish it first; log_complete re-raises when it unlocks the buffer.
+        s->pending_sig = sig;
+        t_guard--;
+        errno = saved;
+        return;
+      }
+      t->signal_flush(true);
+    } else if (!is_ign(app)) {
+      // The application's handler decides (it may _exit): write what is buffered first, unless
+      // this thread holds a tracer lock (then the flush is only requested, not waited for).
+      ThreadState* s = t_state;
+      bool holding = t_defer > 0 || (s && s->busy.load(std::memory_order_relaxed) == 1);
+      t->signal_flush(!holding);
+    }
     t_guard--;
   }
-  if (default_action) {
-    sigaction(sig, old, nullptr);
-    raise(sig);  // delivered with the default action when this handler returns
-  } else if (old->sa_flags & SA_SIGINFO) {
-    old->sa_sigaction(sig, info, ctx);
-  } else if (old->sa_handler != SIG_IGN) {
-    old->sa_handler(sig);
+  if (dfl) {
+    reraise_default(sig);
+  } else if (!is_ign(app)) {
+    if (app.sa_flags & SA_RESETHAND) {
+      SlotLock lock;
+      struct sigaction d;
+      std::memset(&d, 0, sizeof(d));
+      d.sa_handler = SIG_DFL;
+      sigemptyset(&d.sa_mask);
+      set_app_locked(sl, d);
+    }
+    errno = saved;
+    if (app.sa_flags & SA_SIGINFO) app.sa_sigaction(sig, info, ctx);
+    else app.sa_handler(sig);
   }
   errno = saved;
+}
+
+// initialize(): take over the flush signals (once per process; handlers survive fork).
+void install() noexcept {
+  for (int sig : kFlushSignals) {
+    Slot& sl = g_slots[sig];
+    if (sl.managed.load()) continue;
+    SlotLock lock;
+    struct sigaction cur;
+    if (g_real_sigaction(sig, nullptr, &cur) != 0) continue;
+    set_app_locked(sl, cur);
+    sl.managed.store(true);
+    if (is_ign(cur)) continue;  // ignored stays ignored (and is inherited across exec)
+    struct sigaction sa = ours_for(cur);
+    if (g_real_sigaction(sig, &sa, nullptr) == 0) sl.installed.store(true);
+  }
+}
+}  // namespace
+
+bool is_flush_signal(int sig) noexcept {
+  for (int s : kFlushSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+void set_real_sigaction(SigactionFn fn) noexcept {
+  if (fn) g_real_sigaction = fn;
+}
+
+bool app_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept {
+  if (sig <= 0 || sig >= kMaxSig || !g_slots[sig].managed.load()) return false;
+  Slot& sl = g_slots[sig];
+  SlotLock lock;
+  if (old) *old = sl.app[sl.cur.load()];
+  *rc = 0;
+  if (act) {
+    int r;
+    if (is_ign(*act)) {
+      r = g_real_sigaction(sig, act, nullptr);
+      if (r == 0) sl.installed.store(false);
+    } else {
+      struct sigaction sa = ours_for(*act);
+      r = g_real_sigaction(sig, &sa, nullptr);
+      if (r == 0) sl.installed.store(true);
+    }
+    if (r != 0) {
+      *rc = -1;  // errno from the real call
+      return true;
+    }
+    set_app_locked(sl, *act);
+  }
+  return true;
+}
+}  // namespace signals
+
+// Called by log_complete when it unlocks its buffer with a deferred fatal signal.
+static void __attribute__((noinline, cold)) deliver_pending(ThreadState* s) {
+  int sig = s->pending_sig;
+  s->pending_sig = 0;
+  if (sig != 0) raise(sig);
 }
 
 // ------------------------------------------------------------------------------ Tracer
@@ -1012,6 +1286,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
   const Config& c = config();
   if (!c.enable) return;
   ReentryGuard guard;
+  SignalDefer defer;
   TracerImpl* t = impl_;
   pthread_mutex_lock(&t->ctl_mu);
   int ph = t->phase.load();
@@ -1045,6 +1320,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
   t->level = c.compression_level;
   t->wbs = c.write_buffer_size;
   t->tcap = std::min<size_t>(t->wbs, 64u << 10);
+  t->flush_interval_ms = c.flush_interval_ms;
   t->process_id = process_id ? *process_id : -1;
   t->process_id_logged = process_id != nullptr;
   t->warned = false;
@@ -1073,7 +1349,7 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
   // Stale events left in thread buffers by a previous session are dropped.
   pthread_mutex_lock(&t->reg_mu);
   for (ThreadState* s : t->states) {
-    s->lock();
+    s->lock(2);
     s->size = 0;
     if (s->cap < t->tcap) {
       if (char* nb = static_cast<char*>(std::realloc(s->buf, t->tcap))) {
@@ -1104,20 +1380,14 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
     t->atexit_done = true;
   }
   if (c.bind_signals && !t->signals_done) {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = &TracerImpl::on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    struct sigaction cur;
-    if (sigaction(SIGTERM, nullptr, &cur) == 0 && !(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN))
-      sigaction(SIGTERM, &sa, &g_old_term);
-    if (sigaction(SIGINT, nullptr, &cur) == 0 && !(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN))
-      sigaction(SIGINT, &sa, &g_old_int);
+    signals::install();
     t->signals_done = true;
   }
   t->phase.store(ACTIVE);
   set_active(true);
+  pthread_mutex_lock(&t->q_mu);
+  t->start_writer_locked();  // from the start: the timed flush runs even before a chunk fills
+  pthread_mutex_unlock(&t->q_mu);
   pthread_mutex_unlock(&t->ctl_mu);
 }
 
@@ -1133,6 +1403,7 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
   t->ensure(s, need);
   if (s->size + need > s->cap) {  // out of memory for a huge event: drop it
     s->unlock();
+    if (__builtin_expect(s->pending_sig != 0, 0)) deliver_pending(s);
     return;
   }
   char* p = s->buf + s->size;
@@ -1199,6 +1470,7 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
   s->size = static_cast<size_t>(p - s->buf);
   ++s->nev;
   s->unlock();
+  if (__builtin_expect(s->pending_sig != 0, 0)) deliver_pending(s);  // a fatal signal came meanwhile
 }
 
 void Tracer::log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept {
@@ -1218,11 +1490,13 @@ void Tracer::log_metadata(std::string_view key, std::string_view value) noexcept
     s->size += line.size();
   }
   s->unlock();
+  if (__builtin_expect(s->pending_sig != 0, 0)) deliver_pending(s);
 }
 
 void Tracer::flush() noexcept {
   if (!active()) return;
   ReentryGuard guard;
+  SignalDefer defer;
   TracerImpl* t = impl_;
   pthread_mutex_lock(&t->ctl_mu);
   if (t->phase.load() == ACTIVE) {
@@ -1236,6 +1510,7 @@ void Tracer::finalize() noexcept {
   TracerImpl* t = impl_;
   if (t->phase.load() != ACTIVE && t->phase.load() != FAILED) return;
   ReentryGuard guard;
+  SignalDefer defer;
   pthread_mutex_lock(&t->ctl_mu);
   int ph = t->phase.load();
   if (ph == ACTIVE) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstddef>
@@ -44,7 +45,8 @@ struct Config {
   bool disable_io = false;                   // DFTRACER_DISABLE_IO    (preload: no POSIX nor STDIO)
   bool disable_posix = false;                // DFTRACER_DISABLE_POSIX (preload: no POSIX calls)
   bool disable_stdio = false;                // DFTRACER_DISABLE_STDIO (preload: no STDIO calls)
-  bool bind_signals = false;                 // DFTRACER_BIND_SIGNALS  (flush on SIGTERM/SIGINT)
+  bool bind_signals = true;                  // DFTRACER_BIND_SIGNALS  (flush on fatal signals, see signals::)
+  int flush_interval_ms = 500;               // DFTRACER_FLUSH_INTERVAL: writer flushes every N ms (0: off)
   bool set_core_affinity = false;            // DFTRACER_SET_CORE_AFFINITY (record CPU set)
   LogLevel log_level = LogLevel::WARN;       // DFTRACER_LOG_LEVEL
   std::string config_file;                   // DFTRACER_CONFIGURATION
@@ -263,5 +265,30 @@ class Tracer {
 
 // Cached kernel thread id of the calling thread.
 int current_tid() noexcept;
+
+// Signal handling of the tracer (one mechanism for the preload library, the Python binding and
+// the C/C++ APIs; docs/format.md "Crash behaviour"). With DFTRACER_BIND_SIGNALS (default on),
+// initialize() installs one handler for the signals of kFlushSignals whose action is not SIG_IGN.
+// On delivery it hands a flush to the writer thread (async-signal-safe: an atomic flag and
+// sem_post; the writer does the locking, compression and write) and waits (at most 2 s) until the
+// writer has written every buffered event. If the application's action is the default one, it
+// then restores SIG_DFL and re-raises the signal: the process ends with the same status. If the
+// application has a handler (installed before or after us), that handler is called. SIG_IGN
+// stays ignored. A signal that interrupts the tracer while it holds one of its own locks on that
+// thread is held until the lock is released (a few µs: the event being formatted is finished).
+namespace signals {
+// SIGHUP SIGINT SIGQUIT SIGABRT SIGPIPE SIGTERM SIGXCPU (all end the process by default; SIGKILL
+// cannot be caught: the writer's timed flush, DFTRACER_FLUSH_INTERVAL, bounds what it loses).
+bool is_flush_signal(int sig) noexcept;
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+// The preload library wraps sigaction(); the core must install its handler with libc's.
+void set_real_sigaction(SigactionFn fn) noexcept;
+// The application's sigaction() on a flush signal, as the preload wrapper forwards it. Returns
+// false if the tracer does not manage `sig` (the caller then calls the real sigaction). Otherwise
+// performs the call on the application's view of the action (old = what the application set last,
+// or the action found at initialize), keeps the tracer's handler in the kernel (or SIG_IGN if the
+// application asks for it), sets *rc to 0 (or -1 with errno) and returns true.
+bool app_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept;
+}  // namespace signals
 
 }  // namespace dftracer

@@ -19,7 +19,7 @@
 namespace dftracer::preload {
 
 State g_state;
-thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
+thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
 thread_local ArgList t_args __attribute__((tls_model("initial-exec")));
 
 void* resolve(const char* name) noexcept {

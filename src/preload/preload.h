@@ -49,7 +49,6 @@ struct ThreadState {
   int busy;         // >0 while a wrapper of ours is recording (nested calls pass straight through)
   int vfork_child;  // 1 in the child of our vfork() until it execs or exits (shares parent memory)
   int64_t vfork_t0; // start of the vfork call (parent side)
-  int term_pending; // SIGTERM that arrived while busy (see process.cpp, on_sigterm)
 };
 extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
@@ -81,9 +80,6 @@ inline bool stdio_on() noexcept { return gate(g_state.stdio); }
 // True when fd/FILE bookkeeping may mutate shared state (not inside a vfork child).
 inline bool may_mutate() noexcept { return t_state.vfork_child == 0; }
 
-// Finalize the trace and re-raise a SIGTERM deferred while this thread was recording.
-void deliver_pending_signal() noexcept DFT_HIDDEN;
-
 // Scope marking "this thread is recording": every intercepted call made meanwhile on this thread
 // (the tracer's own writes when a buffer flushes inline, allocations, a signal handler's I/O)
 // passes straight through, because all wrappers test t_state.busy first. The core's writer
@@ -92,7 +88,7 @@ class Recording {
  public:
   Recording() noexcept : saved_errno_(errno) { ++t_state.busy; }
   ~Recording() noexcept {
-    if (--t_state.busy == 0 && DFT_UNLIKELY(t_state.term_pending != 0)) deliver_pending_signal();
+    --t_state.busy;
     errno = saved_errno_;
   }
   Recording(const Recording&) = delete;

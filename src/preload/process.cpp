@@ -13,6 +13,11 @@
 //  - _exit/_Exit: record, then finalize the trace (Python workers leave via os._exit).
 //    exit: record; the core finalizes from its atexit handler, after the application's own
 //    atexit handlers ran (their I/O is still traced).
+//  - sigaction/signal/sysv_signal/bsd_signal: the core keeps its flush handler in the kernel for
+//    the signals it manages (SIGTERM, SIGINT, ...; tracer.h, dftracer::signals) and calls the
+//    application's handler from it. These wrappers make the application see and set its own
+//    action as if the tracer were not there (CPython still finds SIG_DFL for SIGINT at start-up
+//    and installs its KeyboardInterrupt handler).
 #include <alloca.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -44,6 +49,10 @@ DFT_DECLARE_REAL(int, posix_spawnp, (pid_t*, const char*, const posix_spawn_file
 DFT_DECLARE_REAL(void, exit, (int))
 DFT_DECLARE_REAL(void, _exit, (int))
 DFT_DECLARE_REAL(void, _Exit, (int))
+DFT_DECLARE_REAL(int, sigaction, (int, const struct sigaction*, struct sigaction*))
+DFT_DECLARE_REAL(sighandler_t, signal, (int, sighandler_t))
+DFT_DECLARE_REAL(sighandler_t, sysv_signal, (int, sighandler_t))
+DFT_DECLARE_REAL(sighandler_t, bsd_signal, (int, sighandler_t))
 
 namespace {
 
@@ -162,7 +171,6 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
       g_state.tracer->finalize();
     }
     --t_state.busy;
-    if (t_state.busy == 0 && t_state.term_pending != 0) deliver_pending_signal();
   }
 }
 
@@ -285,73 +293,8 @@ DFT_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file
 }
 
 // ============================================================================ fork / vfork
-// SIGTERM in a forked child: worker pools (multiprocessing Pool.terminate, executor shutdown on
-// error) stop idle workers with SIGTERM, which would lose the worker's buffered events. The child
-// gets a handler that finalizes the trace, then dies of SIGTERM as it would have. Installed only
-// where SIGTERM has its default action, and only after fork: an interpreter that read its
-// signal table at start-up (CPython) still sees SIG_DFL and may replace or restore it freely.
-static void finalize_and_die(int sig) noexcept {
-  ++t_state.busy;
-  g_state.tracer->finalize();
-  --t_state.busy;
-  struct sigaction dfl;
-  memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  raise(sig);  // inside the handler: blocked until it returns, then the default action
-}
-
-static void on_sigterm(int sig, siginfo_t*, void*) {
-  int e = errno;
-  int pid = static_cast<int>(syscall(SYS_getpid));
-  if (in_tracer() && t_state.busy == 0 && static_cast<int>(syscall(SYS_gettid)) != pid) {
-    // Delivered to the tracer's own (writer) thread, which cannot finalize itself: hand the
-    // signal to the main thread and let it run this handler.
-    syscall(SYS_tgkill, pid, pid, sig);
-    errno = e;
-    return;
-  }
-  if (t_state.busy != 0 && t_state.vfork_child == 0) {
-    // Interrupted while recording an event (or finalizing in _exit): finish that first; the
-    // Recording scope (or record_exit) delivers the signal when it ends.
-    t_state.term_pending = sig;
-    errno = e;
-    return;
-  }
-  if (t_state.vfork_child == 0 && !in_tracer() && pid == g_state.tracer->pid()) {
-    finalize_and_die(sig);
-  } else {
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, nullptr);
-    raise(sig);
-  }
-  errno = e;
-}
-
-// Called when the outermost Recording ends with a SIGTERM deferred by on_sigterm.
-void dftracer::preload::deliver_pending_signal() noexcept {
-  int sig = t_state.term_pending;
-  t_state.term_pending = 0;
-  if (sig != 0) finalize_and_die(sig);
-}
-
-static void install_sigterm_flush() noexcept {
-  if (!g_state.enabled || __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return;
-  struct sigaction cur;
-  if (sigaction(SIGTERM, nullptr, &cur) != 0) return;
-  if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_sigaction = on_sigterm;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
+// A forked child keeps the core's signal handlers (and the application's view of them); the
+// core's atfork handler gives it its own file and writer thread.
 DFT_EXPORT pid_t fork() noexcept {
   bool rec = may_record();
   int64_t t0 = rec ? now_us() : 0;
@@ -360,7 +303,6 @@ DFT_EXPORT pid_t fork() noexcept {
     // Child: the core's atfork handler already switched the tracer to the child's own file.
     int e = errno;
     posix_after_fork_child();
-    install_sigterm_flush();
     errno = e;
     return 0;
   }
@@ -467,6 +409,38 @@ DFT_EXPORT void exit(int status) noexcept {
   __builtin_unreachable();
 }
 
+// ============================================================================ signals
+DFT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  int rc;
+  if (t_state.vfork_child == 0 && signals::app_sigaction(sig, act, old, &rc)) return rc;
+  return real_sigaction()(sig, act, old);
+}
+
+// signal() with its flavour's flags (glibc: BSD semantics = SA_RESTART; System V = one-shot).
+static sighandler_t signal_as(int sig, sighandler_t handler, int flags, sighandler_t (*real)(int, sighandler_t)) noexcept {
+  if (t_state.vfork_child != 0 || !signals::is_flush_signal(sig)) return real(sig, handler);
+  struct sigaction act, old;
+  memset(&act, 0, sizeof(act));
+  act.sa_handler = handler;
+  act.sa_flags = flags;
+  sigemptyset(&act.sa_mask);
+  if (handler != SIG_DFL && handler != SIG_IGN && !(flags & SA_NODEFER)) sigaddset(&act.sa_mask, sig);
+  int rc;
+  if (!signals::app_sigaction(sig, &act, &old, &rc)) return real(sig, handler);
+  if (rc != 0) return SIG_ERR;
+  return old.sa_handler;  // shares its storage with sa_sigaction
+}
+
+DFT_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  return signal_as(sig, handler, SA_RESTART, real_signal());
+}
+DFT_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept {
+  return signal_as(sig, handler, SA_RESTART, real_bsd_signal());
+}
+DFT_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
+  return signal_as(sig, handler, SA_RESETHAND | SA_NODEFER, real_sysv_signal());
+}
+
 // ============================================================================ start-up
 void dftracer::preload::process_init() noexcept {
   posix_resolve_all();
@@ -474,6 +448,8 @@ void dftracer::preload::process_init() noexcept {
   (void)real_fork(); (void)real_execve(); (void)real_execvpe(); (void)real_fexecve();
   (void)real_execveat(); (void)real_posix_spawn(); (void)real_posix_spawnp(); (void)real_exit();
   (void)real__exit(); (void)real__Exit();
+  (void)real_signal(); (void)real_sysv_signal(); (void)real_bsd_signal();
+  signals::set_real_sigaction(real_sigaction());  // the core installs its handler with libc's
 
   // This library's absolute path (for LD_PRELOAD of children).
   Dl_info info;

@@ -27,13 +27,21 @@ static void die(const char* what) {
   exit(99);
 }
 
+/* Open fds of the application: the tracer's own trace file (opened whenever its writer first
+   writes, e.g. at a timed flush) is not counted. */
 static int count_fds(void) {
   DIR* d = opendir("/proc/self/fd");
   if (d == NULL) die("opendir /proc/self/fd");
   int n = 0;
   struct dirent* e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') ++n;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char link[64], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+    ssize_t k = readlink(link, target, sizeof(target) - 1);
+    target[k > 0 ? k : 0] = '\0';
+    if (strstr(target, ".pfw") == NULL) ++n;
+  }
   closedir(d);
   return n - 1; /* the directory's own fd */
 }
