@@ -60,8 +60,8 @@ def run_v1(trace: str) -> None:
             self.step = 0
 
         @read_fn.log
-        def read(self, image_idx):
-            return image_idx * 2
+        def read(self, i):  # 1.0.x reads tags from self only
+            return i * 2
 
     r = Reader()
     for i in range(5):
