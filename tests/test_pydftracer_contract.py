@@ -72,6 +72,27 @@ def our_wheel():
     return wheels[-1]
 
 
+WHEEL_CACHE = os.path.join(ROOT, "build", "pydftracer-wheels")
+
+
+def _pydftracer_wheel(version: str) -> str:
+    """PyPI's pydftracer wheel, downloaded once into build/pydftracer-wheels."""
+    found = glob.glob(os.path.join(WHEEL_CACHE, f"pydftracer-{version}-*.whl"))
+    if not found:
+        res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"pydftracer=={version}",
+                              "-d", WHEEL_CACHE], capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        found = glob.glob(os.path.join(WHEEL_CACHE, f"pydftracer-{version}-*.whl"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _install_pydftracer(py: str, version: str) -> None:
+    # Its only dependency on Python 3.11 in practice, typing_extensions, comes from the system
+    # site-packages (pydftracer 2.0.6 imports it but declares it for Python < 3.10 only).
+    _pip(py, "install", "--no-deps", _pydftracer_wheel(version))
+
+
 def _install_ours(py: str, wheel: str) -> None:
     _pip(py, "install", "--no-deps", "--force-reinstall", wheel)
 
@@ -147,7 +168,7 @@ def test_pydftracer_206_drives_our_core_to_our_trace(tmp_path, our_wheel):
     complete events (name, cat, args) in the same order, 41 of them."""
     py = _make_venv(tmp_path / "venv")
     _install_ours(py, our_wheel)
-    _pip(py, "install", "pydftracer==2.0.6", "typing_extensions")
+    _install_pydftracer(py, "2.0.6")
     w = _which(py)
     assert w["pydftracer"] == "2.0.6"
     assert w["python"].endswith(os.path.join("dftracer", "python", "__init__.py")), w
@@ -175,15 +196,8 @@ def test_pydftracer_206_drives_our_core_to_our_trace(tmp_path, our_wheel):
 
 def _v102_logger(tmp_path) -> str:
     """pydftracer 1.0.2's dftracer/logger.py, taken from its PyPI wheel."""
-    cache = os.path.join(ROOT, "build", "pydftracer-wheels")
-    whl = glob.glob(os.path.join(cache, "pydftracer-1.0.2-*.whl"))
-    if not whl:
-        res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "pydftracer==1.0.2",
-                              "-d", cache], capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stderr[-3000:]
-        whl = glob.glob(os.path.join(cache, "pydftracer-1.0.2-*.whl"))
     path = str(tmp_path / "pydftracer_102_logger.py")
-    with zipfile.ZipFile(whl[0]) as z, open(path, "wb") as f:
+    with zipfile.ZipFile(_pydftracer_wheel("1.0.2")) as z, open(path, "wb") as f:
         f.write(z.read("dftracer/logger.py"))
     return path
 
@@ -246,7 +260,7 @@ def test_install_orders_and_uninstall_keep_our_package(tmp_path, our_wheel):
     # Order 1: ours, then pydftracer.
     _install_ours(py, our_wheel)
     traced_ok(ours_suffix)
-    _pip(py, "install", "pydftracer==2.0.6", "typing_extensions")
+    _install_pydftracer(py, "2.0.6")
     assert _record_problems(py) == []
     traced_ok(theirs_suffix)
     _pip(py, "uninstall", "-y", "pydftracer")
@@ -255,7 +269,7 @@ def test_install_orders_and_uninstall_keep_our_package(tmp_path, our_wheel):
 
     # Order 2: pydftracer, then ours (ours reinstalled over a present pydftracer), then uninstall.
     _pip(py, "uninstall", "-y", "dftracer")
-    _pip(py, "install", "pydftracer==2.0.6", "typing_extensions")
+    _install_pydftracer(py, "2.0.6")
     _install_ours(py, our_wheel)
     assert _record_problems(py) == [] and _record_problems(py, "pydftracer") == []
     traced_ok(theirs_suffix)
@@ -266,7 +280,7 @@ def test_install_orders_and_uninstall_keep_our_package(tmp_path, our_wheel):
     assert res.returncode == 0, res.stderr
 
     # pydftracer 1.0.2 (upstream's native tracer in a wheel) overwrites files of ours.
-    _pip(py, "install", "--no-deps", "pydftracer==1.0.2")
+    _install_pydftracer(py, "1.0.2")
     changed = {p.rsplit(" ", 1)[0] for p in _record_problems(py)}
     assert changed == CLOBBERED_BY_102
     res = subprocess.run([py, CHECK], capture_output=True, text=True)
