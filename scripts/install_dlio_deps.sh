@@ -62,9 +62,10 @@ if [ -z "$WHEEL" ]; then
 fi
 "${VPIP[@]}" --no-deps --force-reinstall "$WHEEL"
 
-# torch and tensorflow as described above (where the venv cannot import them yet).
-"$VPY" -c "import torch" 2>/dev/null || "${VPIP[@]}" "torch==2.13.0"
-"$VPY" -c "import tensorflow" 2>/dev/null || "${VPIP[@]}" tensorflow-cpu
+# torch and tensorflow as described above, into the base interpreter (where missing): the venv
+# sees them, and so do the tests that run the DLIO-shaped workload with our API and no pydftracer.
+"$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install "${PIPQ[@]}" "torch==2.13.0"
+"$PY" -c "import tensorflow" 2>/dev/null || "$PY" -m pip install "${PIPQ[@]}" tensorflow-cpu
 
 # DLIO itself, then its declared requirements with the substitutions above.
 "${VPIP[@]}" --no-deps "dlio-benchmark==$DLIO_VERSION"
