@@ -1,15 +1,20 @@
-"""DLIO's ai-logging checks against a DLIO-shaped workload that uses the ``ai`` API (issue 6).
+"""DLIO's ai-logging checks against a DLIO-shaped workload that uses the ``ai`` API (issues 6, 11).
 
 PyPI's dlio-benchmark 2.0.0 predates ``dftracer.python.ai`` (see test_dlio_e2e.py for that
-release). Newer DLIO annotates its training loop with ``ai``: ``@ai`` on ``run`` (ai_root),
-``ai.pipeline.epoch.iter(..., include_iter=False)`` over epochs (epoch.block),
-``@ai.pipeline.train`` on ``_train``, ``ai.dataloader.fetch.iter`` over the PyTorch DataLoader
-inside the loader's ``next()`` (fetch.iter), ``@ai.compute``, and ``@ai.data.item`` /
-``@ai.data.preprocess`` in the dataset, which run in the DataLoader worker processes. This file's
-``__main__`` is such a workload (same structure, our own code, NPZ files read with numpy); the test
-runs it under ``LD_PRELOAD`` with ``DFTRACER_ENABLE=1`` and applies the counting of DLIO's
-``tests/dlio_ai_logging_test.py`` (exact substrings, per-rank equalities, global lower bounds)
-with its expected values for ``test_ai_logging_train``.
+release), and DLIO's GitHub head (which uses ``ai``) cannot be installed offline (it is not on PyPI
+and needs nvidia-dali-cuda120, a stub that downloads from NVIDIA's index). Newer DLIO annotates its
+training loop with ``ai``: ``@ai`` on ``run`` (ai_root), ``ai.pipeline.epoch.iter(...,
+include_iter=False)`` over epochs (epoch.block), ``@ai.pipeline.train`` on ``_train``,
+``ai.dataloader.fetch.iter`` over the loader inside its ``next()`` (fetch.iter), ``@ai.compute``,
+and ``@ai.data.item`` / ``@ai.data.preprocess`` in the reader: in DataLoader worker processes
+(pytorch) or in tf.data's threads (tensorflow, ``from_generator``). This file's ``__main__`` is
+such a workload (same structure, our own code, NPZ files read with numpy), run as two ranks
+(``trace-<rank>-of-2.pfw``, each reading its own ``num_data`` files, as DLIO's test with
+``NUM_PROCS=2``) under ``LD_PRELOAD`` with ``DFTRACER_ENABLE=1``. The test applies the counting of
+DLIO's ``tests/dlio_ai_logging_test.py::test_ai_logging_train`` (exact substrings, per-rank
+equalities, global lower bounds) for both loaders, through PyPI pydftracer 2.0.6's
+``dftracer.python`` (``build/dlio-venv``, made by scripts/install_dlio_deps.sh) and through our own
+``dftracer.python`` with no pydftracer (the interpreter running the tests).
 """
 
 from __future__ import annotations
@@ -28,36 +33,60 @@ EPOCHS = 2
 
 
 # ------------------------------------------------------------------------------ the workload
-def _workload(data: str, out: str, batch: int, workers: int) -> None:
+def _workload(data: str, out: str, batch: int, workers: int, framework: str, rank: int, size: int) -> None:
     import time
 
     import numpy as np
-    import torch
-    from torch.utils.data import DataLoader, Dataset
 
     from dftracer.python import ai, dftracer
 
     files = sorted(glob.glob(os.path.join(data, "*.npz")))
+    per_rank = len(files) // size
+    files = files[rank * per_rank:(rank + 1) * per_rank]
 
-    class NPZDataset(Dataset):
-        def __len__(self):
-            return len(files)
-
+    class Reader:
         @ai.data.item
-        def __getitem__(self, idx):
+        def read(self, idx):
             with np.load(files[idx]) as z:
                 x = z["x"]
             return self.preprocess(x)
 
         @ai.data.preprocess
         def preprocess(self, x):
-            return torch.from_numpy(x.astype(np.float32) / 255.0)
+            return x.astype(np.float32) / 255.0
+
+    if framework == "pytorch":
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class NPZDataset(Dataset):
+            reader = Reader()
+
+            def __len__(self):
+                return len(files)
+
+            def __getitem__(self, idx):
+                return torch.from_numpy(self.reader.read(idx))
+
+        def make_loader():
+            return DataLoader(NPZDataset(), batch_size=batch, shuffle=False, drop_last=True,
+                              num_workers=workers, persistent_workers=workers > 0,
+                              multiprocessing_context="fork" if workers > 0 else None)
+    else:
+        import tensorflow as tf
+
+        def samples():
+            reader = Reader()
+            for idx in range(len(files)):
+                yield reader.read(idx)
+
+        def make_loader():
+            ds = tf.data.Dataset.from_generator(samples, output_signature=tf.TensorSpec((64, 64), tf.float32))
+            return ds.batch(batch, drop_remainder=True)
 
     class Loader:
         def __init__(self):
-            self.loader = DataLoader(NPZDataset(), batch_size=batch, shuffle=False, drop_last=True,
-                                     num_workers=workers, persistent_workers=workers > 0,
-                                     multiprocessing_context="fork" if workers > 0 else None)
+            self.loader = make_loader()
 
         def next(self):
             for b in ai.dataloader.fetch.iter(self.loader):
@@ -71,7 +100,7 @@ def _workload(data: str, out: str, batch: int, workers: int) -> None:
         @ai.compute
         def compute(self, b):
             time.sleep(0.002)
-            return float(b.sum())
+            return float(np.asarray(b).sum())
 
         @ai.pipeline.train
         def _train(self, epoch):
@@ -89,8 +118,8 @@ def _workload(data: str, out: str, batch: int, workers: int) -> None:
             for epoch in ai.pipeline.epoch.iter(range(1, EPOCHS + 1), include_iter=False):
                 self._train(epoch)
 
-    log = dftracer.initialize_log(logfile=os.path.join(out, "trace-0-of-1.pfw"), data_dir=data,
-                                  process_id=0)
+    log = dftracer.initialize_log(logfile=os.path.join(out, f"trace-{rank}-of-{size}.pfw"), data_dir=data,
+                                  process_id=rank)
     Benchmark().run()
     log.finalize()
 
@@ -133,51 +162,106 @@ def check_ai_events(path: str) -> Counter:
     return c
 
 
-@pytest.mark.parametrize("num_data, batch_size", [(9, 2), (9, 3), (10, 2), (10, 3)])
-def test_ai_logging_train(tmp_path, num_data, batch_size):
+NUM_PROCS = 2
+DLIO_VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build",
+                                "dlio-venv", "bin", "python")
+
+
+def _interpreter(layer: str) -> str:
+    """'pydftracer': DLIO's venv (PyPI pydftracer 2.0.6 beside our package); 'ours': this one."""
+    if layer == "ours":
+        return sys.executable
+    py = os.environ.get("DFTRACER_DLIO_PYTHON") or DLIO_VENV_PYTHON
+    if not os.path.exists(py):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        subprocess.run(["bash", os.path.join(root, "scripts", "install_dlio_deps.sh")], check=True,
+                       env=dict(os.environ, PYTHON=sys.executable))
+    return py
+
+
+def _api_origin(py: str):
+    code = ("import dftracer.python as p, importlib.metadata as md\n"
+            "try: v = md.version('pydftracer')\nexcept md.PackageNotFoundError: v = None\n"
+            "print(p.__file__, v)")
+    res = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, DFTRACER_ENABLE="0"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    path, version = res.stdout.split()
+    return path, (None if version == "None" else version)
+
+
+# DLIO's (num_data, batch_size) grid (even and odd of each), once each, over both loaders and both
+# Python layers.
+CASES = [("pytorch", 9, 2, "pydftracer"), ("tensorflow", 10, 3, "pydftracer"), ("pytorch", 10, 2, "ours"),
+         ("tensorflow", 9, 3, "ours")]
+
+
+@pytest.mark.parametrize("framework, num_data, batch_size, layer", CASES)
+def test_ai_logging_train(tmp_path, framework, num_data, batch_size, layer):
     import numpy as np
+
+    py = _interpreter(layer)
+    api_file, pyd = _api_origin(py)
+    if layer == "pydftracer":
+        assert pyd == "2.0.6" and api_file.endswith(os.path.join("dftracer", "python", "__init__.py"))
+    else:
+        assert pyd is None and api_file.endswith(os.path.join("dftracer", "python.py"))
 
     data = tmp_path / "data"
     out = tmp_path / "out"
     data.mkdir()
     rng = np.random.default_rng(num_data * 10 + batch_size)
-    for i in range(num_data):
+    for i in range(num_data * NUM_PROCS):
         np.savez(data / f"img_{i:02d}.npz", x=rng.integers(0, 255, (64, 64), dtype=np.uint8), y=[0])
-    preload = subprocess.run([sys.executable, "-m", "dftracer", "--preload-path"], check=True,
+    preload = subprocess.run([py, "-m", "dftracer", "--preload-path"], check=True,
                              capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
                DFTRACER_DATA_DIR=str(data), DFTRACER_LOG_FILE=str(out / "trace"), LD_PRELOAD=preload)
-    res = subprocess.run([sys.executable, os.path.abspath(__file__), str(data), str(out),
-                          str(batch_size), "2"], env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    workers = "2" if framework == "pytorch" else "0"
+    procs = [subprocess.Popen([py, os.path.abspath(__file__), str(data), str(out), str(batch_size), workers,
+                               framework, str(rank), str(NUM_PROCS)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for rank in range(NUM_PROCS)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
 
     paths = glob.glob(str(out / "*.pfw.gz")) + glob.glob(str(out / "*.pfw"))
     assert paths, "No pfw files found"
     total = Counter()
     for p in paths:
         total.update(check_ai_events(p))
-    main = [p for p in paths if os.path.basename(p).startswith("trace-0-of-1.pfw")]
-    assert len(main) == 1, paths
-    c = check_ai_events(main[0])
     iters = EPOCHS * (num_data // batch_size)
-    assert c["root"] == 1
-    assert c["epoch"] == EPOCHS
-    assert c["train"] == EPOCHS
-    assert c["eval"] == 0
-    assert c["fetch_iter"] == iters
-    assert c["compute"] == iters
-    assert c["ckpt_capture"] == 0 and c["ckpt_restart"] == 0
-    assert total["item"] >= iters and total["preprocess"] >= iters
-    # Items and preprocessing run in the two forked workers, not in the main process.
-    assert c["item"] == 0 and c["preprocess"] == 0
-    # drop_last: each epoch fetches the samples of the full batches only.
-    assert total["item"] == EPOCHS * (num_data // batch_size) * batch_size
+    for rank in range(NUM_PROCS):
+        main = [p for p in paths if os.path.basename(p).startswith(f"trace-{rank}-of-{NUM_PROCS}.pfw")]
+        assert len(main) == 1, paths
+        c = check_ai_events(main[0])
+        assert c["root"] == 1
+        assert c["epoch"] == EPOCHS
+        assert c["train"] == EPOCHS
+        assert c["eval"] == 0
+        assert c["fetch_iter"] == iters
+        assert c["compute"] == iters
+        assert c["ckpt_capture"] == 0 and c["ckpt_restart"] == 0
+        if framework == "pytorch":
+            # Items and preprocessing run in the two forked workers, not in the rank's process.
+            assert c["item"] == 0 and c["preprocess"] == 0
+        else:
+            # tf.data runs the generator on its threads: in the rank's own trace.
+            assert c["item"] > 0 and c["item"] == c["preprocess"]
+    assert total["item"] >= NUM_PROCS * iters and total["preprocess"] >= NUM_PROCS * iters
+    if framework == "pytorch":
+        # drop_last: each epoch fetches the samples of the full batches only.
+        assert total["item"] == NUM_PROCS * EPOCHS * (num_data // batch_size) * batch_size
+    else:
+        # from_generator runs the generator to its end to find the last full batch.
+        assert total["item"] == NUM_PROCS * EPOCHS * num_data
     assert total["preprocess"] == total["item"]
-    # Every worker's POSIX reads of the dataset are in the trace too (hybrid mode).
+    # Every process's POSIX reads of the dataset are in the trace too (hybrid mode).
     reads = sum(1 for p in paths for line in _lines(p)
                 if '"cat":"POSIX"' in line and '"name":"read"' in line and str(data) in line)
     assert reads > 0
 
 
 if __name__ == "__main__":
-    _workload(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    _workload(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]),
+              int(sys.argv[7]))

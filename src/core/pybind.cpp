@@ -8,39 +8,15 @@
 #include <string_view>
 #include <vector>
 
+#include "py_strings.h"
 #include "tracer.h"
 
 namespace py = pybind11;
 using dftracer::ArgList;
 using dftracer::Tracer;
+using dftracer::py_strings::as_view;
 
 namespace {
-
-// UTF-8 view of a str (cached in the object by CPython); non-str objects are str()-ed into *keep.
-std::string_view as_view(PyObject* o, std::vector<py::object>* keep) {
-  if (!PyUnicode_Check(o)) {
-    PyObject* s = PyObject_Str(o);
-    if (!s) {
-      PyErr_Clear();
-      return std::string_view("<unprintable>");
-    }
-    keep->emplace_back(py::reinterpret_steal<py::object>(s));
-    o = s;
-  }
-  Py_ssize_t n = 0;
-  const char* p = PyUnicode_AsUTF8AndSize(o, &n);
-  if (!p) {  // lone surrogates: encode with replacement
-    PyErr_Clear();
-    PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "replace");
-    if (!b) {
-      PyErr_Clear();
-      return std::string_view();
-    }
-    keep->emplace_back(py::reinterpret_steal<py::object>(b));
-    return std::string_view(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
-  }
-  return std::string_view(p, static_cast<size_t>(n));
-}
 
 // Fill `args` from a dict (values int/float/bool/str; others str()-ed).
 void fill_args(PyObject* dict, ArgList* args, std::vector<py::object>* keep) {
