@@ -774,6 +774,16 @@ class DFAnalyzer:
             console.print(result.panel())
         return result
 
+    def report(self, path: str, config=None, top: int = 20, bins: int = 50, title: Optional[str] = None) -> str:
+        """Write one self-contained HTML report (summary, insights, layers, views, plots as
+        embedded PNGs; no script, no external URL) to ``path``; returns ``path``.
+
+        See :func:`dfanalyzer.report.write_report`.
+        """
+        from . import report as _report
+
+        return _report.write_report(self, path, config=config, top=top, bins=bins, title=title)
+
     def __repr__(self) -> str:
         s = getattr(self, "stats", None)
         if not s:

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import DATA, pythonpath_env
+if __name__ != "__main__":  # the generator subprocess runs this file as a script
+    from conftest import DATA, pythonpath_env
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -172,7 +173,7 @@ def generate(outdir):
     import time
 
     base = int(time.time() * 1e6) - 60_000_000  # µs; log_event takes explicit timestamps
-    children = []
+    children, pids = [], {}
     for scen, variants in SCENARIOS.items():
         for variant, ranks in zip(("trigger", "clean"), variants):
             d = os.path.join(outdir, scen, variant)
@@ -183,7 +184,7 @@ def generate(outdir):
                     code = 1
                     try:
                         log = dftracer.initialize_log(logfile=os.path.join(d, f"trace-{rank}.pfw"), data_dir=None,
-                                                      process_id=1000 + rank)
+                                                      process_id=rank)
                         for name, cat, ts, dur, args in events:
                             log.log_event(name, cat, base + int(ts), int(dur), args)
                         log.finalize()
@@ -191,9 +192,13 @@ def generate(outdir):
                     finally:
                         os._exit(code)
                 children.append(pid)
+                pids.setdefault(f"{scen}/{variant}", {})[rank] = pid
     bad = [p for p in children if os.waitpid(p, 0)[1] != 0]
     if bad:
         raise SystemExit(f"{len(bad)} generator children failed")
+    # events carry the OS pid (process_id is recorded as metadata only)
+    with open(os.path.join(outdir, "pids.json"), "w") as f:
+        json.dump(pids, f)
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -226,12 +231,13 @@ def test_rule_triggers_and_stays_quiet(scenarios, dask_client, rule):
     assert got is not None, (rule, rep.rules())
     assert got.severity in ("high", "warn", "info") and got.recommendations and got.message
     assert got.evidence["metrics"]
-    CHECKS[rule](got, ev)
+    pids = json.loads((scenarios / "pids.json").read_text())[f"{rule}/trigger"]
+    CHECKS[rule](got, ev, {int(k): v for k, v in pids.items()})
     clean, _ = run(scenarios, dask_client, rule, "clean")
     assert rule in clean.checked and clean.get(rule) is None, (rule, clean.rules())
 
 
-def _small(ins, ev):
+def _small(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["reads"] == 1200 and m["small_reads"] == 1200 and m["small_read_share"] == 1.0
     assert ins.evidence["files"][0] == {"fname": "/data/small.bin", "small_reads": 1200, "small_writes": 0,
@@ -239,60 +245,61 @@ def _small(ins, ev):
     assert sum(w["small_requests"] for w in ins.evidence["time_windows"]) <= 1200
 
 
-def _misaligned(ins, ev):
+def _misaligned(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["placed_requests"] == 100 and m["misaligned_requests"] == 100
     assert ins.evidence["files"][0]["fname"] == "/data/m.bin"
 
 
-def _random(ins, ev):
+def _random(ins, ev, pid):
     m = ins.evidence["metrics"]
     # descending offsets: every read but the first starts before the previous one ended
     assert m["reads"] == 1200 and m["random_reads"] == 1199
 
 
-def _redundant(ins, ev):
+def _redundant(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["read_bytes"] == 8 * MiB and m["unique_read_bytes"] == 4 * MiB and m["redundant_read_bytes"] == 4 * MiB
 
 
-def _metadata(ins, ev):
+def _metadata(ins, ev, pid):
     m = ins.evidence["metrics"]
     io = ev[ev["cat"] == "POSIX"]
     meta = io[io["name"].isin(["open64", "close"])]["dur"].sum()
     assert m["meta_time_s"] == pytest.approx(meta / 1e6) and meta == 20 * 1600
     assert m["meta_share"] == pytest.approx(meta / io["dur"].sum())
-    assert ins.evidence["processes"][0]["pid"] == 1000
+    assert ins.evidence["processes"][0]["pid"] == pid[0]
 
 
-def _stdio(ins, ev):
+def _stdio(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["stdio_bytes"] == 10 * MiB and m["total_bytes"] == 11 * MiB
     assert ins.evidence["files"][0] == {"fname": "/data/s.txt", "stdio_bytes": 10 * MiB}
 
 
-def _rank(ins, ev):
+def _rank(ins, ev, pid):
     f = ins.evidence["files"][0]
     assert f["fname"] == "/data/shared.bin" and f["direction"] == "read"
     assert f["max_bytes"] == 8 * MiB and f["min_bytes"] == 2 * MiB and f["imbalance"] == 0.75
-    assert f["max_process"].endswith(":1000") and f["min_process"].endswith(":1001")
+    assert f["max_process"].endswith(f":{pid[0]}") and f["min_process"].endswith(f":{pid[1]}")
 
 
-def _strag(ins, ev):
+def _strag(ins, ev, pid):
     f = ins.evidence["files"][0]
-    assert f["slowest_process"].endswith(":1001")
-    assert f["slowest_io_time_s"] == pytest.approx(0.002) and f["fastest_io_time_s"] == pytest.approx(0.0002)
-    assert f["time_imbalance"] == pytest.approx(1800 / 2200, abs=1e-6)
+    assert f["slowest_process"].endswith(f":{pid[1]}")
+    # 4 preads of 500 µs (50 µs) + open and close of 5 µs each
+    assert f["slowest_io_time_s"] == pytest.approx(0.00201) and f["fastest_io_time_s"] == pytest.approx(0.00021)
+    assert f["time_imbalance"] == pytest.approx(1800 / 2220, abs=1e-6)
 
 
-def _stall(ins, ev):
+def _stall(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["fetch_wait_s"] == pytest.approx(0.5) and m["compute_s"] == pytest.approx(0.5)
     assert m["stall_share"] == 0.5 and m["batches"] == 10
     assert len(ins.evidence["time_windows"]) == 5 and ins.evidence["time_windows"][0]["wait_s"] == 0.05
 
 
-def _io_bound(ins, ev):
+def _io_bound(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["epochs"] == 2 and m["io_bound_epochs"] == 1
     tw = ins.evidence["time_windows"]
@@ -300,28 +307,28 @@ def _io_bound(ins, ev):
     assert tw[0]["unoverlapped_io_s"] == pytest.approx(0.8) and tw[0]["compute_s"] == pytest.approx(0.2)
 
 
-def _workers(ins, ev):
+def _workers(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["workers"] == 2
     assert m["max_busy_s"] == pytest.approx(0.4) and m["min_busy_s"] == pytest.approx(0.1)
     assert m["max_over_mean"] == pytest.approx(1.6)
-    assert ins.evidence["processes"][0]["pid"] == 1002
+    assert ins.evidence["processes"][0]["pid"] == pid[2]
 
 
-def _ckpt(ins, ev):
+def _ckpt(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["checkpoint_s"] == pytest.approx(2.0) and m["checkpoint_bytes"] == 4 * MiB
     assert m["checkpoint_share"] == pytest.approx(2.0 / 10.0, abs=1e-4)
     assert ins.evidence["files"][0] == {"fname": "/ckpt/model.pt", "checkpoint_bytes": 4 * MiB}
 
 
-def _small_files(ins, ev):
+def _small_files(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["samples"] == 200 and m["small_file_opens"] == 200 and m["small_files"] == 200
     assert m["median_bytes_per_open"] == 100 * KiB
 
 
-def _epoch_reads(ins, ev):
+def _epoch_reads(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["epochs"] == 3 and m["bytes_read_in_epochs"] == 30 * MiB
     assert m["repeated_bytes"] == 20 * MiB and m["unique_bytes"] == 10 * MiB and m["files_reread"] == 10
