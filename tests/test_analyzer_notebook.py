@@ -30,5 +30,6 @@ def test_quickstart_notebook_executes(tmp_path):
     assert "count" in text(10) and "busy_s" in text(10)
     assert "I/O imbalance (max/mean over processes):" in text(12)
     assert "POSIX" in text(13)
-    assert text(15).strip().startswith("[") and "small_requests" not in text(16)
+    assert "I/O insights" in text(15) and "'small_requests'" in text(15)  # CM1: 4 KiB STDIO/POSIX requests
+    assert "'small_requests'" not in text(16) and "'random_access'" in text(16)
     assert "sections: summary, insights, layers, functions, files, processes" in text(18)
