@@ -755,6 +755,35 @@ class DFAnalyzer:
 
         return views.compare(self, other, threshold=threshold)
 
+    # -- insights and report (dfanalyzer.insights, dfanalyzer.report) --------------------------
+    def insights(self, config=None, show: bool = True, console=None):
+        """Run the insight rules (Drishti's POSIX/STDIO set and the AI-workflow rules) on the cluster.
+
+        ``config``: ``None`` (the shipped ``dfanalyzer/insights.yaml``), a YAML path or a dict
+        merged over it (unknown keys raise ``ValueError``). Prints the rich panels when ``show``
+        and returns a :class:`~dfanalyzer.insights.InsightReport`; rules in ``docs/analyzer.md``.
+        """
+        from . import insights as _insights
+
+        result = _insights.compute_insights(self, config)
+        if show:
+            if console is None:
+                from rich.console import Console
+
+                console = Console()
+            console.print(result.panel())
+        return result
+
+    def report(self, path: str, config=None, top: int = 20, bins: int = 50, title: Optional[str] = None) -> str:
+        """Write one self-contained HTML report (summary, insights, layers, views, plots as
+        embedded PNGs; no script, no external URL) to ``path``; returns ``path``.
+
+        See :func:`dfanalyzer.report.write_report`.
+        """
+        from . import report as _report
+
+        return _report.write_report(self, path, config=config, top=top, bins=bins, title=title)
+
     def __repr__(self) -> str:
         s = getattr(self, "stats", None)
         if not s:

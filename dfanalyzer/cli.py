@@ -4,7 +4,8 @@
 ``Summary.to_dict()`` as JSON on stdout. The view commands (``functions``, ``files``,
 ``processes``, ``timeline``, ``tags``, ``epochs``, ``layers``) print a table of the matching
 ``dfanalyzer.views`` frame or export it (``--format csv|parquet|json``, ``-o FILE``);
-``compare A B`` compares two runs. Every command takes ``--filter QUERY``. Exit status: 0 on
+``compare A B`` compares two runs; ``insights`` runs the insight rules (``--json``,
+``--config``) and ``report`` writes one self-contained HTML page (``-o``). Every command takes ``--filter QUERY``. Exit status: 0 on
 success, 2 for bad arguments or a pattern that matches no file, 1 for other errors, 3 when
 ``compare --threshold`` finds a regression. A progress bar is shown on stderr while loading when
 it is a terminal.
@@ -33,6 +34,8 @@ _EPILOG = """commands and examples (PATTERN: quoted glob, file or directory):
   epochs     dfanalyzer epochs 'traces/*.pfw.gz' --format json
   layers     dfanalyzer layers 'traces/*.pfw.gz' --map reader=python,data_loader=python
   compare    dfanalyzer compare 'base/*.pfw.gz' 'new/*.pfw.gz' --threshold 0.1
+  insights   dfanalyzer insights 'traces/*.pfw.gz' [--config my-thresholds.yaml] [--json]
+  report     dfanalyzer report 'traces/*.pfw.gz' -o report.html
 """
 
 
@@ -57,11 +60,141 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--filter", default=None, metavar="QUERY",
                    help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX'\"")
     add_view_commands(sub)
+    _add_insights_parser(sub)
+    _add_report_parser(sub)
     return p
+
+
+def _cluster_args(s: argparse.ArgumentParser) -> None:
+    """Options every loading command shares (cluster, index, categories)."""
+    s.add_argument("patterns", nargs="+", metavar="PATTERN", help="trace files, glob patterns or directories")
+    s.add_argument("--workers", type=int, default=None, metavar="N", help="local Dask workers (default: cores)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--scheduler", default=None, metavar="ADDR", help="connect to a running Dask scheduler")
+    g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
+    s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
+    s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
+    s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
+    s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
+    s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
+    s.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    s.add_argument("--filter", default=None, metavar="QUERY",
+                   help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX'\"")
+
+
+def _add_insights_parser(sub) -> None:
+    s = sub.add_parser("insights", help="rules with severity, evidence and recommendations (Drishti's + AI rules)",
+                       description="Run the insight rules over the exact trace data. Thresholds: the shipped "
+                                   "dfanalyzer/insights.yaml, overridden key by key by --config.",
+                       epilog="example: dfanalyzer insights 'traces/*.pfw.gz' --config th.yaml --json")
+    _cluster_args(s)
+    s.add_argument("--config", default=None, metavar="YAML", help="thresholds overriding the defaults")
+    s.add_argument("--json", action="store_true", help="print InsightReport.to_dict() as JSON")
+
+
+def _add_report_parser(sub) -> None:
+    s = sub.add_parser("report", help="write one self-contained HTML report (summary, insights, views, plots)",
+                       description="Write one HTML page with no script and no external URL: summary, insights, "
+                                   "layers, views and embedded PNG plots.",
+                       epilog="example: dfanalyzer report 'traces/*.pfw.gz' -o report.html")
+    _cluster_args(s)
+    s.add_argument("-o", "--output", required=True, metavar="HTML", help="output file")
+    s.add_argument("--config", default=None, metavar="YAML", help="insights thresholds overriding the defaults")
+    s.add_argument("--top", type=int, default=20, metavar="N", help="rows per view table (default 20)")
+    s.add_argument("--bins", type=int, default=50, metavar="N", help="time windows of the plots (default 50)")
+    s.add_argument("--title", default=None, help="page title")
+
+
+#: args keys the insight rules read (file position reconstruction, epoch and step tags)
+INSIGHT_ARGS = ("fd", "ret", "whence", "epoch", "step", "count")
+
+
+def _run_loaded(args, work) -> int:
+    """Validate the shared options, start/reach the cluster, load the traces and call
+    ``work(analyzer, err_console)``; returns the exit status."""
+    if args.workers is not None and args.workers < 1:
+        print("dfanalyzer: error: --workers must be >= 1", file=sys.stderr)
+        return 2
+    if args.batch_size_mb <= 0:
+        print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from .analyzer import DFAnalyzer, expand_patterns
+    from .insights import load_config
+
+    try:
+        expand_patterns(args.patterns)
+        if getattr(args, "config", None):
+            load_config(args.config)  # a bad file fails before the cluster starts
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # YAML syntax errors
+        print(f"dfanalyzer: error: {args.config}: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    err = Console(stderr=True)
+    from .cluster import setup_dask_cluster
+
+    try:
+        client = setup_dask_cluster(
+            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
+        )
+    except (OSError, ValueError, TimeoutError) as exc:
+        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
+        return 1
+    try:
+        analyzer = DFAnalyzer(
+            args.patterns, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb, io_cats=args.io_cats,
+            compute_cats=args.compute_cats, app_io_cats=args.app_io_cats,
+            args=None if args.command == "report" else INSIGHT_ARGS,
+            client=client, progress=err.is_terminal and not args.no_progress, query=args.filter,
+        )
+        return work(analyzer, err)
+    except FileNotFoundError as exc:
+        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+
+
+def _run_insights(args) -> int:
+    def work(analyzer, err):
+        from rich.console import Console
+
+        rep = analyzer.insights(config=args.config, show=False)
+        if args.json:
+            print(json.dumps(rep.to_dict(), indent=2))
+        else:
+            out = Console()
+            if not out.is_terminal:
+                out = Console(width=140)
+            out.print(rep.panel())
+        return 0
+
+    return _run_loaded(args, work)
+
+
+def _run_report(args) -> int:
+    if args.top < 1 or args.bins < 1:
+        print("dfanalyzer: error: --top and --bins must be >= 1", file=sys.stderr)
+        return 2
+
+    def work(analyzer, err):
+        path = analyzer.report(args.output, config=args.config, top=args.top, bins=args.bins, title=args.title)
+        err.print(f"wrote {path}", highlight=False)
+        return 0
+
+    return _run_loaded(args, work)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "insights":
+        return _run_insights(args)
+    if args.command == "report":
+        return _run_report(args)
     if args.command in VIEW_COMMANDS or args.command == "compare":
         return view_main(args)
     if args.workers is not None and args.workers < 1:

@@ -26,3 +26,10 @@ def test_quickstart_notebook_executes(tmp_path):
     assert "Scheduler Allocation Details" in text(4)
     images = [o for o in outs[8] if "image/png" in o.get("data", {})]
     assert len(images) == 2
+    # views, insights and the report
+    assert "count" in text(10) and "busy_s" in text(10)
+    assert "I/O imbalance (max/mean over processes):" in text(12)
+    assert "POSIX" in text(13)
+    assert "I/O insights" in text(15) and "'small_requests'" in text(15)  # CM1: 4 KiB STDIO/POSIX requests
+    assert "'small_requests'" not in text(16) and "'random_access'" in text(16)
+    assert "sections: summary, insights, layers, functions, files, processes" in text(18)
