@@ -195,8 +195,11 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
     }
     if (pr.failed_lines >= 0) {
       // A member failed its check: none of its lines is delivered.
-      int64_t lines = std::max<int64_t>(pr.failed_lines, c.num_lines - pr.lines);
-      int64_t bytes = std::max<int64_t>(pr.failed_bytes, c.uncompressed_size - int64_t(r.data.size() - start));
+      // The member's own failure: its indexed (trailer-consistent) sizes; else what was decoded.
+      int64_t kept_bytes = int64_t(r.data.size() - start);
+      int64_t lines = pr.members == 0 ? c.num_lines : std::max<int64_t>(pr.failed_lines, c.num_lines - pr.lines);
+      int64_t bytes = pr.members == 0 ? c.uncompressed_size
+                                      : std::max<int64_t>(pr.failed_bytes, c.uncompressed_size - kept_bytes);
       r.lost_lines += lines;
       r.lost_bytes += bytes;
       if (pr.members > 0) r.line_count_mismatch = true;
@@ -284,7 +287,9 @@ void read_inflate_run(const File& f, const IndexInfo& idx, int64_t first, int64_
     }
   }
   inflateEnd(&zs);
-  if (u >= u_end && count_newlines(r.data.data() + start, size_t(u_end - u_begin)) != want_lines) {
+  const char* got_b = r.data.data() + start;
+  size_t got_n = size_t(u_end - u_begin);
+  if (u >= u_end && count_newlines(got_b, got_n) + (got_n && got_b[got_n - 1] != '\n' ? 1 : 0) != want_lines) {
     err = "line count differs from the index";
     u = checked_u = u_begin;
   }
