@@ -379,11 +379,11 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
   return r;
 }
 
-LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines) {
+LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines, bool require_verified) {
   LinesResult out;
   const auto& cps = idx.checkpoints;
   if (n_lines <= 0 || first_line < 0 || cps.empty()) return out;
-  if (idx.kind == "member") {
+  if (require_verified && idx.kind == "member") {
     // Line numbers add up the members' line counts: trusted only once each member was inflated.
     for (auto& c : cps)
       if (!(c.flags & (kLost | kVerified))) {
@@ -443,7 +443,7 @@ LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t
 }
 
 std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, int64_t n_lines) {
-  return read_lines_checked(idx, first_line, n_lines).lines;
+  return read_lines_checked(idx, first_line, n_lines, false).lines;
 }
 
 void ensure_context(IndexInfo& idx) {

@@ -154,7 +154,11 @@ struct LinesResult {
   bool needs_verified_index = false;  // member kind: line numbers before the range are header claims
   std::vector<std::string> warnings;
 };
-LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines);
+// `require_verified` (member kind): return at once with needs_verified_index when a member's line
+// count is only its header's claim (no kVerified flag); the caller re-indexes with verify=true.
+LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines,
+                               bool require_verified = true);
+// The lines only, numbered as the index says (no verification required).
 std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, int64_t n_lines);
 
 // ---- Parser ------------------------------------------------------------------------------------
