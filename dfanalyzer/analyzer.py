@@ -345,7 +345,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "schema": frame_schema(ev),
             "skipped_lines": int(b.skipped_lines),
             "lost_bytes": int(b.lost_bytes),
-            "lost_lines": int(b.lost_lines),
+            "lost_lines": int(getattr(b, "lost_lines", 0)),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
         }
