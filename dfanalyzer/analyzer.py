@@ -345,6 +345,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "schema": frame_schema(ev),
             "skipped_lines": int(b.skipped_lines),
             "lost_bytes": int(b.lost_bytes),
+            "lost_lines": int(getattr(b, "lost_lines", 0)),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
         }
@@ -356,6 +357,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "schema": {},
             "skipped_lines": int(nlines),
             "lost_bytes": int(nbytes),
+            "lost_lines": 0,
             "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
             "error": f"{type(exc).__name__}: {exc}",
         }
@@ -601,6 +603,7 @@ class DFAnalyzer:
                 "checkpoints": len(i["checkpoints"]),
                 "skipped_lines": 0,
                 "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
+                "lost_lines": 0,
                 "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
             }
             for i in indexes
@@ -613,6 +616,7 @@ class DFAnalyzer:
             p["events"] += info["rows"]
             p["skipped_lines"] += info["skipped_lines"]
             p["lost_bytes"] += info["lost_bytes"]
+            p["lost_lines"] += info.get("lost_lines", 0)
             p["warnings"].extend(info["warnings"])
         df = pd.DataFrame(list(per.values()))
         self.stats = {
@@ -626,6 +630,7 @@ class DFAnalyzer:
             "skipped_lines": int(df["skipped_lines"].sum()),
             "lost_bytes": int(df["lost_bytes"].sum()),
             "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
+            "lost_lines": int(df["lost_lines"].sum()),
             "per_file": df,
         }
 
@@ -639,14 +644,17 @@ class DFAnalyzer:
         return self._metadata
 
     def skipped_files(self) -> List[dict]:
-        """Files with skipped lines or lost bytes: ``path``, ``skipped_lines``, ``lost_bytes``, ``warnings``."""
+        """Files with skipped lines, lost lines/bytes or warnings: ``path``, ``skipped_lines``,
+        ``lost_lines``, ``lost_bytes``, ``warnings``."""
         df = self.stats["per_file"]
-        bad = df[(df["skipped_lines"] > 0) | (df["lost_bytes"] > 0)]
+        bad = df[(df["skipped_lines"] > 0) | (df["lost_bytes"] > 0) | (df["lost_lines"] > 0)
+                 | (df["warnings"].map(len) > 0)]
         return [
             {
                 "path": r.path,
                 "skipped_lines": int(r.skipped_lines),
                 "lost_bytes": int(r.lost_bytes),
+                "lost_lines": int(r.lost_lines),
                 "warnings": list(r.warnings),
             }
             for r in bad.itertuples()

@@ -241,11 +241,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
+            from .tools import damage_report
+
             for s in result.skipped:
-                err.print(
-                    f"warning: {s['path']}: {s['skipped_lines']} lines and {s['lost_bytes']} bytes skipped",
-                    highlight=False,
-                )
+                msg = damage_report(s["path"], s.get("lost_lines", 0), s["lost_bytes"], s["skipped_lines"])
+                for w in s.get("warnings", []) if msg is None else ():
+                    err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+                if msg:
+                    err.print(f"warning: {msg}", highlight=False, markup=False, soft_wrap=True)
         else:
             out = Console()
             if not out.is_terminal:  # files and pipes: wide enough for the function table

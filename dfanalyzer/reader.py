@@ -35,7 +35,8 @@ from . import _reader
 
 __all__ = [
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "empty_events_frame",
-    "checkpoint_stats", "index_path", "load_batch", "read_checkpoints", "read_lines", "scan", "scan_arg_columns",
+    "checkpoint_stats", "index_path", "load_batch", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
+    "scan_arg_columns",
 ]
 
 ReaderError = _reader.ReaderError
@@ -78,8 +79,9 @@ class Batch:
     metadata: pd.DataFrame
     skipped_lines: int = 0          # lines that are not valid JSON or lack name/ts
     lost_bytes: int = 0             # bytes of undecodable / cut-short data in this batch
-    lost_lines: int = 0             # lines of corrupt members (when known)
+    lost_lines: int = 0             # lines of members that failed their CRC/ISIZE (as decoded)
     warnings: List[str] = field(default_factory=list)
+    header_mismatches: int = 0      # members read by plain inflation because their header lied
 
 
 def _categorical(codes: np.ndarray, categories: list) -> pd.Categorical:
@@ -151,13 +153,16 @@ def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir
     if r["unresolved_hashes"]:
         warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
     return Batch(events=events, metadata=metadata, skipped_lines=int(r["skipped_lines"]),
-                 lost_bytes=int(r["lost_bytes"]), lost_lines=int(r["lost_lines"]), warnings=warnings)
+                 lost_bytes=int(r["lost_bytes"]), lost_lines=int(r["lost_lines"]), warnings=warnings,
+                 header_mismatches=int(r["header_mismatches"]))
 
 
-def build_index(path: str, index_dir: Optional[str] = None, force: bool = False) -> dict:
+def build_index(path: str, index_dir: Optional[str] = None, force: bool = False, verify: bool = False) -> dict:
     """Build (or load a valid) index; returns the dict of docs/design.md ("kind", "lines",
-    "checkpoints", ...). A stale, foreign, corrupt or non-SQLite index is rebuilt."""
-    return _reader.build_index(os.fspath(path), index_dir, force)
+    "checkpoints", ...). A stale, foreign, corrupt or non-SQLite index is rebuilt. ``lost_lines``,
+    ``lost_bytes`` and ``header_mismatches`` count what indexing found damaged (docs/index.md,
+    "Trust rules"); ``verify`` rebuilds inflating every member to check all its header fields."""
+    return _reader.build_index(os.fspath(path), index_dir, force, verify)
 
 
 def scan(path: str, index_dir: Optional[str] = None) -> dict:
@@ -175,6 +180,14 @@ def scan_arg_columns(path: str, index_dir: Optional[str] = None) -> Dict[str, st
 def read_lines(path: str, first_line: int, n_lines: int, index_dir: Optional[str] = None) -> List[str]:
     """Lines ``[first_line, first_line + n_lines)`` (0-based, without newline) through the index."""
     return _reader.read_lines(os.fspath(path), int(first_line), int(n_lines), index_dir)
+
+
+def read_lines_checked(path: str, first_line: int, n_lines: int, index_dir: Optional[str] = None) -> dict:
+    """:func:`read_lines` plus what could not be read in that range: a dict with ``lines``
+    (list of str), ``lost_lines``, ``lost_bytes`` (ints), ``warnings`` (list of str) and
+    ``reindexed`` (the index was rebuilt with every member verified because a member's line
+    count disagreed with it). Lost regions and failed members are never returned as lines."""
+    return _reader.read_lines_checked(os.fspath(path), int(first_line), int(n_lines), index_dir)
 
 
 def read_checkpoints(path: str, first: int, last: int, index_dir: Optional[str] = None) -> bytes:

@@ -4,6 +4,11 @@
                             uncompressed bytes and checkpoints per file (plus a total row).
 ``dftracer-cat FILE [--lines A:B]``  print lines A..B (1-based, inclusive, like ``sed -n A,Bp``)
                             decompressing only the checkpoints that hold them.
+
+Both report on stderr what they could not read, with the analyzer's counts (lines and bytes
+lost, lines skipped, lying member headers; docs/index.md "Trust rules"). Exit status: 0 when
+everything was read; 1 when a file could not be read or data was lost (``dftracer-index``: in
+any file; ``dftracer-cat``: in the requested lines); 2 for usage errors.
 """
 from __future__ import annotations
 
@@ -13,7 +18,22 @@ from typing import List, Optional
 
 from . import reader
 
-__all__ = ["index_main", "cat_main"]
+__all__ = ["index_main", "cat_main", "damage_report"]
+
+
+def damage_report(path: str, lost_lines: int, lost_bytes: int, skipped_lines: int = 0,
+                  header_mismatches: int = 0) -> Optional[str]:
+    """One stderr line for what could not be read in ``path`` (None when nothing): the same
+    wording as ``dfanalyzer summary`` uses for the same counts."""
+    parts = []
+    if lost_lines or lost_bytes:
+        parts.append("%d lines (%d bytes) lost" % (lost_lines, lost_bytes))
+    if skipped_lines:
+        parts.append("%d lines skipped (invalid JSON or invalid values)" % skipped_lines)
+    if header_mismatches:
+        parts.append("%d gzip member header(s) disagreed with their data (read by plain inflation)"
+                     % header_mismatches)
+    return "%s: %s" % (path, "; ".join(parts)) if parts else None
 
 
 def index_main(argv: Optional[List[str]] = None) -> int:
@@ -38,12 +58,12 @@ def index_main(argv: Optional[List[str]] = None) -> int:
         row = [s["lines"], s["events"], s["compressed_bytes"], s["uncompressed_bytes"], len(s["checkpoints"])]
         tot = [x + y for x, y in zip(tot, row)]
         print("%-60s %8s %10d %10d %14d %16d %11d" % ((f, s["kind"]) + tuple(row)))
-        if s["skipped_lines"]:
-            print("  %d lines skipped (invalid JSON or missing name/ts)" % s["skipped_lines"], file=sys.stderr)
-        if s["truncated_bytes"]:
-            print("  %s: cut short, %d bytes dropped" % (f, s["truncated_bytes"]), file=sys.stderr)
-        if s["lost_bytes"]:
-            print("  %s: %d bytes undecodable" % (f, s["lost_bytes"]), file=sys.stderr)
+        msg = damage_report(f, s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"],
+                            s["read_header_mismatches"])
+        if msg:
+            print("dftracer-index: " + msg, file=sys.stderr)
+        if s["read_lost_lines"] or s["read_lost_bytes"]:
+            rc = 1
     if len(a.files) > 1:
         print("%-60s %8s %10d %10d %14d %16d %11d" % (("total (%d files)" % len(a.files), "") + tuple(tot)))
     return rc
@@ -65,18 +85,25 @@ def cat_main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--index-dir", default=None)
     a = ap.parse_args(argv)
     first, last = a.lines
+    lost_lines = lost_bytes = 0
+    warnings: List[str] = []
     try:
-        idx = reader.build_index(a.file, a.index_dir)
-        total = idx["lines"]
-        last = total if last is None else min(last, total)
+        total = reader.build_index(a.file, a.index_dir)["lines"]
         out = sys.stdout
         step = 100_000
         line = first
-        while line <= last:
-            n = min(step, last - line + 1)
-            lines = reader.read_lines(a.file, line - 1, n, a.index_dir)
-            if lines:
-                out.write("\n".join(lines))
+        # Up to the range's end or one line past the indexed ones (an unterminated last line
+        # is not in the '\n' count of a member, but is printed like sed does).
+        while (last is None or line <= last) and line - 1 <= total:
+            n = step if last is None else min(step, last - line + 1)
+            r = reader.read_lines_checked(a.file, line - 1, n, a.index_dir)
+            if r["reindexed"]:
+                total = reader.build_index(a.file, a.index_dir)["lines"]
+            lost_lines += r["lost_lines"]
+            lost_bytes += r["lost_bytes"]
+            warnings.extend(r["warnings"])
+            if r["lines"]:
+                out.write("\n".join(r["lines"]))
                 out.write("\n")
             line += n
         out.flush()
@@ -84,6 +111,12 @@ def cat_main(argv: Optional[List[str]] = None) -> int:
         return 0
     except (OSError, ValueError) as e:
         print("dftracer-cat: %s" % e, file=sys.stderr)
+        return 1
+    for w in dict.fromkeys(warnings):
+        print("dftracer-cat: warning: %s" % w, file=sys.stderr)
+    msg = damage_report(a.file, lost_lines, lost_bytes)
+    if msg:
+        print("dftracer-cat: " + msg, file=sys.stderr)
         return 1
     return 0
 

@@ -1,4 +1,4 @@
-"""Bounded libFuzzer runs over the parser and the indexer (clang + libclang-rt).
+"""Bounded libFuzzer runs over the parser, the indexer and forged member headers (clang + libclang-rt).
 
 Duration per target: $DFTRACER_FUZZ_SECONDS (default 20 s; CI may use up to 60)."""
 import glob
@@ -24,12 +24,15 @@ def _build(tmp, target):
            os.path.join(SRC, "fuzz_%s.cpp" % target), os.path.join(SRC, "indexer.cpp"),
            os.path.join(SRC, "batch.cpp"), os.path.join(SRC, "parser.cpp"),
            "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
+    if target == "member_headers":  # built with the tracer's own member writer
+        cmd[cmd.index("-I") + 2:cmd.index("-I") + 2] = ["-I", os.path.join(ROOT, "src", "core"),
+                                                         os.path.join(ROOT, "src", "core", "gzip_member.cpp")]
     subprocess.run(cmd, check=True)
     return exe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["parser", "indexer"])
+@pytest.mark.parametrize("target", ["parser", "indexer", "member_headers"])
 def test_fuzz(tmp_path, target):
     assert shutil.which("clang++"), "clang++ is required (apt-get install clang libclang-rt-14-dev)"
     exe = _build(str(tmp_path), target)
@@ -40,9 +43,12 @@ def test_fuzz(tmp_path, target):
     if target == "parser":
         (corpus / "a").write_bytes(lines)
         (corpus / "b").write_bytes(open(legacy, "rb").read()[:4000])
-    else:
+    elif target == "indexer":
         (corpus / "a").write_bytes(gen_traces.gzip_member(lines[:3000]) + gen_traces.gzip_member(lines[3000:]))
         (corpus / "b").write_bytes(open(legacy + ".gz", "rb").read())
+    else:  # records (member, field, u32): csize over two members with a matching ISIZE, a huge usize, ...
+        (corpus / "a").write_bytes(bytes([0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 6, 2, 0, 0, 0]))
+        (corpus / "b").write_bytes(bytes([4, 7, 0, 0, 0, 1, 0, 0, 0, 0x80]))
     # Inputs that once crashed or hung a target stay in its seed corpus as regressions.
     for seed in glob.glob(os.path.join(ROOT, "tests", "data", "fuzz", target, "*")):
         shutil.copy(seed, corpus / os.path.basename(seed))

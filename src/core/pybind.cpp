@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gzip_member.h"
 #include "py_strings.h"
 #include "tracer.h"
 
@@ -141,6 +142,19 @@ PYBIND11_MODULE(_dftracer, m) {
         Tracer::instance()->flush();
       },
       "Write all buffered events now (tracing continues).");
+
+  m.def(
+      "encode_member",
+      [](py::bytes data, int level) {
+        std::string_view in = data;
+        dftracer::MemberEncoder enc(level < 1 || level > 9 ? 6 : level);
+        std::string out;
+        if (!enc.encode(in.data(), in.size(), &out)) throw std::runtime_error("encode_member: compression failed");
+        return py::bytes(out);
+      },
+      py::arg("data"), py::arg("level") = 6,
+      "One gzip member with the 'DF' size subfield, exactly as the tracer writes each buffer "
+      "(docs/format.md); data should be whole lines. For tests and tools that build traces.");
 
   m.def(
       "trace_path",

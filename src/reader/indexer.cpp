@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -87,6 +90,13 @@ GzHeader parse_header(const unsigned char* p, size_t n) {
   return h;
 }
 
+void merge_context(const FileContext& from, FileContext& to) {
+  for (auto& [k, v] : from.fh) to.fh[k] = v;  // later records win, as in collect_context
+  for (auto& [k, v] : from.hh) to.hh[k] = v;
+  for (auto& [k, v] : from.sh) to.sh[k] = v;
+  if (to.hostname.empty()) to.hostname = from.hostname;
+}
+
 // ---- line tracking over a linear output stream -------------------------------------------------
 
 // Receives decoded bytes in order; counts lines, places line-aligned checkpoints and collects
@@ -130,6 +140,8 @@ class Tracker {
   void finish(bool clean) {
     pending_ = false;
     flush_context(true, clean);
+    merge_context(member_ctx_, info_.context);
+    member_ctx_ = FileContext{};
     int64_t end = last_nl_;
     int64_t lines = lines_;
     if (clean && total_ > last_nl_) {
@@ -144,17 +156,38 @@ class Tracker {
     info_.lines = lines;
     info_.uncompressed_bytes = end;
   }
-  // Closes the running checkpoint at the last complete line (before a lost region).
-  void cut(int64_t lost_compressed_offset, int64_t lost_size) {
-    pending_ = false;
+  // Marks the start of a gzip member: context collected so far is kept (its members passed
+  // their CRC), what the new member adds is held until end_member() or drop_member().
+  void begin_member() {
+    end_member();
+    m_total_ = total_;
+    m_last_nl_ = last_nl_;
+    m_lines_ = lines_;
+  }
+  // The member passed its CRC32/ISIZE check: adopt the context its lines defined.
+  void end_member() {
     flush_context(true, false);
+    merge_context(member_ctx_, info_.context);
+    member_ctx_ = FileContext{};
+  }
+  // The member failed (bad data, CRC32 or ISIZE): none of its lines is kept, nor the line it
+  // finishes. Closes the running checkpoint at the last line end before the member and adds a
+  // lost region [lost_compressed_offset, +lost_size). Returns the lines lost (as decoded).
+  int64_t drop_member(int64_t lost_compressed_offset, int64_t lost_size) {
+    pending_ = false;
+    int64_t keep = m_last_nl_;
+    int64_t lost_lines = (lines_ - m_lines_) + (total_ > last_nl_ ? 1 : 0);
     auto& cps = info_.checkpoints;
-    while (!cps.empty() && !(cps.back().flags & kLost) && cps.back().uncompressed_offset >= last_nl_) cps.pop_back();
-    close_last(last_nl_, lines_);
-    // Bytes after the last newline belong to a broken line: drop them from the stream.
-    int64_t drop = total_ - last_nl_;
-    total_ = last_nl_;
-    len_ -= size_t(drop);
+    while (!cps.empty() && !(cps.back().flags & kLost) && cps.back().uncompressed_offset >= keep) cps.pop_back();
+    lines_ = m_lines_;
+    last_nl_ = keep;
+    close_last(keep, lines_);
+    int64_t drop = total_ - keep;
+    total_ = keep;
+    len_ -= size_t(std::min<int64_t>(drop, int64_t(len_)));
+    ctx_done_ = std::min(ctx_done_, keep);
+    member_ctx_ = FileContext{};
+    m_total_ = total_;
     Checkpoint lost;
     lost.compressed_offset = lost_compressed_offset;
     lost.compressed_size = lost_size;
@@ -162,9 +195,12 @@ class Tracker {
     lost.first_line = lines_;
     lost.block_offset = total_;
     lost.flags = kLost;
+    lost.lost_lines = lost_lines;
     cps.push_back(lost);
     info_.lost_bytes += lost_size;
+    info_.lost_lines += lost_lines;
     last_cp_u_ = total_;
+    return lost_lines;
   }
 
  private:
@@ -210,7 +246,7 @@ class Tracker {
     if (!force && upto - from < (256 << 10)) return;
     int64_t base = total_ - int64_t(len_);  // absolute offset of buf_[0]
     if (from < base) from = base;
-    collect_context(buf_.data() + (from - base), size_t(upto - from), info_.context);
+    collect_context(buf_.data() + (from - base), size_t(upto - from), member_ctx_);
     ctx_done_ = upto;
   }
   void compact(size_t want) {
@@ -228,8 +264,10 @@ class Tracker {
   std::vector<char> buf_;
   size_t len_ = 0;
   int64_t total_ = 0, last_nl_ = 0, lines_ = 0, last_cp_u_ = 0, ctx_done_ = 0;
+  int64_t m_total_ = 0, m_last_nl_ = 0, m_lines_ = 0;  // state at the current member's start
   bool pending_ = false, ctx_dirty_ = false;
   Checkpoint pend_;
+  FileContext member_ctx_;  // context from the current member's lines (not yet CRC-checked)
 };
 
 // ---- kind (c): plain ---------------------------------------------------------------------------
@@ -312,6 +350,7 @@ void index_inflate(const File& f, IndexInfo& info) {
       cp.flags = kMemberStart;
       member_start = cp.compressed_offset;
       member_u = t.total();
+      t.begin_member();
       t.mark(cp);
       new_member = false;
     }
@@ -342,12 +381,12 @@ void index_inflate(const File& f, IndexInfo& info) {
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;  // need input
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      // Corrupt data: keep the complete lines decoded so far, skip to the next member.
+      // Corrupt data, CRC32 or ISIZE mismatch: the whole member is a lost region (its lines
+      // decoded so far are dropped, never delivered), up to the next gzip header.
       int64_t err_at = consumed();
       int64_t next = resync(f, std::max(err_at, member_start + 1));
-      int64_t lost_from = t.total() > member_u ? err_at : member_start;
       int64_t lost_to = next < 0 ? f.size() : next;
-      t.cut(lost_from, lost_to - lost_from);
+      t.drop_member(member_start, lost_to - member_start);
       if (next < 0) {
         clean = true;
         break;
@@ -384,22 +423,22 @@ void index_inflate(const File& f, IndexInfo& info) {
 
 // ---- kind (a): member hop ----------------------------------------------------------------------
 
-// Inflates one member starting at `off` (any gzip header). Returns bytes of whole lines in
-// *u_whole, their line count, the member's compressed length (or -1 if cut short / corrupt).
+// Plain inflation of one member starting at `off` (any gzip header), with zlib's CRC32/ISIZE
+// check. Memory is bounded (chunks of output; context lines are collected as they complete).
 struct MemberScan {
-  int64_t csize = -1;
-  int64_t u_total = 0, u_whole = 0, lines = 0;
-  bool corrupt = false;
-  std::string tail;  // decoded content (for context collection)
+  int64_t csize = -1;                   // compressed length with trailer; -1 if cut short
+  int64_t u_total = 0, u_whole = 0, lines = 0;  // bytes, bytes of whole lines, '\n' count
+  bool corrupt = false;                 // bad data, CRC32 or ISIZE
 };
-MemberScan scan_member(const File& f, int64_t off) {
+MemberScan scan_member(const File& f, int64_t off, FileContext& ctx) {
   MemberScan r;
   z_stream zs{};
   if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
   std::vector<unsigned char> in(1 << 18);
   std::vector<char> out(1 << 18);
+  std::string carry;  // bytes of the current unfinished line (capped: context lines are short)
+  FileContext local;
   int64_t pos = off;
-  int64_t last_nl = 0;
   for (;;) {
     if (zs.avail_in == 0) {
       size_t got = f.pread_full(in.data(), in.size(), pos);
@@ -412,15 +451,30 @@ MemberScan scan_member(const File& f, int64_t off) {
     zs.avail_out = uInt(out.size());
     int rc = inflate(&zs, Z_NO_FLUSH);
     size_t n = out.size() - zs.avail_out;
-    for (size_t i = 0; i < n; ++i)
-      if (out[i] == '\n') {
-        ++r.lines;
-        last_nl = r.u_total + int64_t(i) + 1;
+    const char* last = nullptr;
+    for (const char* q = out.data(); (q = static_cast<const char*>(std::memchr(q, '\n', size_t(out.data() + n - q))));
+         ++q) {
+      ++r.lines;
+      last = q;
+    }
+    if (last) {
+      size_t head = size_t(last + 1 - out.data());
+      if (!carry.empty()) {
+        carry.append(out.data(), head);
+        collect_context(carry.data(), carry.size(), local);
+        carry.clear();
+      } else {
+        collect_context(out.data(), head, local);
       }
-    r.tail.append(out.data(), n);
+      r.u_whole = r.u_total + int64_t(head);
+      carry.assign(out.data() + head, n - head);
+    } else if (carry.size() < (1u << 20)) {
+      carry.append(out.data(), n);
+    }
     r.u_total += int64_t(n);
     if (rc == Z_STREAM_END) {
       r.csize = pos - int64_t(zs.avail_in) - off;
+      if (!carry.empty()) collect_context(carry.data(), carry.size(), local);  // unterminated last line
       break;
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;
@@ -430,8 +484,66 @@ MemberScan scan_member(const File& f, int64_t off) {
     }
   }
   inflateEnd(&zs);
-  r.u_whole = last_nl;
+  if (!r.corrupt) merge_context(local, ctx);
   return r;
+}
+
+// Checks a 'DF' header against what the hop can see without inflating: the member fits the file,
+// its uncompressed size is possible for deflate and equals the trailer's ISIZE, it has no more
+// lines than bytes, and a gzip header (or the end of the file, or zero padding to it) follows.
+// Returns the first disagreement, or nullptr. CRC32 and the line count need the data: they are
+// checked when the member is read (batch.cpp).
+const char* df_header_disagreement(const File& f, int64_t off, const GzHeader& h) {
+  int64_t cs = h.csize;
+  if (cs < h.header_len + 2 + 8) return "compressed size smaller than header + deflate + trailer";
+  if (off + cs > f.size()) return "compressed size runs past the end of the file";
+  if (int64_t(h.usize) > kMaxInflateRatio * cs) return "uncompressed size beyond what deflate can produce";
+  if (h.nlines > h.usize) return "more lines than bytes";
+  unsigned char t[8 + 512];
+  size_t got = f.pread_full(t, sizeof t, off + cs - 8);
+  if (got < 8) return "trailer missing";
+  if (rd32(t + 4) != h.usize) return "uncompressed size differs from the trailer's ISIZE";
+  if (got > 8) {
+    GzHeader next = parse_header(t + 8, got - 8);
+    bool zeros = off + cs + int64_t(got - 8) == f.size();
+    for (size_t i = 8; i < got && zeros; ++i) zeros = t[i] == 0;
+    if (!next.ok && !zeros) return "no gzip header where the next member should start";
+  }
+  return nullptr;
+}
+
+// Inflates a member whose header passed df_header_disagreement and compares the data with every
+// header field: compressed bytes consumed, uncompressed size, line count. kBadData: the deflate
+// data or its CRC32 is bad; the member stays as its (trailer-consistent) header describes it and
+// the reader reports its lines lost, as an unverified index would.
+enum class MemberCheck { kMatch, kMismatch, kBadData };
+MemberCheck df_member_check(const File& f, int64_t off, const GzHeader& h, std::vector<unsigned char>& in,
+                       std::string& out) {
+  in.resize(h.csize);
+  if (f.pread_full(in.data(), h.csize, off) != h.csize) return MemberCheck::kMismatch;
+  out.resize(size_t(h.usize) + 1);
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> ld(libdeflate_alloc_decompressor(),
+                                                                                 libdeflate_free_decompressor);
+  if (!ld) throw ReaderError("libdeflate: out of memory");
+  size_t in_n = 0, out_n = 0;
+  libdeflate_result rc = libdeflate_gzip_decompress_ex(ld.get(), in.data(), in.size(), out.data(), out.size(), &in_n, &out_n);
+  if (rc == LIBDEFLATE_BAD_DATA) return MemberCheck::kBadData;
+  if (rc != LIBDEFLATE_SUCCESS || in_n != h.csize || out_n != h.usize) return MemberCheck::kMismatch;
+#else
+  z_stream zs{};
+  if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
+  zs.next_in = in.data();
+  zs.avail_in = uInt(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = uInt(out.size());
+  int rc = inflate(&zs, Z_FINISH);
+  bool ok = rc == Z_STREAM_END && zs.avail_in == 0 && zs.total_out == h.usize;
+  inflateEnd(&zs);
+  if (rc == Z_DATA_ERROR) return MemberCheck::kBadData;
+  if (!ok) return MemberCheck::kMismatch;
+#endif
+  return count_newlines(out.data(), h.usize) == int64_t(h.nlines) ? MemberCheck::kMatch : MemberCheck::kMismatch;
 }
 
 int64_t find_df_header(const File& f, int64_t from) {
@@ -447,11 +559,12 @@ int64_t find_df_header(const File& f, int64_t from) {
   return -1;
 }
 
-void index_members(const File& f, IndexInfo& info) {
+void index_members(const File& f, IndexInfo& info, bool verify) {
   int64_t off = 0, u = 0, line = 0;
   unsigned char hb[512];
   auto& cps = info.checkpoints;
-  bool last_unterminated = false;
+  std::vector<unsigned char> vin;  // verify mode buffers
+  std::string vout;
   while (off < f.size()) {
     size_t got = f.pread_full(hb, sizeof hb, off);
     GzHeader h = parse_header(hb, got);
@@ -463,7 +576,9 @@ void index_members(const File& f, IndexInfo& info) {
     cp.flags = kMemberStart;
     bool zero_tail = true;
     for (size_t i = 0; i < got && zero_tail; ++i) zero_tail = hb[i] == 0;
-    if (h.ok && h.df && off + int64_t(h.csize) <= f.size()) {
+    if (h.ok && h.df && !df_header_disagreement(f, off, h) &&
+        (!verify || df_member_check(f, off, h, vin, vout) != MemberCheck::kMismatch)) {
+      if (verify) cp.flags |= kVerified;
       cp.compressed_size = h.csize;
       cp.uncompressed_size = h.usize;
       cp.num_lines = h.nlines;
@@ -473,20 +588,25 @@ void index_members(const File& f, IndexInfo& info) {
       line += h.nlines;
       continue;
     }
+    int64_t lost_lines = 0;
     if (h.ok) {
-      // A member without (or with a cut-short) size subfield: inflate it once.
-      MemberScan m = scan_member(f, off);
+      // No 'DF' subfield, or one the member disagrees with: plain inflation of this member.
+      MemberScan m = scan_member(f, off, info.context);
       if (!m.corrupt) {
         bool cut = m.csize < 0;
         int64_t keep = cut ? m.u_whole : m.u_total;
-        collect_context(m.tail.data(), size_t(keep), info.context);
         cp.compressed_size = cut ? f.size() - off : m.csize;
         cp.uncompressed_size = keep;
         cp.num_lines = m.lines + ((!cut && m.u_total > m.u_whole) ? 1 : 0);
-        last_unterminated = !cut && m.u_total > m.u_whole;
+        cp.flags |= kVerified;  // all values come from the data
+        if (h.df && !cut && (int64_t(h.csize) != m.csize || int64_t(h.usize) != m.u_total || int64_t(h.nlines) != m.lines)) {
+          cp.flags |= kHeaderMismatch;
+          info.header_mismatches += 1;
+        }
         if (cut) {
           cp.flags |= kTruncated;
-          info.truncated_bytes += (h.df ? int64_t(h.usize) : m.u_total) - keep;
+          bool claim_ok = h.df && int64_t(h.usize) >= m.u_total && int64_t(h.usize) <= kMaxInflateRatio * (f.size() - off);
+          info.truncated_bytes += (claim_ok ? int64_t(h.usize) : m.u_total) - keep;
         }
         if (keep > 0) cps.push_back(cp);
         off += cp.compressed_size;
@@ -494,6 +614,7 @@ void index_members(const File& f, IndexInfo& info) {
         line += cp.num_lines;
         continue;
       }
+      lost_lines = m.lines + (m.u_total > m.u_whole ? 1 : 0);  // decoded before the failure
     }
     if (zero_tail && got < sizeof hb) {  // zero padding at the end
       info.lost_bytes += f.size() - off;
@@ -510,11 +631,12 @@ void index_members(const File& f, IndexInfo& info) {
     cp.compressed_size = end - off;
     cp.uncompressed_size = 0;
     cp.num_lines = 0;
+    cp.lost_lines = lost_lines;
     cps.push_back(cp);
     info.lost_bytes += end - off;
+    info.lost_lines += lost_lines;
     off = end;
   }
-  (void)last_unterminated;
   info.lines = line;
   info.uncompressed_bytes = u;
 }
@@ -560,7 +682,7 @@ CREATE TABLE IF NOT EXISTS metadata(key TEXT PRIMARY KEY, value);
 CREATE TABLE IF NOT EXISTS checkpoints(
   number INTEGER PRIMARY KEY, compressed_offset INTEGER, compressed_size INTEGER,
   uncompressed_offset INTEGER, uncompressed_size INTEGER, first_line INTEGER, num_lines INTEGER,
-  bit_offset INTEGER, block_offset INTEGER, flags INTEGER, window BLOB);
+  bit_offset INTEGER, block_offset INTEGER, flags INTEGER, window BLOB, lost_lines INTEGER);
 CREATE TABLE IF NOT EXISTS context(kind TEXT, hash TEXT, value TEXT, PRIMARY KEY(kind, hash));
 CREATE TABLE IF NOT EXISTS arg_columns(key TEXT PRIMARY KEY, dtype TEXT);
 )SQL";
@@ -601,6 +723,9 @@ void write_stats(sqlite3* db, const IndexInfo& info) {
   put_meta(db, "events", info.events);
   put_meta(db, "metadata_records", info.metadata_records);
   put_meta(db, "skipped_lines", info.skipped_lines);
+  put_meta(db, "scan_lost_lines", info.scan_lost_lines);
+  put_meta(db, "scan_lost_bytes", info.scan_lost_bytes);
+  put_meta(db, "scan_header_mismatches", info.scan_header_mismatches);
   sqlite3_exec(db, "DELETE FROM arg_columns", nullptr, nullptr, nullptr);
   Stmt s(db, "INSERT INTO arg_columns(key, dtype) VALUES(?, ?)");
   for (auto& [k, d] : info.arg_columns) {
@@ -645,7 +770,7 @@ void save_index(const IndexInfo& info) {
     put_meta(d.db, "truncated_bytes", info.truncated_bytes);
     put_meta(d.db, "lost_bytes", info.lost_bytes);
     Stmt s(d.db,
-           "INSERT INTO checkpoints VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "INSERT INTO checkpoints VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     std::vector<unsigned char> zbuf;
     for (auto& c : info.checkpoints) {
       s.reset();
@@ -667,6 +792,7 @@ void save_index(const IndexInfo& info) {
       } else {
         sqlite3_bind_null(s.st, 11);
       }
+      sqlite3_bind_int64(s.st, 12, c.lost_lines);
       s.step();
     }
     write_context(d.db, info.context);
@@ -720,9 +846,12 @@ bool load_index(IndexInfo& info, const File& f) {
     info.events = geti("events");
     info.metadata_records = geti("metadata_records");
     info.skipped_lines = geti("skipped_lines");
+    info.scan_lost_lines = geti("scan_lost_lines");
+    info.scan_lost_bytes = geti("scan_lost_bytes");
+    info.scan_header_mismatches = geti("scan_header_mismatches");
     Stmt s(d.db,
            "SELECT number, compressed_offset, compressed_size, uncompressed_offset, uncompressed_size, "
-           "first_line, num_lines, bit_offset, block_offset, flags, window IS NOT NULL "
+           "first_line, num_lines, bit_offset, block_offset, flags, window IS NOT NULL, lost_lines "
            "FROM checkpoints ORDER BY number");
     while (s.step()) {
       Checkpoint c;
@@ -737,6 +866,9 @@ bool load_index(IndexInfo& info, const File& f) {
       c.block_offset = sqlite3_column_int64(s.st, 8);
       c.flags = sqlite3_column_int(s.st, 9);
       c.has_window = sqlite3_column_int(s.st, 10) != 0;  // loaded on demand by load_window
+      c.lost_lines = sqlite3_column_int64(s.st, 11);
+      if (c.flags & kLost) info.lost_lines += c.lost_lines;
+      if (c.flags & kHeaderMismatch) info.header_mismatches += 1;
       if (c.number != int64_t(info.checkpoints.size())) return false;
       info.checkpoints.push_back(std::move(c));
     }
@@ -802,12 +934,12 @@ std::string index_path_for(const std::string& trace, const std::string& index_di
   return idir + "/" + abs.substr(abs.rfind('/') + 1) + "-" + hex + ".zindex";
 }
 
-IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force) {
+IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force, bool verify) {
   IndexInfo info;
   info.path = abs_path(trace);
   info.index_path = index_path_for(info.path, index_dir);
   File f(info.path);
-  if (!force && load_index(info, f)) return info;
+  if (!force && !verify && load_index(info, f)) return info;
   info = IndexInfo{};
   info.path = abs_path(trace);
   info.index_path = index_path_for(info.path, index_dir);
@@ -822,7 +954,7 @@ IndexInfo build_index(const std::string& trace, const std::string& index_dir, bo
     GzHeader h = parse_header(hb, got);
     if (h.ok && h.df) {
       info.kind = "member";
-      index_members(f, info);
+      index_members(f, info, verify);
     } else {
       info.kind = "inflate";
       index_inflate(f, info);

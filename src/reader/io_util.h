@@ -13,6 +13,9 @@
 
 namespace dftracer::reader {
 
+// '\n' bytes in [p, p + n) (AVX2 when the CPU has it; batch.cpp).
+int64_t count_newlines(const char* p, size_t n);
+
 class File {
  public:
   explicit File(const std::string& path) : path_(path) {

@@ -127,6 +127,7 @@ inline double token_double(std::string_view tok, double simdjson_value) {
 }
 
 // Reads an integer from a number (ints, floats truncated) or a decimal string (legacy traces).
+// A value outside int64 (e.g. 2^63, 2^64-1) is invalid: false, never a wrapped value.
 __attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) {
   if (!v.get_int64().get(out)) return true;  // common case; on error nothing is consumed
   od::json_type t;
@@ -136,7 +137,7 @@ __attribute__((always_inline)) inline bool read_i64(od::value& v, int64_t& out) 
     od::number n;
     if (v.get_number().get(n)) return false;
     if (n.is_int64()) out = n.get_int64();
-    else if (n.is_uint64()) out = int64_t(n.get_uint64());
+    else if (n.is_uint64()) return false;  // >= 2^63
     else {
       double d = token_double(tok, n.get_double());
       if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return false;  // NaN or beyond int64
@@ -623,6 +624,8 @@ struct Parser::Impl {
           break;  // other top-level keys (id, ...) are not columns: on-demand skips unread values
       }
     }
+    // One object per line: anything after its closing brace (e.g. a second '}') is invalid.
+    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return false;
     if (!has_name) return false;
     bool is_meta = ph == "M" || (has_cat && cat == "dftracer");
     if (is_meta) {
@@ -630,6 +633,8 @@ struct Parser::Impl {
       return true;
     }
     if (!has_ts) return false;
+    int64_t te;
+    if (__builtin_add_overflow(ts, dur, &te)) return false;  // end time beyond int64 µs
     commit(name, has_cat ? cat : std::string_view(), has_cat, ph, pid, tid, ts, dur, ctx, out);
     return true;
   }

@@ -26,6 +26,8 @@ py::dict checkpoint_dict(const Checkpoint& c) {
   d["bit_offset"] = c.bit_offset;
   d["flags"] = c.flags;
   d["lost"] = bool(c.flags & kLost);
+  d["lost_lines"] = c.lost_lines;
+  d["header_mismatch"] = bool(c.flags & kHeaderMismatch);
   return d;
 }
 
@@ -41,6 +43,8 @@ py::dict info_dict(const IndexInfo& i) {
   d["uncompressed_bytes"] = i.uncompressed_bytes;
   d["truncated_bytes"] = i.truncated_bytes;
   d["lost_bytes"] = i.lost_bytes;
+  d["lost_lines"] = i.lost_lines;
+  d["header_mismatches"] = i.header_mismatches;
   d["rebuilt"] = i.rebuilt;
   py::list cps;
   for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c));
@@ -53,6 +57,9 @@ py::dict scan_dict(const IndexInfo& i) {
   d["events"] = i.events;
   d["metadata_records"] = i.metadata_records;
   d["skipped_lines"] = i.skipped_lines;
+  d["read_lost_lines"] = i.scan_lost_lines;
+  d["read_lost_bytes"] = i.scan_lost_bytes;
+  d["read_header_mismatches"] = i.scan_header_mismatches;
   py::list cols;
   for (auto& [k, t] : i.arg_columns) cols.append(py::make_tuple(k, t));
   d["arg_columns"] = cols;
@@ -186,10 +193,49 @@ py::dict load_batch(const std::string& path, int64_t first, int64_t last, const 
   out["skipped_examples"] = c.skipped_examples;
   out["lost_bytes"] = b->range.lost_bytes;
   out["lost_lines"] = b->range.lost_lines;
+  out["header_mismatches"] = b->range.header_mismatches;
   out["warnings"] = b->range.warnings;
   out["unresolved_hashes"] = c.unresolved_hashes;
   out["replaced_utf8_lines"] = c.replaced_utf8_lines;
   return out;
+}
+
+struct CheckedLines {
+  LinesResult r;
+  bool reindexed = false;
+};
+
+// read_lines_checked; when a member's line count disagrees with the index (a 'DF' header lied in
+// a way the hop cannot see), the index is rebuilt with every member verified and the read redone.
+CheckedLines checked_lines(const std::string& path, int64_t first_line, int64_t n_lines, const std::string& idir) {
+  py::gil_scoped_release nogil;
+  CheckedLines out;
+  out.r = read_lines_checked(*open_index(path, idir), first_line, n_lines);
+  if (out.r.line_count_mismatch || out.r.needs_verified_index) {
+    bool mismatch = out.r.line_count_mismatch;
+    IndexInfo v = build_index(path, idir, true, true);
+    out.reindexed = true;
+    out.r = read_lines_checked(*open_index(path, idir), first_line, n_lines);
+    if (out.r.line_count_mismatch || out.r.needs_verified_index)
+      throw ReaderError(path + ": line numbering still disagrees with the data after re-indexing");
+    if (mismatch || v.header_mismatches)
+      out.r.warnings.insert(out.r.warnings.begin(),
+                            path + ": " + std::to_string(v.header_mismatches) +
+                                " gzip member header(s) disagreed with their data; re-indexed with every member verified");
+  }
+  return out;
+}
+
+py::dict lines_dict(const CheckedLines& c) {
+  py::dict d;
+  py::list lines;
+  for (auto& s : c.r.lines) lines.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  d["lines"] = lines;
+  d["lost_lines"] = c.r.lost_lines;
+  d["lost_bytes"] = c.r.lost_bytes;
+  d["warnings"] = c.r.warnings;
+  d["reindexed"] = c.reindexed;
+  return d;
 }
 
 }  // namespace
@@ -204,16 +250,17 @@ PYBIND11_MODULE(_reader, m) {
   py::register_exception<ReaderError>(m, "ReaderError", PyExc_OSError);
   m.def(
       "build_index",
-      [](const std::string& path, const py::object& index_dir, bool force) {
+      [](const std::string& path, const py::object& index_dir, bool force, bool verify) {
         IndexInfo i;
         {
           py::gil_scoped_release nogil;
-          i = build_index(path, opt(index_dir), force);
+          i = build_index(path, opt(index_dir), force, verify);
         }
         return info_dict(i);
       },
-      py::arg("path"), py::arg("index_dir") = py::none(), py::arg("force") = false,
-      "Build or load the index of a trace; returns its metadata and checkpoints.");
+      py::arg("path"), py::arg("index_dir") = py::none(), py::arg("force") = false, py::arg("verify") = false,
+      "Build or load the index of a trace; returns its metadata and checkpoints. verify=True rebuilds it "
+      "inflating every member and comparing its header with the data.");
   m.def(
       "scan",
       [](const std::string& path, const py::object& index_dir) {
@@ -227,16 +274,17 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none(),
       "Index + one parse pass: events, metadata records, skipped lines, args columns (cached in the index).");
   m.def(
+      "read_lines_checked",
+      [](const std::string& path, int64_t first_line, int64_t n_lines, const py::object& index_dir) {
+        return lines_dict(checked_lines(path, first_line, n_lines, opt(index_dir)));
+      },
+      py::arg("path"), py::arg("first_line"), py::arg("n_lines"), py::arg("index_dir") = py::none(),
+      "Lines [first_line, first_line + n_lines) (0-based) without their newline, and what could not be read: "
+      "dict lines, lost_lines, lost_bytes, warnings, reindexed.");
+  m.def(
       "read_lines",
       [](const std::string& path, int64_t first_line, int64_t n_lines, const py::object& index_dir) {
-        std::vector<std::string> lines;
-        {
-          py::gil_scoped_release nogil;
-          lines = read_lines(*open_index(path, opt(index_dir)), first_line, n_lines);
-        }
-        py::list out;
-        for (auto& s : lines) out.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
-        return out;
+        return lines_dict(checked_lines(path, first_line, n_lines, opt(index_dir)))["lines"];
       },
       py::arg("path"), py::arg("first_line"), py::arg("n_lines"), py::arg("index_dir") = py::none(),
       "Lines [first_line, first_line + n_lines) (0-based) without their newline.");

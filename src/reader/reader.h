@@ -21,8 +21,11 @@
 
 namespace dftracer::reader {
 
-inline constexpr int kIndexFormatVersion = 1;
+inline constexpr int kIndexFormatVersion = 2;  // 2: lost_lines column; CRC-failed inflate members lost whole
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
+// Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
+// kMaxInflateRatio x compressed bytes is a lie and is never used to size a buffer.
+inline constexpr int64_t kMaxInflateRatio = 1032;
 
 // Raised for unreadable inputs (missing file, I/O error, unusable index directory).
 struct ReaderError : std::runtime_error {
@@ -33,6 +36,8 @@ enum CheckpointFlags : int {
   kMemberStart = 1,  // compressed_offset is a gzip member header (no window needed)
   kLost = 2,         // undecodable region (corrupt header/data); num_lines = 0
   kTruncated = 4,    // final member/stream cut short: only its complete lines are indexed
+  kHeaderMismatch = 8,  // member's 'DF' header disagreed with its data; indexed by plain inflation
+  kVerified = 16,       // member inflated at index time: sizes, CRC32 and line count match the data
 };
 
 struct Checkpoint {
@@ -46,6 +51,7 @@ struct Checkpoint {
   int bit_offset = 0;               // 0-7 bits of compressed_offset's byte already used (inflate kind)
   int64_t block_offset = 0;         // uncompressed offset where decoding restarts (<= uncompressed_offset)
   int flags = 0;
+  int64_t lost_lines = 0;           // kLost: lines known to be lost in the region (as decoded)
   bool has_window = false;          // a window is stored (loaded lazily, see load_window)
   std::string window;               // raw 32 KiB (or shorter) history; stored zlib-compressed
 };
@@ -68,12 +74,17 @@ struct IndexInfo {
   int64_t uncompressed_bytes = 0;  // bytes of indexed content
   int64_t truncated_bytes = 0;     // bytes dropped at a cut-short end
   int64_t lost_bytes = 0;          // compressed bytes in undecodable regions found at index time
+  int64_t lost_lines = 0;          // lines in those regions (sum of their checkpoints' lost_lines)
+  int64_t header_mismatches = 0;   // members whose 'DF' header disagreed with their data (kHeaderMismatch)
   bool rebuilt = false;            // built (or rebuilt) by this call
   std::vector<Checkpoint> checkpoints;
   FileContext context;
   // Filled by scan_file (stats over all lines), empty until then.
   bool stats_scanned = false;
   int64_t events = 0, metadata_records = 0, skipped_lines = 0;
+  // What reading every checkpoint could not deliver (the analyzer's per-file counts): lines and
+  // bytes lost (lost regions, members failing CRC32/ISIZE, a cut-short tail) and lying headers.
+  int64_t scan_lost_lines = 0, scan_lost_bytes = 0, scan_header_mismatches = 0;
   std::vector<std::pair<std::string, std::string>> arg_columns;  // key -> "Int64"|"Float64"|"string"
 };
 
@@ -82,8 +93,12 @@ struct IndexInfo {
 std::string index_path_for(const std::string& trace, const std::string& index_dir);
 
 // Opens a valid index or builds one (a stale, foreign, corrupt or non-SQLite index is rebuilt).
+// Member kind: each 'DF' header is checked against the member trailer and the next header
+// (docs/index.md "Trust rules"); `verify` also inflates every member and compares all header
+// fields with the data (used when a read found a line count the hop cannot see; implies force).
 // Throws ReaderError when the trace cannot be read or the index cannot be written.
-IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false);
+IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false,
+                      bool verify = false);
 
 // build_index through a per-process cache: reused while the trace (size, mtime) and the index
 // file (inode, size, mtime) are unchanged. Checkpoint windows are not loaded (see load_window).
@@ -120,9 +135,30 @@ struct RangeData {
   int64_t first_line = 0;
   int64_t lost_lines = 0;      // lines of members that failed to decode
   int64_t lost_bytes = 0;      // bytes (uncompressed when known, else compressed) not decoded
+  int64_t header_mismatches = 0;  // members read by plain inflation because their header lied
+  bool line_count_mismatch = false;  // delivered lines != the index's num_lines (numbering is off)
   std::vector<std::string> warnings;
 };
+// Never delivers the lines of a member that fails its CRC32/ISIZE: they are counted in
+// lost_lines/lost_bytes with a warning naming the checkpoint. Throws ReaderError when the file
+// changed since indexing or the index claims more output than the compressed range can hold.
 RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last);
+
+// Lines [first_line, first_line + n_lines) (0-based, without '\n') and what could not be read:
+// lines of lost regions and corrupt members that fall in the range (a lost region between line
+// L-1 and L is in the range when first_line <= L < end, or L == end == idx.lines).
+struct LinesResult {
+  std::vector<std::string> lines;
+  int64_t lost_lines = 0, lost_bytes = 0;
+  bool line_count_mismatch = false;  // the index's line numbering disagrees with the data
+  bool needs_verified_index = false;  // member kind: line numbers before the range are header claims
+  std::vector<std::string> warnings;
+};
+// `require_verified` (member kind): return at once with needs_verified_index when a member's line
+// count is only its header's claim (no kVerified flag); the caller re-indexes with verify=true.
+LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines,
+                               bool require_verified = true);
+// The lines only, numbered as the index says (no verification required).
 std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, int64_t n_lines);
 
 // ---- Parser ------------------------------------------------------------------------------------

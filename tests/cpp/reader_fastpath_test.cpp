@@ -95,6 +95,12 @@ const std::vector<std::string> kSlow = {
     R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1)",
     R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":)",
     R"(not json)",
+    // invalid values (issue 15): beyond int64, an end time beyond int64, a second closing brace
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":9223372036854775808,"ph":"X"})",
+    R"({"id":1,"name":"n","cat":"c","pid":18446744073709551615,"tid":2,"ts":3,"dur":4,"ph":"X"})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":9223372036854775000,"dur":900,"ph":"X"})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"}})",
+    R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1}}})",
 };
 
 std::string join(const std::vector<std::string>& v) {
@@ -224,4 +230,22 @@ TEST(ReaderFastPath, FixturesAgree) {
   EXPECT_EQ(files, 7);
   EXPECT_GT(fast, 0);  // CM1 events use the tracer's key order
   EXPECT_EQ(expect_same(gunzip(std::string(DFTRACER_TEST_DATA) + "/dftracer-legacy/test.pfw.gz")), 0);
+}
+
+TEST(ReaderFastPath, OutOfRangeValuesAndTrailingContentAreSkipped) {
+  // The last five kSlow lines are invalid: both paths skip (and count) them, no wrapped value.
+  for (size_t i = kSlow.size() - 5; i < kSlow.size(); ++i) {
+    for (bool fast : {true, false}) {
+      std::string buf = kSlow[i] + "\n";
+      size_t n = buf.size();
+      buf.append(64, '\0');
+      Parser p;
+      p.set_fast_path(fast);
+      FileContext ctx;
+      EventColumns cols;
+      p.parse(buf.data(), n, buf.size(), ctx, cols);
+      EXPECT_EQ(cols.rows, 0) << kSlow[i];
+      EXPECT_EQ(cols.skipped_lines, 1) << kSlow[i];
+    }
+  }
 }
