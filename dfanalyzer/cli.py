@@ -105,6 +105,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             progress=progress,
             query=args.filter,
         )
+        for note in analyzer.notes:  # duplicate paths dropped, indexes rebuilt or kept in memory
+            err.print(f"note: {note}", highlight=False, soft_wrap=True)
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
