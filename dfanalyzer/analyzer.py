@@ -74,6 +74,7 @@ def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.Pat
         raise ValueError("no file pattern given")
     out: List[str] = []
     seen: Dict[Tuple[int, int], str] = {}
+    dropped = set()
     for pat in patterns:
         expanded = os.path.expanduser(pat)
         if os.path.isdir(expanded):
@@ -93,8 +94,10 @@ def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.Pat
             if key not in seen:
                 seen[key] = h
                 out.append(h)
-            elif seen[key] != h and duplicates is not None:
-                duplicates.append((h, seen[key]))
+            elif seen[key] != h and h not in dropped:
+                dropped.add(h)
+                if duplicates is not None:
+                    duplicates.append((h, seen[key]))
         if not found:
             raise FileNotFoundError(f"no trace files match pattern {pat!r}")
     return out
