@@ -225,8 +225,8 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
     proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "--timeout", "30"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
-    assert "without TLS" in proc.stderr
     assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
+    assert "without TLS" in proc.stderr
     assert all((work / n).is_symlink() for n in ("s.state.tmp", "dask-scheduler.log", "dask-worker.sbatch"))
     (run,) = work.glob("dask-slurm.*")
     assert run.stat().st_mode & 0o777 == 0o700
