@@ -24,6 +24,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import stat
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -31,7 +32,8 @@ import pandas as pd
 
 from . import summary as _summary
 
-__all__ = ["DFAnalyzer", "plan_batches", "plan_partitions", "union_schema", "align_frame", "expand_patterns"]
+__all__ = ["DFAnalyzer", "plan_batches", "plan_file_groups", "plan_partitions", "union_schema", "align_frame",
+           "expand_patterns"]
 
 # Core event columns and their dtypes (see docs/analyzer.md and docs/design.md).
 CATEGORY = "category"
@@ -54,12 +56,16 @@ _INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
 
 
 # ----------------------------------------------------------------------------- file patterns
-def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]) -> List[str]:
+def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
+                    duplicates: Optional[List[Tuple[str, str]]] = None) -> List[str]:
     """Absolute, sorted, de-duplicated trace paths matching glob ``patterns``.
 
     A directory stands for ``*.pfw`` and ``*.pfw.gz`` inside it. Index sidecars (``.zindex``)
-    are never returned. Raises ``FileNotFoundError`` naming the first pattern that matches no
-    trace file, and ``ValueError`` for an empty pattern list.
+    are never returned. Files are de-duplicated by identity (``st_dev``, ``st_ino``), not by path
+    string: of two symbolic links to one trace, or a link and its target, only the first path is
+    kept; each dropped path is appended to ``duplicates`` (when given) as ``(dropped, kept)``.
+    Raises ``FileNotFoundError`` naming the first pattern that matches no trace file, and
+    ``ValueError`` for an empty pattern list.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
@@ -67,23 +73,51 @@ def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.Pat
     if not patterns:
         raise ValueError("no file pattern given")
     out: List[str] = []
-    seen = set()
+    seen: Dict[Tuple[int, int], str] = {}
+    dropped = set()
     for pat in patterns:
         expanded = os.path.expanduser(pat)
         if os.path.isdir(expanded):
             hits = glob.glob(os.path.join(expanded, "*.pfw")) + glob.glob(os.path.join(expanded, "*.pfw.gz"))
         else:
             hits = glob.glob(expanded, recursive=True)
-        hits = sorted(
-            os.path.abspath(h) for h in hits if os.path.isfile(h) and not h.endswith(_INDEX_SUFFIXES)
-        )
-        if not hits:
-            raise FileNotFoundError(f"no trace files match pattern {pat!r}")
-        for h in hits:
-            if h not in seen:
-                seen.add(h)
+        found = 0
+        for h in sorted(os.path.abspath(h) for h in hits if not h.endswith(_INDEX_SUFFIXES)):
+            try:
+                st = os.stat(h)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            found += 1
+            key = (st.st_dev, st.st_ino)
+            if key not in seen:
+                seen[key] = h
                 out.append(h)
+            elif seen[key] != h and h not in dropped:
+                dropped.add(h)
+                if duplicates is not None:
+                    duplicates.append((h, seen[key]))
+        if not found:
+            raise FileNotFoundError(f"no trace files match pattern {pat!r}")
     return out
+
+
+def plan_file_groups(paths: Sequence[str], sizes: Sequence[int], group_bytes: int) -> List[List[str]]:
+    """Consecutive groups of small files, each closed once its files reach ``group_bytes``
+    (compressed bytes, ``sizes[i]`` for ``paths[i]``); every path is in exactly one group."""
+    groups: List[List[str]] = []
+    cur: List[str] = []
+    acc = 0
+    for p, n in zip(paths, sizes):
+        cur.append(p)
+        acc += int(n)
+        if acc >= group_bytes:
+            groups.append(cur)
+            cur, acc = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 # ----------------------------------------------------------------------------- planning
@@ -303,6 +337,7 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "lines": int(idx.get("lines", sum(n for _, n in ckpts))),
             "compressed_bytes": int(idx.get("compressed_bytes", idx.get("size", 0))),
             "uncompressed_bytes": int(idx.get("uncompressed_bytes", sum(s for s, _ in ckpts))),
+            "warnings": list(idx.get("warnings", [])),
         }
     except Exception as exc:  # a file we cannot index is reported, the others still load
         try:
@@ -318,6 +353,7 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "lines": 0,
             "compressed_bytes": size,
             "uncompressed_bytes": 0,
+            "warnings": [],
         }
 
 
@@ -361,6 +397,47 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
             "error": f"{type(exc).__name__}: {exc}",
         }
+        return None, pd.DataFrame(), info
+
+
+def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
+    """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
+
+    ``info["files"]`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
+    (``rows`` after ``query``, as in :func:`_load_task`).
+    """
+    from . import reader
+
+    try:
+        b, files = reader.load_files(paths)
+        for f in files:
+            if f["error"] and not f["compressed_bytes"]:
+                try:
+                    f["compressed_bytes"] = os.path.getsize(f["path"])
+                except OSError:
+                    pass
+        ev = b.events
+        if query:
+            from .filters import apply_query
+
+            # per-file rows after the query: tag each row with its file's number first
+            tag = np.repeat(np.arange(len(files)), [f["rows"] for f in files])
+            ev = apply_query(ev.assign(_dfa_file=tag), query)
+            for f, n in zip(files, np.bincount(ev["_dfa_file"].to_numpy(), minlength=len(files))):
+                f["rows"] = int(n)
+            ev = ev.drop(columns=["_dfa_file"])
+        if keep_args is not None:
+            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
+        info = {"rows": int(len(ev)), "schema": frame_schema(ev), "skipped_lines": int(b.skipped_lines),
+                "lost_bytes": int(b.lost_bytes), "warnings": [], "error": None, "files": files}
+        return ev, b.metadata, info
+    except Exception as exc:
+        msg = f"{type(exc).__name__}: {exc}"
+        files = [{"path": p, "error": msg, "kind": None, "lines": 0, "compressed_bytes": 0, "uncompressed_bytes": 0,
+                  "checkpoints": 0, "rows": 0, "skipped_lines": 0, "lost_bytes": 0, "lost_lines": 0,
+                  "warnings": [f"{p}: not loaded: {msg}"]} for p in paths]
+        info = {"rows": 0, "schema": {}, "skipped_lines": 0, "lost_bytes": 0, "warnings": [], "error": msg,
+                "files": files}
         return None, pd.DataFrame(), info
 
 
@@ -434,6 +511,11 @@ class DFAnalyzer:
         ``dfanalyzer.filters``). Its ``ts``/``te``/``cat``/``name`` terms skip whole checkpoints
         using the index's per-checkpoint stats; the query is then applied to every loaded batch,
         so ``events`` holds exactly the selected rows. ``ValueError`` for a query that does not parse.
+    small_file_mb : float
+        Files of at most this many compressed MiB (default 1) are not indexed one by one: they
+        are read whole, several hundred per task, with an in-memory index
+        (:func:`dfanalyzer.reader.load_files`), so that tens of thousands of per-process traces
+        cost a few tasks instead of two per file. ``0`` indexes every file on its own.
 
     Attributes
     ----------
@@ -443,8 +525,12 @@ class DFAnalyzer:
         The ``ph: "M"`` records (lazy; gathered on first access).
     stats : dict
         ``files``, ``events``, ``lines``, ``compressed_bytes``, ``uncompressed_bytes``,
-        ``batches``, ``partitions``, ``skipped_lines``, ``lost_bytes`` and ``per_file`` (a
-        pandas DataFrame with one row per file).
+        ``batches``, ``partitions``, ``skipped_lines``, ``lost_bytes``, ``small_files`` (files
+        loaded in groups), ``duplicates`` (paths dropped as the same file as another) and
+        ``per_file`` (a pandas DataFrame with one row per file).
+    notes : list of str
+        Messages for the user: duplicate paths dropped, indexes rejected and rebuilt or kept in
+        memory (the CLI prints them on stderr).
     """
 
     def __init__(
@@ -464,8 +550,11 @@ class DFAnalyzer:
         force_index: bool = False,
         progress: bool = False,
         query: Optional[str] = None,
+        small_file_mb: float = 1,
     ):
-        self.files = expand_patterns(file_pattern)
+        self.duplicates: List[Tuple[str, str]] = []
+        self.files = expand_patterns(file_pattern, self.duplicates)
+        self.small_file_mb = float(small_file_mb)
         self.index_dir = os.fspath(index_dir) if index_dir is not None else None
         self.batch_size_mb = float(batch_size_mb)
         self.partition_size_mb = float(partition_size_mb)
@@ -551,20 +640,36 @@ class DFAnalyzer:
         from distributed import futures_of
 
         c = self.client
-        # (1) index every file, one task per file
-        idx_f = c.map(_index_task, self.files, index_dir=self.index_dir, force=force_index,
+        threads = self._threads()
+        batch_bytes = self.batch_size_mb * 2**20
+        # (0) small files (at most small_file_mb compressed) are read whole in groups, one task per
+        # group and no index file: per-file tasks and SQLite files would cost more than the data
+        sizes = {}
+        for f in self.files:
+            try:
+                sizes[f] = os.stat(f).st_size
+            except OSError:
+                sizes[f] = -1  # indexed on its own: the error is reported there
+        limit = self.small_file_mb * 2**20
+        small = [f for f in self.files if 0 <= sizes[f] <= limit]
+        big = [f for f in self.files if not 0 <= sizes[f] <= limit]
+        small_total = sum(sizes[f] for f in small)
+        group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
+        groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
+        # (1) index every other file, one task per file
+        idx_f = c.map(_index_task, big, index_dir=self.index_dir, force=force_index,
                       pushdown=self._pushdown, pure=False)
         self._wait(idx_f, "indexing")
         indexes = c.gather(idx_f)
         del idx_f
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
-        threads = self._threads()
         good = [i for i in indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
-        batches = _plan_kept_batches(good, min(self.batch_size_mb * 2**20, max(1, share)))
-        # (4) load every batch on the workers
+        batches = _plan_kept_batches(good, min(batch_bytes, max(1, share)))
+        # (4) load every batch and every group of small files on the workers
         load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query,
                        pure=False)
+        load_f += c.map(_load_files_task, groups, keep_args=self.args, query=self.query, pure=False)
         self._wait(load_f, "loading")
         info_f = c.map(_pick, load_f, [2] * len(load_f))
         infos = c.gather(info_f)
@@ -590,6 +695,7 @@ class DFAnalyzer:
         self._final = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
         self.events = events
         self._build_stats(indexes, batches, infos)
+        self.stats["small_files"] = len(small)
 
     def _build_stats(self, indexes, batches, infos) -> None:
         per = {
@@ -611,6 +717,11 @@ class DFAnalyzer:
         for i in indexes:
             keep = i.get("keep")
             per[i["path"]]["skipped_checkpoints"] = 0 if keep is None else len(keep) - sum(keep)
+            for c, kept in zip(i["checkpoints"], keep or ()):
+                if not kept and c.get("lost"):  # a lost region is reported even when a filter skips it
+                    per[i["path"]]["lost_lines"] += c.get("lost_lines", 0)
+                    per[i["path"]]["lost_bytes"] += c["compressed_size"]
+            per[i["path"]]["warnings"].extend(i.get("warnings", []))
         for b, info in zip(batches, infos):
             p = per[b[0]]
             p["events"] += info["rows"]
@@ -618,6 +729,20 @@ class DFAnalyzer:
             p["lost_bytes"] += info["lost_bytes"]
             p["lost_lines"] += info.get("lost_lines", 0)
             p["warnings"].extend(info["warnings"])
+        for info in infos[len(batches):]:  # groups of small files
+            for f in info["files"]:
+                err = f["error"]
+                per[f["path"]] = {
+                    "path": f["path"], "kind": f["kind"], "lines": f["lines"], "events": f["rows"],
+                    "compressed_bytes": f["compressed_bytes"], "uncompressed_bytes": f["uncompressed_bytes"],
+                    "checkpoints": f["checkpoints"], "skipped_lines": f["skipped_lines"], "skipped_checkpoints": 0,
+                    "lost_bytes": f["lost_bytes"] + (f["compressed_bytes"] if err else 0),
+                    "lost_lines": f["lost_lines"],
+                    "warnings": list(f["warnings"]) + ([f"{f['path']}: not loaded: {err}"] if err else []),
+                }
+        per = {f: per[f] for f in self.files if f in per}  # in file order
+        self.notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
+        self.notes += [w for i in indexes for w in i.get("warnings", [])]
         df = pd.DataFrame(list(per.values()))
         self.stats = {
             "files": len(self.files),
@@ -631,6 +756,7 @@ class DFAnalyzer:
             "lost_bytes": int(df["lost_bytes"].sum()),
             "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
             "lost_lines": int(df["lost_lines"].sum()),
+            "duplicates": len(self.duplicates),
             "per_file": df,
         }
 

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
     s.add_argument("--plot", default=None, metavar="DIR", help="also save timeline PNGs (paper Fig. 8) in DIR")
     s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
+    s.add_argument("--small-file-mb", type=float, default=1, metavar="MB",
+                   help="files of at most MB compressed MiB are read whole in groups, without index files "
+                        "(0: index every file on its own)")
     s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
     s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
     s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
@@ -230,6 +233,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.patterns,
             index_dir=args.index_dir,
             batch_size_mb=args.batch_size_mb,
+            small_file_mb=args.small_file_mb,
             io_cats=args.io_cats,
             compute_cats=args.compute_cats,
             app_io_cats=args.app_io_cats,
@@ -238,6 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             progress=progress,
             query=args.filter,
         )
+        for note in analyzer.notes:  # duplicate paths dropped, indexes rebuilt or kept in memory
+            err.print(f"note: {note}", highlight=False, soft_wrap=True)
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))

@@ -35,7 +35,8 @@ from . import _reader
 
 __all__ = [
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "empty_events_frame",
-    "checkpoint_stats", "index_path", "load_batch", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
+    "checkpoint_stats", "index_path", "load_batch", "load_files", "read_checkpoints", "read_lines",
+    "read_lines_checked", "scan",
     "scan_arg_columns",
 ]
 
@@ -122,6 +123,30 @@ def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir
     (an ``OSError``) for unreadable files and ``IndexError`` for a bad checkpoint range.
     """
     r = _reader.load_batch(os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir)
+    return _batch(r, path, arg_columns)
+
+
+def load_files(paths: List[str], arg_columns: Optional[Mapping[str, str]] = None):
+    """Read and parse many small files whole into one :class:`Batch` (one call, no SQLite index).
+
+    Each file is indexed in memory only (reading a small file whole costs less than an index
+    file). Returns ``(batch, files)``: ``files`` has one dict per path, in order, with ``path``,
+    ``error`` (None or the message of the ReaderError that made the file unreadable), ``kind``,
+    ``lines``, ``compressed_bytes``, ``uncompressed_bytes``, ``checkpoints``, ``rows`` (its events
+    in the batch, consecutive), ``skipped_lines``, ``lost_bytes``, ``lost_lines`` and ``warnings``.
+    """
+    r = _reader.load_files([os.fspath(p) for p in paths])
+    files = list(r["files"])
+    for f in files:
+        if f["skipped_lines"]:
+            f["warnings"].append("%s: %d lines skipped (invalid JSON or missing/invalid name or ts)"
+                                 % (f["path"], f["skipped_lines"]))
+        if f["unresolved_hashes"]:
+            f["warnings"].append("%s: %d file/host hashes without a FH/HH record" % (f["path"], f["unresolved_hashes"]))
+    return _batch(r, None, arg_columns), files
+
+
+def _batch(r: dict, path: Optional[str], arg_columns: Optional[Mapping[str, str]]) -> Batch:
     core = r["core"]
     n = r["rows"]
     data = {}
@@ -147,21 +172,26 @@ def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir
         "value": pd.Series(m["value"], dtype=object), "args": pd.Series(m["args"], dtype=object),
     })
     warnings = list(r["warnings"])
-    if r["skipped_lines"]:
-        warnings.append("%s: %d lines skipped (invalid JSON or missing/invalid name or ts)"
-                        % (path, r["skipped_lines"]))
-    if r["unresolved_hashes"]:
-        warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
+    if path is not None:  # (load_files gives these per file)
+        if r["skipped_lines"]:
+            warnings.append("%s: %d lines skipped (invalid JSON or missing/invalid name or ts)"
+                            % (path, r["skipped_lines"]))
+        if r["unresolved_hashes"]:
+            warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
+    lost_bytes = sum(f["lost_bytes"] for f in r["files"]) if path is None else r["lost_bytes"]
+    lost_lines = sum(f["lost_lines"] for f in r["files"]) if path is None else r["lost_lines"]
     return Batch(events=events, metadata=metadata, skipped_lines=int(r["skipped_lines"]),
-                 lost_bytes=int(r["lost_bytes"]), lost_lines=int(r["lost_lines"]), warnings=warnings,
+                 lost_bytes=int(lost_bytes), lost_lines=int(lost_lines), warnings=warnings,
                  header_mismatches=int(r["header_mismatches"]))
 
 
 def build_index(path: str, index_dir: Optional[str] = None, force: bool = False, verify: bool = False) -> dict:
     """Build (or load a valid) index; returns the dict of docs/design.md ("kind", "lines",
-    "checkpoints", ...). A stale, foreign, corrupt or non-SQLite index is rebuilt. ``lost_lines``,
-    ``lost_bytes`` and ``header_mismatches`` count what indexing found damaged (docs/index.md,
-    "Trust rules"); ``verify`` rebuilds inflating every member to check all its header fields."""
+    "checkpoints", ...). An index that does not match the file is rebuilt (docs/index.md, "Trust
+    rules"): ``warnings`` then says why unless it was merely stale; ``in_memory`` is True (and
+    ``index_path`` "") when no safe writable index location exists or writing failed.
+    ``lost_lines``, ``lost_bytes`` and ``header_mismatches`` count what indexing found damaged;
+    ``verify`` rebuilds inflating every member to check all its header fields."""
     return _reader.build_index(os.fspath(path), index_dir, force, verify)
 
 

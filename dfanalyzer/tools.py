@@ -13,6 +13,7 @@ any file; ``dftracer-cat``: in the requested lines); 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -44,6 +45,7 @@ def index_main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     rc = 0
     tot = [0, 0, 0, 0, 0]
+    a.files = _unique_files(a.files)
     print("%-60s %8s %10s %10s %14s %16s %11s" % ("file", "kind", "lines", "events", "compressed_B",
                                                    "uncompressed_B", "checkpoints"))
     for f in a.files:
@@ -67,6 +69,26 @@ def index_main(argv: Optional[List[str]] = None) -> int:
     if len(a.files) > 1:
         print("%-60s %8s %10d %10d %14d %16d %11d" % (("total (%d files)" % len(a.files), "") + tuple(tot)))
     return rc
+
+
+def _unique_files(paths: List[str]) -> List[str]:
+    """``paths`` without repeats of one file (same st_dev, st_ino: a symbolic link and its
+    target, two links); each dropped path is named on stderr."""
+    seen = {}
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(p)  # reported when it is opened
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in seen:
+            seen[key] = p
+            out.append(p)
+        else:
+            print("note: %s is the same file as %s; listed once" % (p, seen[key]), file=sys.stderr)
+    return out
 
 
 def _parse_range(text: str):

@@ -27,7 +27,13 @@
 #       --sbatch-arg ARG    (repeatable)                    extra sbatch argument, e.g. --sbatch-arg=--qos=debug
 #       --python PY         [DFA_PYTHON]          python3   Python with distributed (used to count workers)
 #       --dask CMD          [DFA_DASK]            dask      the dask command (on PATH in the jobs too)
+#       --tls-ca-file F, --tls-cert F, --tls-key F       TLS for the scheduler, the workers and
+#                           this script's client (Dask's security config, docs/cluster.md); without
+#                           them the scheduler listens on all addresses in plain TCP (a warning says so)
 #   -h, --help
+# Files are created safely: the scheduler log, the job script and the job logs go to a new private
+# directory D/dask-slurm.XXXXXX (mktemp -d, mode 0700); the state file is written to a mktemp file
+# and renamed into place; a planted symbolic link is never written through.
 # Exit status: 0 when all workers are connected; 1 on failure (nothing is left running).
 set -euo pipefail
 
@@ -50,6 +56,9 @@ TIMEOUT=${DFA_SLURM_TIMEOUT:-600}
 PY=${DFA_PYTHON:-python3}
 DASK=${DFA_DASK:-dask}
 SBATCH_EXTRA=()
+TLS_CA=${DFA_TLS_CA_FILE:-}
+TLS_CERT=${DFA_TLS_CERT:-}
+TLS_KEY=${DFA_TLS_KEY:-}
 
 need() { [[ $# -ge 2 && -n $2 ]] || die "option $1 needs a value"; }
 while [[ $# -gt 0 ]]; do
@@ -71,6 +80,9 @@ while [[ $# -gt 0 ]]; do
     --sbatch-arg=*) SBATCH_EXTRA+=("${1#--sbatch-arg=}"); shift ;;
     --python) need "$@"; PY=$2; shift 2 ;;
     --dask) need "$@"; DASK=$2; shift 2 ;;
+    --tls-ca-file) need "$@"; TLS_CA=$2; shift 2 ;;
+    --tls-cert) need "$@"; TLS_CERT=$2; shift 2 ;;
+    --tls-key) need "$@"; TLS_KEY=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -82,6 +94,19 @@ done
 [[ $PORT =~ ^[0-9]+$ ]] || die "--port must be an integer, got '$PORT'"
 command -v sbatch >/dev/null || die "sbatch not found: is Slurm installed and on PATH?"
 command -v "$DASK" >/dev/null || die "'$DASK' not found (pip install 'dask[distributed]')"
+TLS_ARGS=()
+if [[ -n $TLS_CA$TLS_CERT$TLS_KEY ]]; then
+  [[ -n $TLS_CA && -n $TLS_CERT && -n $TLS_KEY ]] || die "--tls-ca-file, --tls-cert and --tls-key go together"
+  for f in "$TLS_CA" "$TLS_CERT" "$TLS_KEY"; do [[ -r $f ]] || die "cannot read TLS file '$f'"; done
+  TLS_CA=$(realpath -- "$TLS_CA"); TLS_CERT=$(realpath -- "$TLS_CERT"); TLS_KEY=$(realpath -- "$TLS_KEY")
+  TLS_ARGS=(--tls-ca-file "$TLS_CA" --tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
+  # the same files for this script's client and for the jobs (sbatch --export=ALL): Dask's config
+  export DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True
+  export DASK_DISTRIBUTED__COMM__TLS__CA_FILE=$TLS_CA
+  export DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=$TLS_CERT DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=$TLS_KEY
+  export DASK_DISTRIBUTED__COMM__TLS__WORKER__CERT=$TLS_CERT DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY=$TLS_KEY
+  export DASK_DISTRIBUTED__COMM__TLS__SCHEDULER__CERT=$TLS_CERT DASK_DISTRIBUTED__COMM__TLS__SCHEDULER__KEY=$TLS_KEY
+fi
 
 mkdir -p "$(dirname -- "$SCHED_FILE")"
 SCHED_FILE=$(cd "$(dirname -- "$SCHED_FILE")" && pwd)/$(basename -- "$SCHED_FILE")
@@ -90,6 +115,11 @@ SCHED_FILE=$(cd "$(dirname -- "$SCHED_FILE")" && pwd)/$(basename -- "$SCHED_FILE
 [[ -n $LOGDIR ]] || LOGDIR=$(dirname -- "$SCHED_FILE")
 mkdir -p "$LOGDIR"
 LOGDIR=$(cd "$LOGDIR" && pwd)
+# A fresh private directory for this run's files (mktemp -d: O_EXCL, mode 0700): fixed names
+# inside it cannot be planted by another user.
+RUN_DIR=$(mktemp -d "$LOGDIR/dask-slurm.XXXXXX") || die "cannot create a directory in $LOGDIR"
+SCHED_LOG=$RUN_DIR/dask-scheduler.log
+JOB_SCRIPT=$RUN_DIR/dask-worker.sbatch
 
 if [[ -e $STATE ]]; then
   old_pid=$(sed -n 's/^SCHEDULER_PID=//p' "$STATE")
@@ -103,14 +133,17 @@ rm -f -- "$SCHED_FILE"
 SCHED_PID=""
 JOBS=()
 write_state() {
+  local tmp
+  tmp=$(mktemp "$STATE.XXXXXX")
   {
     echo "SCHEDULER_FILE=$SCHED_FILE"
     echo "SCHEDULER_PID=$SCHED_PID"
-    echo "SCHEDULER_LOG=$LOGDIR/dask-scheduler.log"
-    echo "LOG_DIR=$LOGDIR"
+    echo "SCHEDULER_LOG=$SCHED_LOG"
+    echo "LOG_DIR=$RUN_DIR"
+    echo "JOB_SCRIPT=$JOB_SCRIPT"
     echo "JOB_IDS=${JOBS[*]}"
-  } >"$STATE.tmp"
-  mv -f -- "$STATE.tmp" "$STATE"
+  } >"$tmp"
+  mv -f -- "$tmp" "$STATE"  # rename: replaces a planted link instead of writing through it
 }
 cleanup_on_error() {
   local rc=$?
@@ -124,28 +157,33 @@ trap cleanup_on_error EXIT
 
 # 1. the scheduler, in the background (setsid: it survives this shell and its terminal)
 setsid "$DASK" scheduler --scheduler-file "$SCHED_FILE" --port "$PORT" \
-  --dashboard-address "$DASHBOARD" >"$LOGDIR/dask-scheduler.log" 2>&1 </dev/null &
+  --dashboard-address "$DASHBOARD" ${TLS_ARGS[@]+"${TLS_ARGS[@]}"} >"$SCHED_LOG" 2>&1 </dev/null &
 SCHED_PID=$!
 write_state
 for ((i = 0; i < 600; i++)); do
   [[ -s $SCHED_FILE ]] && break
-  kill -0 "$SCHED_PID" 2>/dev/null || { tail -n 20 "$LOGDIR/dask-scheduler.log" >&2; die "the scheduler exited"; }
+  kill -0 "$SCHED_PID" 2>/dev/null || { tail -n 20 "$SCHED_LOG" >&2; die "the scheduler exited"; }
   sleep 0.1
 done
-[[ -s $SCHED_FILE ]] || die "the scheduler wrote no $SCHED_FILE within 60 s (log: $LOGDIR/dask-scheduler.log)"
+[[ -s $SCHED_FILE ]] || die "the scheduler wrote no $SCHED_FILE within 60 s (log: $SCHED_LOG)"
 echo "start_dask_slurm: scheduler pid $SCHED_PID, scheduler file $SCHED_FILE"
+if [[ ${#TLS_ARGS[@]} -eq 0 ]]; then
+  echo "start_dask_slurm: warning: the scheduler listens on all addresses in plain TCP without TLS;" \
+       "anyone who can reach $(sed -n 's/.*"address": *"\([^"]*\)".*/\1/p' "$SCHED_FILE") can run code as you" \
+       "(use --tls-ca-file/--tls-cert/--tls-key, docs/cluster.md)" >&2
+fi
 
 # 2. the worker jobs
-JOB_SCRIPT=$LOGDIR/dask-worker.sbatch
 {
   echo "#!/usr/bin/env bash"
   echo "# Dask worker job written by dftracer scripts/start_dask_slurm.sh"
   printf 'exec %q worker --scheduler-file %q --nthreads %q --nworkers 1 --memory-limit %q' \
     "$DASK" "$SCHED_FILE" "$CORES" "$MEMLIMIT"
+  for a in ${TLS_ARGS[@]+"${TLS_ARGS[@]}"}; do printf ' %q' "$a"; done
   echo ' --name "slurm-${SLURM_JOB_ID}" --death-timeout 120 --local-directory "${TMPDIR:-/tmp}"'
 } >"$JOB_SCRIPT"
 SBATCH_ARGS=(--parsable --job-name dask-worker --nodes 1 --ntasks 1 --cpus-per-task "$CORES"
-             --time "$WALLTIME" --output "$LOGDIR/dask-worker-%j.out")
+             --time "$WALLTIME" --output "$RUN_DIR/dask-worker-%j.out")
 [[ -z $PARTITION ]] || SBATCH_ARGS+=(--partition "$PARTITION")
 [[ -z $ACCOUNT ]] || SBATCH_ARGS+=(--account "$ACCOUNT")
 [[ -z $JOBMEM ]] || SBATCH_ARGS+=(--mem "$JOBMEM")
@@ -172,11 +210,11 @@ while :; do
   have=$(count_workers || echo 0)
   [[ $have =~ ^[0-9]+$ ]] || have=0
   ((have >= WORKERS)) && break
-  kill -0 "$SCHED_PID" 2>/dev/null || die "the scheduler exited (log: $LOGDIR/dask-scheduler.log)"
+  kill -0 "$SCHED_PID" 2>/dev/null || die "the scheduler exited (log: $SCHED_LOG)"
   alive=$(squeue -h -j "$(IFS=,; echo "${JOBS[*]}")" -o %i 2>/dev/null | wc -l)
   if ((alive + have < WORKERS)); then
-    for j in "${JOBS[@]}"; do [[ -s $LOGDIR/dask-worker-$j.out ]] && tail -n 5 "$LOGDIR/dask-worker-$j.out" >&2; done
-    die "$((WORKERS - have - alive)) worker job(s) ended before connecting (logs: $LOGDIR/dask-worker-<jobid>.out)"
+    for j in "${JOBS[@]}"; do [[ -s $RUN_DIR/dask-worker-$j.out ]] && tail -n 5 "$RUN_DIR/dask-worker-$j.out" >&2; done
+    die "$((WORKERS - have - alive)) worker job(s) ended before connecting (logs: $RUN_DIR/dask-worker-<jobid>.out)"
   fi
   ((SECONDS < deadline)) || die "only $have of $WORKERS workers connected within ${TIMEOUT} s (squeue: $(squeue -h -j "$(IFS=,; echo "${JOBS[*]}")" -o '%i:%T:%R' | tr '\n' ' '))"
   sleep 2

@@ -177,5 +177,5 @@ def test_cli_progress_bar_on_a_terminal(traces, tmp_path):
     finally:
         os.close(master)
     stderr = b"".join(chunks).decode("utf-8", "replace")
-    assert "indexing" in stderr and "loading" in stderr  # the bar's task descriptions
+    assert "loading" in stderr  # the bar's task description (small files have no indexing phase)
     assert json.loads(out)["events"] == 1012

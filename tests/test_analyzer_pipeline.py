@@ -124,7 +124,8 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
     (tmp_path / "a1.pfw.gz.zindex").write_bytes(b"idx")  # sidecars never count as traces
     # partition bound of 7000 B / (100 + 9 * 3 args) B per row = 55 rows: 100-row batches are cut
     # in the middle, 50-row batches stay whole
-    an = DFAnalyzer(pat, client=dask_client, batch_size_mb=2000 / 2**20, partition_size_mb=7000 / 2**20)
+    an = DFAnalyzer(pat, client=dask_client, batch_size_mb=2000 / 2**20, partition_size_mb=7000 / 2**20,
+                    small_file_mb=0)  # every file through the (fake) index path
     files = sorted(str(p) for p in tmp_path.glob("*.pfw.gz"))
     assert an.files == files
     # 2000-byte batches: a1 has 4 checkpoints -> (0,1),(2,3); 3-checkpoint files -> (0,1),(2,2)
@@ -168,7 +169,7 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
 
 def test_groupby_name_size(tmp_path, fake_reader, dask_client):
     pat = _touch(tmp_path, "a1.pfw.gz", "b1.pfw.gz")
-    an = DFAnalyzer(pat, client=dask_client)
+    an = DFAnalyzer(pat, client=dask_client, small_file_mb=0)
     got = an.events.groupby("name", observed=True)["size"].sum().compute().sort_index()
     full = an.events.compute()
     want = full.groupby("name", observed=True)["size"].sum().sort_index()

@@ -159,7 +159,8 @@ class TestScripts:
         with setup_dask_cluster(scheduler_file=str(dask_slurm["scheduler_file"])) as client:
             where = client.run(lambda: os.environ.get("SLURM_JOB_ID"))
         assert sorted(where.values()) == sorted(jobs)
-        script = (dask_slurm["work"] / "dask-worker.sbatch").read_text()
+        script = Path(dask_slurm["info"]["JOB_SCRIPT"]).read_text()
+        assert Path(dask_slurm["info"]["JOB_SCRIPT"]).parent.parent == dask_slurm["work"]
         assert f"worker --scheduler-file {dask_slurm['scheduler_file']} --nthreads 1" in script
 
     def test_plain_dask_computation_matches_local(self, dask_slurm, local_reference):
@@ -200,8 +201,38 @@ def test_start_script_fails_cleanly_on_bad_partition(slurm_node, tmp_path):
     assert proc.returncode == 1
     assert "sbatch failed" in proc.stderr and "invalid partition" in proc.stderr.lower()
     assert not sched.exists() and not (tmp_path / "s.state").exists()
-    log = (tmp_path / "dask-scheduler.log").read_text()
-    assert "Scheduler at:" in log
+    (log,) = tmp_path.glob("dask-slurm.*/dask-scheduler.log")  # the run's private directory
+    assert "Scheduler at:" in log.read_text()
+
+
+def test_start_script_never_writes_through_planted_links(tmp_path):
+    """Links planted at the names the script used to write (state temp file, scheduler log, job
+    script) are left alone: files are created with mktemp in a private directory. A stand-in
+    sbatch that rejects the job makes the script stop right after writing them (no Slurm needed)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("s.state.tmp", "dask-scheduler.log", "dask-worker.sbatch"):
+        os.symlink(victim, work / name)
+    os.symlink(tmp_path / "absent", work / "s.state.tmp2")  # a dangling one too
+    env = _env()
+    env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
+    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "--timeout", "30"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
+    assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
+    assert "without TLS" in proc.stderr
+    assert all((work / n).is_symlink() for n in ("s.state.tmp", "dask-scheduler.log", "dask-worker.sbatch"))
+    (run,) = work.glob("dask-slurm.*")
+    assert run.stat().st_mode & 0o777 == 0o700
+    assert "Scheduler at:" in (run / "dask-scheduler.log").read_text()
+    assert "worker --scheduler-file" in (run / "dask-worker.sbatch").read_text()
+    assert not (work / "s.state").exists() and not (work / "s.json").exists()
 
 
 def test_script_option_errors(tmp_path):

@@ -1,4 +1,5 @@
 // Index building (member hop, inflate pass, plain scan) and SQLite persistence.
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sqlite3.h>
@@ -642,20 +643,26 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
 }
 
 // ---- SQLite ------------------------------------------------------------------------------------
+// Every SQLite return code is checked: a failed prepare, bind, step or exec throws ReaderError.
+
+void exec_sql(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string m = err ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    throw ReaderError("index: " + m);
+  }
+}
 
 struct Db {
   sqlite3* db = nullptr;
+  Db() = default;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
   ~Db() {
     if (db) sqlite3_close(db);
   }
-  void exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string m = err ? err : "sqlite error";
-      sqlite3_free(err);
-      throw ReaderError("index: " + m);
-    }
-  }
+  void exec(const char* sql) { exec_sql(db, sql); }
 };
 
 struct Stmt {
@@ -665,6 +672,17 @@ struct Stmt {
       throw ReaderError(std::string("index: ") + sqlite3_errmsg(db));
   }
   ~Stmt() { sqlite3_finalize(st); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  void check(int rc) const {
+    if (rc != SQLITE_OK) throw ReaderError(std::string("index: bind: ") + sqlite3_errmsg(sqlite3_db_handle(st)));
+  }
+  void bind(int i, int64_t v) { check(sqlite3_bind_int64(st, i, v)); }
+  void bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(st, i, v.data(), int(v.size()), SQLITE_TRANSIENT));
+  }
+  void bind_blob(int i, const void* p, size_t n) { check(sqlite3_bind_blob(st, i, p, int(n), SQLITE_TRANSIENT)); }
+  void bind_null(int i) { check(sqlite3_bind_null(st, i)); }
   bool step() {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) return true;
@@ -672,11 +690,25 @@ struct Stmt {
     throw ReaderError(std::string("index: ") + sqlite3_errmsg(sqlite3_db_handle(st)));
   }
   void reset() {
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    sqlite3_reset(st);  // returns the last step's error, already thrown by step()
+    check(sqlite3_clear_bindings(st));
+  }
+  // Text of column i ("" for NULL); `ok` is cleared when the column is not TEXT.
+  std::string text(int i, bool* ok = nullptr) const {
+    if (ok && sqlite3_column_type(st, i) != SQLITE_TEXT) *ok = false;
+    const unsigned char* p = sqlite3_column_text(st, i);
+    return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(st, i))) : std::string();
+  }
+  // Integer column i; `ok` is cleared when it is not INTEGER.
+  int64_t integer(int i, bool* ok) const {
+    if (sqlite3_column_type(st, i) != SQLITE_INTEGER) *ok = false;
+    return sqlite3_column_int64(st, i);
   }
 };
 
+// Tables are created with IF NOT EXISTS and read by name: a later version may add tables or
+// metadata keys that this reader ignores; a change old readers would misread bumps
+// kIndexFormatVersion (docs/index.md, "Schema").
 const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS metadata(key TEXT PRIMARY KEY, value);
 CREATE TABLE IF NOT EXISTS checkpoints(
@@ -689,14 +721,14 @@ CREATE TABLE IF NOT EXISTS arg_columns(key TEXT PRIMARY KEY, dtype TEXT);
 
 void put_meta(sqlite3* db, const char* key, int64_t v) {
   Stmt s(db, "INSERT OR REPLACE INTO metadata(key, value) VALUES(?, ?)");
-  sqlite3_bind_text(s.st, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s.st, 2, v);
+  s.bind(1, std::string(key));
+  s.bind(2, v);
   s.step();
 }
 void put_meta(sqlite3* db, const char* key, const std::string& v) {
   Stmt s(db, "INSERT OR REPLACE INTO metadata(key, value) VALUES(?, ?)");
-  sqlite3_bind_text(s.st, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s.st, 2, v.data(), int(v.size()), SQLITE_STATIC);
+  s.bind(1, std::string(key));
+  s.bind(2, v);
   s.step();
 }
 
@@ -705,9 +737,9 @@ void write_context(sqlite3* db, const FileContext& ctx) {
   auto put = [&](const char* kind, const std::unordered_map<std::string, std::string>& m) {
     for (auto& [k, v] : m) {
       s.reset();
-      sqlite3_bind_text(s.st, 1, kind, -1, SQLITE_STATIC);
-      sqlite3_bind_text(s.st, 2, k.data(), int(k.size()), SQLITE_STATIC);
-      sqlite3_bind_text(s.st, 3, v.data(), int(v.size()), SQLITE_STATIC);
+      s.bind(1, std::string(kind));
+      s.bind(2, k);
+      s.bind(3, v);
       s.step();
     }
   };
@@ -726,12 +758,12 @@ void write_stats(sqlite3* db, const IndexInfo& info) {
   put_meta(db, "scan_lost_lines", info.scan_lost_lines);
   put_meta(db, "scan_lost_bytes", info.scan_lost_bytes);
   put_meta(db, "scan_header_mismatches", info.scan_header_mismatches);
-  sqlite3_exec(db, "DELETE FROM arg_columns", nullptr, nullptr, nullptr);
+  exec_sql(db, "DELETE FROM arg_columns");
   Stmt s(db, "INSERT INTO arg_columns(key, dtype) VALUES(?, ?)");
   for (auto& [k, d] : info.arg_columns) {
     s.reset();
-    sqlite3_bind_text(s.st, 1, k.data(), int(k.size()), SQLITE_STATIC);
-    sqlite3_bind_text(s.st, 2, d.data(), int(d.size()), SQLITE_STATIC);
+    s.bind(1, k);
+    s.bind(2, d);
     s.step();
   }
 }
@@ -739,20 +771,48 @@ void write_stats(sqlite3* db, const IndexInfo& info) {
 void open_db(Db& d, const std::string& path, bool write) {
   // Readers open read-write where they may: the last connection of a WAL database deletes its
   // -wal/-shm files on close only if it can write; a read-only one leaves them beside the trace.
+  // O_NOFOLLOW: an index path that is a symbolic link is never opened.
   int flags = write ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
                     : (::access(path.c_str(), W_OK) == 0 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
-  if (sqlite3_open_v2(path.c_str(), &d.db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
-    throw ReaderError(path + ": cannot open index: " + (d.db ? sqlite3_errmsg(d.db) : "?"));
-  sqlite3_busy_timeout(d.db, 30000);
+  int rc = sqlite3_open_v2(path.c_str(), &d.db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
+  if (rc != SQLITE_OK)
+    throw ReaderError(path + ": cannot open index: " + (d.db ? sqlite3_errmsg(d.db) : sqlite3_errstr(rc)));
+  if (sqlite3_busy_timeout(d.db, 30000) != SQLITE_OK) throw ReaderError(path + ": " + sqlite3_errmsg(d.db));
 }
 
 std::atomic<int> g_tmp_counter{0};
 
-// Writes the index to a temp file in WAL mode, then renames it over `info.index_path`.
-void save_index(const IndexInfo& info) {
+// A cheap content fingerprint: CRC-32 of the first and of the last 4 KiB of the trace. With
+// (st_dev, st_ino), size and mtime it ties an index to one file's bytes.
+struct Fingerprint {
+  int64_t head_crc = 0, tail_crc = 0;
+};
+Fingerprint fingerprint(const File& f) {
+  constexpr int64_t kSpan = 4096;
+  unsigned char buf[kSpan];
+  Fingerprint fp;
+  int64_t n = std::min(kSpan, f.size());
+  size_t got = f.pread_full(buf, size_t(n), 0);
+  fp.head_crc = int64_t(crc32(0, buf, uInt(got)));
+  got = f.pread_full(buf, size_t(n), f.size() - n);
+  fp.tail_crc = int64_t(crc32(0, buf, uInt(got)));
+  return fp;
+}
+
+void remove_db_files(const std::string& p) {
+  for (const char* suf : {"", "-wal", "-shm", "-journal"}) ::unlink((p + suf).c_str());
+}
+
+// Writes the index to a private temp file (O_EXCL|O_NOFOLLOW) in WAL mode, then renames it over
+// `info.index_path`. On any failure nothing is left behind and ReaderError is thrown.
+void save_index(const IndexInfo& info, const File& f, const Fingerprint& fp) {
   std::string tmp = info.index_path + "-tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++);
-  ::unlink(tmp.c_str());
-  {
+  remove_db_files(tmp);
+  try {
+    // Create the file ourselves: a name planted as a symbolic link or a file is never written through.
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) throw ReaderError(tmp + ": cannot create index: " + std::strerror(errno));
+    ::close(fd);
     Db d;
     open_db(d, tmp, true);
     // A private temp file renamed into place: no fsync and no rollback journal while building
@@ -764,74 +824,222 @@ void save_index(const IndexInfo& info) {
     put_meta(d.db, "trace_path", info.path);
     put_meta(d.db, "size", info.size);
     put_meta(d.db, "mtime_ns", info.mtime_ns);
+    put_meta(d.db, "dev", int64_t(f.dev()));
+    put_meta(d.db, "ino", int64_t(f.ino()));
+    put_meta(d.db, "head_crc", fp.head_crc);
+    put_meta(d.db, "tail_crc", fp.tail_crc);
     put_meta(d.db, "kind", info.kind);
     put_meta(d.db, "lines", info.lines);
     put_meta(d.db, "uncompressed_bytes", info.uncompressed_bytes);
     put_meta(d.db, "truncated_bytes", info.truncated_bytes);
     put_meta(d.db, "lost_bytes", info.lost_bytes);
-    Stmt s(d.db,
-           "INSERT INTO checkpoints VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    Stmt s(d.db, "INSERT INTO checkpoints VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     std::vector<unsigned char> zbuf;
     for (auto& c : info.checkpoints) {
       s.reset();
-      sqlite3_bind_int64(s.st, 1, c.number);
-      sqlite3_bind_int64(s.st, 2, c.compressed_offset);
-      sqlite3_bind_int64(s.st, 3, c.compressed_size);
-      sqlite3_bind_int64(s.st, 4, c.uncompressed_offset);
-      sqlite3_bind_int64(s.st, 5, c.uncompressed_size);
-      sqlite3_bind_int64(s.st, 6, c.first_line);
-      sqlite3_bind_int64(s.st, 7, c.num_lines);
-      sqlite3_bind_int(s.st, 8, c.bit_offset);
-      sqlite3_bind_int64(s.st, 9, c.block_offset);
-      sqlite3_bind_int(s.st, 10, c.flags);
+      s.bind(1, c.number);
+      s.bind(2, c.compressed_offset);
+      s.bind(3, c.compressed_size);
+      s.bind(4, c.uncompressed_offset);
+      s.bind(5, c.uncompressed_size);
+      s.bind(6, c.first_line);
+      s.bind(7, c.num_lines);
+      s.bind(8, int64_t(c.bit_offset));
+      s.bind(9, c.block_offset);
+      s.bind(10, int64_t(c.flags));
       if (!c.window.empty()) {
         uLongf zl = compressBound(uLong(c.window.size()));
         zbuf.resize(zl);
-        compress2(zbuf.data(), &zl, reinterpret_cast<const Bytef*>(c.window.data()), uLong(c.window.size()), 6);
-        sqlite3_bind_blob(s.st, 11, zbuf.data(), int(zl), SQLITE_TRANSIENT);
+        if (compress2(zbuf.data(), &zl, reinterpret_cast<const Bytef*>(c.window.data()), uLong(c.window.size()), 6) !=
+            Z_OK)
+          throw ReaderError("index: cannot compress a checkpoint window");
+        s.bind_blob(11, zbuf.data(), zl);
       } else {
-        sqlite3_bind_null(s.st, 11);
+        s.bind_null(11);
       }
-      sqlite3_bind_int64(s.st, 12, c.lost_lines);
+      s.bind(12, c.lost_lines);
       s.step();
     }
     write_context(d.db, info.context);
     write_stats(d.db, info);
     d.exec("COMMIT");
     d.exec("PRAGMA journal_mode=WAL;");
+    d.exec("PRAGMA locking_mode=NORMAL;");
+  } catch (...) {
+    remove_db_files(tmp);
+    throw;
   }
   ::unlink((tmp + "-wal").c_str());
   ::unlink((tmp + "-shm").c_str());
   if (::rename(tmp.c_str(), info.index_path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw ReaderError(info.index_path + ": cannot write index: " + std::strerror(errno));
+    int e = errno;
+    remove_db_files(tmp);
+    throw ReaderError(info.index_path + ": cannot write index: " + std::strerror(e));
   }
 }
 
-// Loads an index; returns false when absent, unreadable, foreign or stale.
-bool load_index(IndexInfo& info, const File& f) {
+// Strict decimal integer (the whole text).
+bool parse_int(const std::string& s, int64_t* v) {
+  if (s.empty() || s.size() > 20) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end != s.c_str() + s.size()) return false;
+  *v = x;
+  return true;
+}
+
+// Kind build_index would choose for the file's first bytes.
+std::string expected_kind(const File& f, const std::string& path) {
+  unsigned char hb[512];
+  size_t got = f.pread_full(hb, sizeof hb, 0);
+  if (got == 0) return ends_with(path, ".gz") ? "member" : "plain";
+  if (got >= 2 && hb[0] == 0x1f && hb[1] == 0x8b) {
+    GzHeader h = parse_header(hb, got);
+    return h.ok && h.df ? "member" : "inflate";
+  }
+  return "plain";
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Checks a gzip member at the checkpoint's compressed offset against the checkpoint: a valid
+// header, its DF sizes, and the trailer's ISIZE (uncompressed size mod 2^32).
+std::string check_member(const File& f, const Checkpoint& c, bool whole) {
+  unsigned char hb[512];
+  size_t got = f.pread_full(hb, sizeof hb, c.compressed_offset);
+  GzHeader h = parse_header(hb, got);
+  std::string at = "checkpoint " + str(c.number) + ": ";
+  if (!h.ok) return at + "no gzip member header at byte " + str(c.compressed_offset);
+  if (!whole) return "";
+  if (h.df && (int64_t(h.csize) != c.compressed_size || int64_t(h.usize) != c.uncompressed_size))
+    return at + "sizes differ from the member header";
+  if (c.compressed_size < 18) return at + "member of " + str(c.compressed_size) + " bytes";
+  unsigned char tr[4];
+  if (f.pread_full(tr, 4, c.compressed_offset + c.compressed_size - 4) != 4 ||
+      rd32(tr) != uint32_t(uint64_t(c.uncompressed_size)))
+    return at + "uncompressed size differs from the member trailer";
+  return "";
+}
+
+// Why the loaded index does not describe file `f` ("" when it does). Cheap: no inflation; reads
+// a few hundred bytes at the first and last checkpoints.
+std::string validate_index(const IndexInfo& info, const File& f) {
+  const int64_t size = f.size();
+  const auto& cps = info.checkpoints;
+  std::string want = expected_kind(f, info.path);
+  if (info.kind != want) return "kind '" + info.kind + "' but the file's bytes are kind '" + want + "'";
+  // Deflate expands at most ~1032:1; anything larger is not from this file.
+  const int64_t max_u = size * 1032 + 64;
+  if (info.lines < 0 || info.uncompressed_bytes < 0 || info.uncompressed_bytes > max_u || info.truncated_bytes < 0 ||
+      info.lost_bytes < 0 || info.lost_bytes > size || info.events < 0 || info.metadata_records < 0 ||
+      info.skipped_lines < 0)
+    return "file totals out of range";
+  if (info.lines > info.uncompressed_bytes) return "more lines than bytes";
+  if (info.stats_scanned && info.events + info.metadata_records + info.skipped_lines > info.lines)
+    return "more events than lines";
+  int64_t u = 0, line = 0, c_end = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const Checkpoint& c = cps[i];
+    std::string at = "checkpoint " + str(int64_t(i)) + ": ";
+    if (c.compressed_offset < 0 || c.compressed_size < 0 || c.compressed_offset > size ||
+        c.compressed_size > size - c.compressed_offset)
+      return at + "compressed bytes [" + str(c.compressed_offset) + ", +" + str(c.compressed_size) +
+             ") outside the file's " + str(size) + " bytes";
+    if (c.uncompressed_size < 0 || c.uncompressed_size > max_u || c.num_lines < 0 ||
+        c.num_lines > c.uncompressed_size || c.bit_offset < 0 || c.bit_offset > 7 || c.flags < 0 || c.flags > 7 ||
+        c.block_offset < 0 || c.block_offset > c.uncompressed_offset)
+      return at + "field out of range";
+    if (c.uncompressed_offset != u || c.first_line != line)
+      return at + "does not start where checkpoint " + str(int64_t(i) - 1) + " ends (checkpoints deleted or moved)";
+    if ((c.flags & kLost) && (c.uncompressed_size != 0 || c.num_lines != 0)) return at + "lost region with lines";
+    if (c.compressed_offset < c_end - (c.bit_offset ? 1 : 0)) return at + "compressed offsets go backwards";
+    if (info.kind == "member" || info.kind == "plain") {
+      if (c.compressed_offset != c_end) return at + "compressed bytes are not contiguous";
+      if (c.bit_offset != 0 || c.block_offset != c.uncompressed_offset || c.has_window)
+        return at + "restart fields set for kind " + info.kind;
+    }
+    if (info.kind == "member" && !(c.flags & (kMemberStart | kLost))) return at + "not a member start";
+    if (info.kind == "plain" &&
+        (c.compressed_offset != c.uncompressed_offset || c.compressed_size != c.uncompressed_size || c.flags & kLost))
+      return at + "plain checkpoint with compressed offsets";
+    if (info.kind == "inflate" && !(c.flags & (kMemberStart | kLost)) && !c.has_window)
+      return at + "mid-stream checkpoint without a window";
+    if (i == 0 && c.compressed_offset != 0) return at + "does not start at byte 0";
+    u += c.uncompressed_size;
+    line += c.num_lines;
+    c_end = c.compressed_offset + c.compressed_size;
+  }
+  if (u != info.uncompressed_bytes || line != info.lines)
+    return "checkpoints hold " + str(line) + " lines / " + str(u) + " bytes, the index says " + str(info.lines) +
+           " / " + str(info.uncompressed_bytes);
+  // The checkpoints cover the file: up to its end, or up to a tail counted as lost / cut short.
+  if (info.kind == "plain" && c_end != size) return "checkpoints cover " + str(c_end) + " of " + str(size) + " bytes";
+  if (info.kind == "inflate" && (cps.empty() ? size > 1024 : c_end != size))
+    return "checkpoints cover " + str(c_end) + " of " + str(size) + " bytes";
+  if (info.kind == "member" && c_end < size) {
+    unsigned char hb[512];
+    size_t got = f.pread_full(hb, sizeof hb, c_end);
+    if (parse_header(hb, got).ok) return "the gzip member at byte " + str(c_end) + " is not indexed";
+    if (size - c_end > info.lost_bytes + info.truncated_bytes)
+      return "checkpoints cover " + str(c_end) + " of " + str(size) + " bytes";
+  }
+  // Cross-check the first and the last checkpoint with the file's bytes.
+  for (size_t i : {size_t(0), cps.size() - 1}) {
+    if (cps.empty()) break;
+    const Checkpoint& c = cps[i];
+    if (c.flags & kLost) continue;
+    if (info.kind == "member") {
+      std::string why = check_member(f, c, !(c.flags & kTruncated));
+      if (!why.empty()) return why;
+    } else if (info.kind == "inflate" && (c.flags & kMemberStart)) {
+      std::string why = check_member(f, c, false);
+      if (!why.empty()) return why;
+    } else if (info.kind == "plain") {
+      char b = 0;
+      if (c.compressed_offset > 0 && (f.pread_full(&b, 1, c.compressed_offset - 1) != 1 || b != '\n'))
+        return "checkpoint " + str(c.number) + ": does not start at a line start";
+      int64_t e = c.compressed_offset + c.uncompressed_size;
+      if (c.uncompressed_size > 0 && e < size && (f.pread_full(&b, 1, e - 1) != 1 || b != '\n'))
+        return "checkpoint " + str(c.number) + ": does not end at a line end";
+    }
+  }
+  return "";
+}
+
+// Loads the index at info.index_path into `info`. Returns "" on success, else why it is not
+// used: "absent" when there is no index file, otherwise the reason the index is rejected.
+std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp) {
   struct stat st;
-  if (::stat(info.index_path.c_str(), &st) != 0) return false;
+  if (::lstat(info.index_path.c_str(), &st) != 0) return "absent";
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != ::geteuid()) return "owned by uid " + str(int64_t(st.st_uid)) + ", not by this user";
   try {
     Db d;
     open_db(d, info.index_path, false);
     std::map<std::string, std::string> meta;
     {
       Stmt s(d.db, "SELECT key, value FROM metadata");
-      while (s.step()) {
-        const char* k = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 0));
-        const char* v = reinterpret_cast<const char*>(sqlite3_column_text(s.st, 1));
-        meta[k ? k : ""] = v ? v : "";
-      }
+      while (s.step()) meta[s.text(0)] = s.text(1);
     }
+    std::string bad;
     auto geti = [&](const char* k) -> int64_t {
+      int64_t v = 0;
       auto it = meta.find(k);
-      if (it == meta.end()) throw ReaderError("missing key");
-      return std::stoll(it->second);
+      if (it == meta.end() || !parse_int(it->second, &v)) {
+        if (bad.empty()) bad = std::string("metadata '") + k + "' missing or not an integer";
+      }
+      return v;
     };
-    if (geti("format_version") != kIndexFormatVersion) return false;
-    if (meta["trace_path"] != info.path) return false;
-    if (geti("size") != f.size() || geti("mtime_ns") != f.mtime_ns()) return false;
+    // Stale (rebuilt without a warning): another format version, or the trace was moved,
+    // replaced, copied or changed since it was indexed.
+    if (geti("format_version") != kIndexFormatVersion) return "stale (format version differs)";
+    if (meta["trace_path"] != info.path) return "stale (written for another path)";
+    if (geti("size") != f.size() || geti("mtime_ns") != f.mtime_ns()) return "stale (size or mtime changed)";
+    if (uint64_t(geti("dev")) != f.dev() || uint64_t(geti("ino")) != f.ino())
+      return "stale (the trace was replaced or copied: device/inode differ)";
+    if (geti("head_crc") != fp.head_crc || geti("tail_crc") != fp.tail_crc)
+      return "written for other content (first/last 4 KiB checksums differ)";
     info.kind = meta["kind"];
     info.size = f.size();
     info.mtime_ns = f.mtime_ns();
@@ -849,47 +1057,60 @@ bool load_index(IndexInfo& info, const File& f) {
     info.scan_lost_lines = geti("scan_lost_lines");
     info.scan_lost_bytes = geti("scan_lost_bytes");
     info.scan_header_mismatches = geti("scan_header_mismatches");
+    if (!bad.empty()) return bad;
+    {
+      Stmt n(d.db, "SELECT count(*) FROM checkpoints");
+      if (!n.step()) return "no checkpoint count";
+      if (sqlite3_column_int64(n.st, 0) > f.size() + 1) return "more checkpoints than file bytes";
+    }
     Stmt s(d.db,
            "SELECT number, compressed_offset, compressed_size, uncompressed_offset, uncompressed_size, "
            "first_line, num_lines, bit_offset, block_offset, flags, window IS NOT NULL, lost_lines "
            "FROM checkpoints ORDER BY number");
+    bool ok = true;
     while (s.step()) {
       Checkpoint c;
-      c.number = sqlite3_column_int64(s.st, 0);
-      c.compressed_offset = sqlite3_column_int64(s.st, 1);
-      c.compressed_size = sqlite3_column_int64(s.st, 2);
-      c.uncompressed_offset = sqlite3_column_int64(s.st, 3);
-      c.uncompressed_size = sqlite3_column_int64(s.st, 4);
-      c.first_line = sqlite3_column_int64(s.st, 5);
-      c.num_lines = sqlite3_column_int64(s.st, 6);
-      c.bit_offset = sqlite3_column_int(s.st, 7);
-      c.block_offset = sqlite3_column_int64(s.st, 8);
-      c.flags = sqlite3_column_int(s.st, 9);
+      c.number = s.integer(0, &ok);
+      c.compressed_offset = s.integer(1, &ok);
+      c.compressed_size = s.integer(2, &ok);
+      c.uncompressed_offset = s.integer(3, &ok);
+      c.uncompressed_size = s.integer(4, &ok);
+      c.first_line = s.integer(5, &ok);
+      c.num_lines = s.integer(6, &ok);
+      int64_t bit = s.integer(7, &ok);
+      c.block_offset = s.integer(8, &ok);
+      int64_t flags = s.integer(9, &ok);
       c.has_window = sqlite3_column_int(s.st, 10) != 0;  // loaded on demand by load_window
-      c.lost_lines = sqlite3_column_int64(s.st, 11);
+      c.lost_lines = s.integer(11, &ok);
+      if (!ok) return "checkpoint " + str(int64_t(info.checkpoints.size())) + ": a field is not an integer";
+      if (bit < 0 || bit > 7 || flags < 0 || flags > kAllCheckpointFlags || c.lost_lines < 0)
+        return "checkpoint " + str(c.number) + ": field out of range";
+      c.bit_offset = int(bit);
+      c.flags = int(flags);
+      if (c.number != int64_t(info.checkpoints.size()))
+        return "checkpoint numbers are not 0, 1, 2, ... (checkpoint " + str(int64_t(info.checkpoints.size())) +
+               " missing)";
       if (c.flags & kLost) info.lost_lines += c.lost_lines;
       if (c.flags & kHeaderMismatch) info.header_mismatches += 1;
-      if (c.number != int64_t(info.checkpoints.size())) return false;
       info.checkpoints.push_back(std::move(c));
     }
     Stmt cs(d.db, "SELECT kind, hash, value FROM context");
     while (cs.step()) {
-      std::string kind = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 0));
-      std::string h = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 1));
-      std::string v = reinterpret_cast<const char*>(sqlite3_column_text(cs.st, 2));
+      std::string kind = cs.text(0, &ok);
+      if (kind != "FH" && kind != "HH" && kind != "SH") return "context row of unknown kind";
       auto& m = kind == "FH" ? info.context.fh : kind == "HH" ? info.context.hh : info.context.sh;
-      m[h] = v;
+      m[cs.text(1, &ok)] = cs.text(2, &ok);
     }
     Stmt as(d.db, "SELECT key, dtype FROM arg_columns ORDER BY key");
-    while (as.step())
-      info.arg_columns.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(as.st, 0)),
-                                    reinterpret_cast<const char*>(sqlite3_column_text(as.st, 1)));
-    return true;
-  } catch (const std::exception&) {
-    info.checkpoints.clear();
-    info.context = FileContext{};
-    info.arg_columns.clear();
-    return false;
+    while (as.step()) {
+      std::string dt = as.text(1, &ok);
+      if (dt != "Int64" && dt != "Float64" && dt != "string") return "args column of unknown dtype";
+      info.arg_columns.emplace_back(as.text(0, &ok), dt);
+    }
+    if (!ok) return "a text field is not text";
+    return validate_index(info, f);
+  } catch (const std::exception& e) {
+    return std::string("unreadable (") + e.what() + ")";
   }
 }
 
@@ -899,52 +1120,98 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-bool mkdirs(const std::string& dir) {
+// Creates missing directories of `dir` (mode 0700: a cache of trace indexes is private).
+void mkdirs(const std::string& dir) {
   std::string cur;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty()) ::mkdir(cur.c_str(), 0755);
+      if (!cur.empty()) ::mkdir(cur.c_str(), 0700);
     }
     if (i < dir.size()) cur += dir[i];
   }
-  struct stat st;
-  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-}  // namespace
+std::string octal(mode_t m) {
+  char t[16];
+  std::snprintf(t, sizeof t, "%03o", unsigned(m & 07777));
+  return t;
+}
 
-std::string index_path_for(const std::string& trace, const std::string& index_dir) {
-  std::string abs = abs_path(trace);
+// Why `dir` may not hold indexes ("" when it may): it must be a directory, not a symbolic link,
+// owned by this user and not writable by group or others; every directory above it must be
+// owned by root or this user and, unless sticky (like /tmp), not writable by group or others.
+std::string unsafe_cache_dir(const std::string& dir) {
+  struct stat st;
+  uid_t me = ::geteuid();
+  if (::lstat(dir.c_str(), &st) != 0) return dir + ": " + std::strerror(errno);
+  if (S_ISLNK(st.st_mode)) return dir + " is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (st.st_uid != me)
+    return dir + " is owned by uid " + str(int64_t(st.st_uid)) + ", not by this user (uid " + str(int64_t(me)) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return dir + " is writable by group or others (mode " + octal(st.st_mode) + ")";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return dir + " is not writable";
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) return dir + ": " + std::strerror(errno);
+  std::string a = real;
+  while (a.size() > 1) {
+    size_t slash = a.rfind('/');
+    a = slash == 0 ? "/" : a.substr(0, slash);
+    if (::lstat(a.c_str(), &st) != 0) return a + ": " + std::strerror(errno);
+    if (st.st_uid != 0 && st.st_uid != me) return a + " (above " + dir + ") is owned by another user";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return a + " (above " + dir + ") is writable by group or others without the sticky bit";
+  }
+  return "";
+}
+
+// The user's cache root: $XDG_CACHE_HOME, $HOME/.cache, or the passwd entry's home; "" if none.
+std::string user_cache_root() {
+  const char* xdg = ::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg == '/') return xdg;
+  const char* home = ::getenv("HOME");
+  if (home && *home == '/') return std::string(home) + "/.cache";
+  struct passwd pw, *res = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &res) == 0 && res && res->pw_dir && res->pw_dir[0] == '/')
+    return std::string(res->pw_dir) + "/.cache";
+  return "";
+}
+
+struct IndexLocation {
+  std::string path;     // "" = keep the index in memory
+  std::string warning;  // why it is kept in memory
+};
+
+IndexLocation locate_index(const std::string& abs, const std::string& index_dir) {
   std::string dir = abs.substr(0, abs.rfind('/'));
   if (dir.empty()) dir = "/";
   std::string idir = index_dir;
   if (idir.empty()) {
-    if (::access(dir.c_str(), W_OK) == 0) return abs + ".zindex";
+    if (::access(dir.c_str(), W_OK) == 0) return {abs + ".zindex", ""};
     const char* env = ::getenv("DFTRACER_INDEX_DIR");
     if (env && *env) {
       idir = env;
     } else {
-      const char* home = ::getenv("HOME");
-      idir = std::string(home && *home ? home : "/tmp") + "/.cache/dftracer/zindex";
+      std::string root = user_cache_root();
+      if (root.empty()) return {"", "no writable index location (trace folder read-only, no home directory)"};
+      idir = root + "/dftracer/zindex";
     }
   }
-  if (!mkdirs(idir)) throw ReaderError(idir + ": cannot create index directory");
+  mkdirs(idir);
+  std::string why = unsafe_cache_dir(idir);
+  if (!why.empty()) return {"", "index directory refused: " + why};
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(abs)));
-  return idir + "/" + abs.substr(abs.rfind('/') + 1) + "-" + hex + ".zindex";
+  return {idir + "/" + abs.substr(abs.rfind('/') + 1) + "-" + hex + ".zindex", ""};
 }
 
-IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force, bool verify) {
+IndexInfo build_fresh(const std::string& path, const File& f, bool verify) {
   IndexInfo info;
-  info.path = abs_path(trace);
-  info.index_path = index_path_for(info.path, index_dir);
-  File f(info.path);
-  if (!force && !verify && load_index(info, f)) return info;
-  info = IndexInfo{};
-  info.path = abs_path(trace);
-  info.index_path = index_path_for(info.path, index_dir);
+  info.path = path;
   info.size = f.size();
   info.mtime_ns = f.mtime_ns();
+  info.dev = f.dev();
+  info.ino = f.ino();
   info.compressed_bytes = f.size();
   info.rebuilt = true;
   unsigned char hb[512];
@@ -972,17 +1239,65 @@ IndexInfo build_index(const std::string& trace, const std::string& index_dir, bo
     info.checkpoints[i].has_window = !info.checkpoints[i].window.empty();
   }
   if (info.context.hostname.empty() && info.context.hh.size() == 1) info.context.hostname = info.context.hh.begin()->second;
-  save_index(info);
   return info;
+}
+
+}  // namespace
+
+std::string index_path_for(const std::string& trace, const std::string& index_dir) {
+  return locate_index(abs_path(trace), index_dir).path;
+}
+
+IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force, bool verify) {
+  std::string path = abs_path(trace);
+  IndexLocation loc = locate_index(path, index_dir);
+  File f(path);
+  Fingerprint fp = fingerprint(f);
+  std::string rejected;
+  if (!loc.path.empty() && !force && !verify) {
+    IndexInfo info;
+    info.path = path;
+    info.index_path = loc.path;
+    rejected = load_index(info, f, fp);
+    if (rejected.empty()) {
+      info.dev = f.dev();
+      info.ino = f.ino();
+      return info;
+    }
+  }
+  IndexInfo info = build_fresh(path, f, verify);
+  info.index_path = loc.path;
+  // A stale index (the trace changed) or a missing one is rebuilt silently; any other mismatch
+  // means the index was damaged or forged: say so.
+  if (!rejected.empty() && rejected != "absent" && rejected.rfind("stale", 0) != 0)
+    info.warnings.push_back(path + ": index " + loc.path + " rejected (" + rejected + "); rebuilt");
+  if (loc.path.empty()) {
+    info.warnings.push_back(path + ": index kept in memory: " + loc.warning);
+    return info;
+  }
+  try {
+    save_index(info, f, fp);
+  } catch (const ReaderError& e) {
+    info.warnings.push_back(path + ": index kept in memory: " + e.what());
+    info.index_path.clear();
+  }
+  return info;
+}
+
+IndexInfo build_index_in_memory(const std::string& trace) {
+  std::string path = abs_path(trace);
+  File f(path);
+  return build_fresh(path, f, false);
 }
 
 std::string load_window(const IndexInfo& idx, int64_t number) {
   const Checkpoint& c = idx.checkpoints.at(size_t(number));
   if (!c.window.empty() || !c.has_window) return c.window;
+  if (idx.index_path.empty()) throw ReaderError(idx.path + ": window of checkpoint " + std::to_string(number) + " missing");
   Db d;
   open_db(d, idx.index_path, false);
   Stmt s(d.db, "SELECT window FROM checkpoints WHERE number = ?");
-  sqlite3_bind_int64(s.st, 1, number);
+  s.bind(1, number);
   if (!s.step() || sqlite3_column_type(s.st, 0) != SQLITE_BLOB)
     throw ReaderError(idx.index_path + ": window of checkpoint " + std::to_string(number) + " missing");
   const void* b = sqlite3_column_blob(s.st, 0);
@@ -999,8 +1314,9 @@ namespace {
 struct CacheEntry {
   std::shared_ptr<const IndexInfo> info;
   int64_t size = 0, mtime_ns = 0;               // trace
+  uint64_t dev = 0, ino = 0;
   uint64_t idx_ino = 0;
-  int64_t idx_size = 0, idx_mtime_ns = 0;       // index file
+  int64_t idx_size = 0, idx_mtime_ns = 0;       // index file (unused for an in-memory index)
 };
 std::mutex g_cache_mu;
 std::map<std::string, CacheEntry> g_cache;  // key: index_dir + '\0' + absolute trace path
@@ -1019,38 +1335,54 @@ std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std:
     auto it = g_cache.find(key);
     if (it != g_cache.end()) {
       const CacheEntry& e = it->second;
-      if (e.size == ts.st_size && e.mtime_ns == mtime_of(ts) && stat_ns(e.info->index_path, is) &&
-          uint64_t(is.st_ino) == e.idx_ino && int64_t(is.st_size) == e.idx_size && mtime_of(is) == e.idx_mtime_ns)
-        return e.info;
+      bool same_trace = e.size == ts.st_size && e.mtime_ns == mtime_of(ts) && e.dev == uint64_t(ts.st_dev) &&
+                        e.ino == uint64_t(ts.st_ino);
+      bool same_index = e.info->index_path.empty() ||
+                        (stat_ns(e.info->index_path, is) && uint64_t(is.st_ino) == e.idx_ino &&
+                         int64_t(is.st_size) == e.idx_size && mtime_of(is) == e.idx_mtime_ns);
+      if (same_trace && same_index) return e.info;
       g_cache.erase(it);
     }
   }
   auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false));
-  for (auto& c : info->checkpoints) std::string().swap(c.window);  // loaded on demand
   CacheEntry e;
-  e.info = info;
   e.size = info->size;
   e.mtime_ns = info->mtime_ns;
-  if (stat_ns(info->index_path, is)) {
+  e.dev = info->dev;
+  e.ino = info->ino;
+  if (!info->index_path.empty()) {
+    for (auto& c : info->checkpoints) std::string().swap(c.window);  // loaded on demand
+    if (!stat_ns(info->index_path, is)) return info;
     e.idx_ino = uint64_t(is.st_ino);
     e.idx_size = int64_t(is.st_size);
     e.idx_mtime_ns = mtime_of(is);
-    std::lock_guard<std::mutex> lk(g_cache_mu);
-    if (g_cache.size() >= 256) g_cache.clear();
-    g_cache[key] = e;
   }
+  e.info = info;
+  std::lock_guard<std::mutex> lk(g_cache_mu);
+  if (g_cache.size() >= 256) g_cache.clear();
+  g_cache[key] = e;
   return info;
 }
 
-// Stores stats/context computed by scan (see batch.cpp) into an existing index.
+// Stores stats/context computed by scan (see batch.cpp) into an existing index. Best effort: an
+// in-memory index, or an index file that cannot be written, keeps them in memory only.
 void store_scan(const IndexInfo& info) {
-  Db d;
-  open_db(d, info.index_path, true);
-  d.exec("PRAGMA journal_mode=WAL;");
-  d.exec("BEGIN IMMEDIATE");
-  write_context(d.db, info.context);
-  write_stats(d.db, info);
-  d.exec("COMMIT");
+  if (info.index_path.empty()) return;
+  try {
+    Db d;
+    open_db(d, info.index_path, true);
+    d.exec("PRAGMA journal_mode=WAL;");
+    d.exec("BEGIN IMMEDIATE");
+    try {
+      write_context(d.db, info.context);
+      write_stats(d.db, info);
+      d.exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(d.db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  } catch (const ReaderError&) {
+  }
 }
 
 }  // namespace dftracer::reader
@@ -1139,7 +1471,7 @@ bool read_stats(const IndexInfo& idx, std::vector<CheckpointStats>& out) {
 std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx) {
   std::vector<CheckpointStats> out;
   try {
-    if (read_stats(idx, out)) return out;
+    if (!idx.index_path.empty() && read_stats(idx, out)) return out;
   } catch (const std::exception&) {
   }
   out.clear();
@@ -1175,33 +1507,36 @@ std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx) {
     }
     out.push_back(std::move(c));
   }
-  Db d;
-  open_db(d, idx.index_path, true);
-  d.exec("PRAGMA journal_mode=WAL;");
-  d.exec("BEGIN IMMEDIATE");
-  d.exec(kStatsSchema);
-  d.exec("DELETE FROM checkpoint_stats");
-  Stmt s(d.db, "INSERT INTO checkpoint_stats VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
-  for (auto& c : out) {
-    s.reset();
-    sqlite3_bind_int64(s.st, 1, c.number);
-    sqlite3_bind_int64(s.st, 2, c.events);
-    sqlite3_bind_int64(s.st, 3, c.min_ts);
-    sqlite3_bind_int64(s.st, 4, c.max_ts);
-    sqlite3_bind_int64(s.st, 5, c.min_te);
-    sqlite3_bind_int64(s.st, 6, c.max_te);
-    std::string cats = join_values(c.cats), names = join_values(c.names);
-    if (c.cats_known)
-      sqlite3_bind_text(s.st, 7, cats.data(), int(cats.size()), SQLITE_TRANSIENT);
-    else
-      sqlite3_bind_null(s.st, 7);
-    if (c.names_known)
-      sqlite3_bind_text(s.st, 8, names.data(), int(names.size()), SQLITE_TRANSIENT);
-    else
-      sqlite3_bind_null(s.st, 8);
-    s.step();
+  if (idx.index_path.empty()) return out;  // an in-memory index keeps nothing
+  try {  // best effort, like store_scan: stats that cannot be stored are recomputed next time
+    Db d;
+    open_db(d, idx.index_path, true);
+    d.exec("PRAGMA journal_mode=WAL;");
+    d.exec("BEGIN IMMEDIATE");
+    d.exec(kStatsSchema);
+    d.exec("DELETE FROM checkpoint_stats");
+    Stmt s(d.db, "INSERT INTO checkpoint_stats VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    for (auto& c : out) {
+      s.reset();
+      s.bind(1, c.number);
+      s.bind(2, c.events);
+      s.bind(3, c.min_ts);
+      s.bind(4, c.max_ts);
+      s.bind(5, c.min_te);
+      s.bind(6, c.max_te);
+      if (c.cats_known)
+        s.bind(7, join_values(c.cats));
+      else
+        s.bind_null(7);
+      if (c.names_known)
+        s.bind(8, join_values(c.names));
+      else
+        s.bind_null(8);
+      s.step();
+    }
+    d.exec("COMMIT");
+  } catch (const ReaderError&) {
   }
-  d.exec("COMMIT");
   return out;
 }
 

@@ -24,6 +24,8 @@ class File {
     struct stat st;
     if (::fstat(fd_, &st) != 0) throw ReaderError(path + ": cannot stat: " + std::strerror(errno));
     size_ = st.st_size;
+    dev_ = uint64_t(st.st_dev);
+    ino_ = uint64_t(st.st_ino);
     mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   }
   ~File() {
@@ -33,6 +35,8 @@ class File {
   File& operator=(const File&) = delete;
   int64_t size() const { return size_; }
   int64_t mtime_ns() const { return mtime_ns_; }
+  uint64_t dev() const { return dev_; }  // file identity (st_dev, st_ino)
+  uint64_t ino() const { return ino_; }
   // Reads up to n bytes at off; returns bytes read (short only at end of file).
   size_t pread_full(void* buf, size_t n, int64_t off) const {
     size_t got = 0;
@@ -53,6 +57,7 @@ class File {
   int fd_ = -1;
   int64_t size_ = 0;
   int64_t mtime_ns_ = 0;
+  uint64_t dev_ = 0, ino_ = 0;
 };
 
 }  // namespace dftracer::reader

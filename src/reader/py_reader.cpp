@@ -46,6 +46,8 @@ py::dict info_dict(const IndexInfo& i) {
   d["lost_lines"] = i.lost_lines;
   d["header_mismatches"] = i.header_mismatches;
   d["rebuilt"] = i.rebuilt;
+  d["in_memory"] = i.index_path.empty();
+  d["warnings"] = i.warnings;
   py::list cps;
   for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c));
   d["checkpoints"] = cps;
@@ -106,33 +108,9 @@ py::tuple dict_view(Batch& b, DictColumn& d, const py::capsule& base) {
   return py::make_tuple(codes, cats);
 }
 
-py::dict load_batch(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
-  auto* b = new Batch();
-  std::unique_ptr<Batch> guard(b);
-  std::string idir = opt(index_dir);
-  {
-    py::gil_scoped_release nogil;
-    std::shared_ptr<const IndexInfo> idx = open_index(path, idir);
-    b->range = read_checkpoints(*idx, first, last);
-    int64_t lines = 0;
-    for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
-    FileContext ctx = idx->context;
-    Parser parser;
-    RangeData& r = b->range;
-    b->cols.reserve_rows = lines;
-    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b->cols);
-    if (b->cols.unresolved_hashes > 0 && !idx->context.scanned) {
-      // Hashes defined outside this batch: complete the file's context once, then re-parse.
-      IndexInfo full_idx = *idx;
-      ensure_context(full_idx);
-      b->cols = EventColumns{};
-      b->cols.reserve_rows = lines;
-      FileContext full = full_idx.context;
-      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
-    }
-    Parser::finish(b->cols);
-    std::string().swap(r.data);  // raw lines are no longer needed (assigning "" keeps the buffer)
-  }
+// Hands the columns of `b` to Python (NumPy views owned by a capsule).
+py::dict batch_dict(std::unique_ptr<Batch> guard) {
+  Batch* b = guard.get();
   // (Codes vectors are reserved up front so that views stay valid.)
   EventColumns& c = b->cols;
   b->codes8.reserve(8 + c.args.size());
@@ -238,6 +216,111 @@ py::dict lines_dict(const CheckedLines& c) {
   return d;
 }
 
+py::dict load_batch(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
+  auto* b = new Batch();
+  std::unique_ptr<Batch> guard(b);
+  std::string idir = opt(index_dir);
+  {
+    py::gil_scoped_release nogil;
+    std::shared_ptr<const IndexInfo> idx = open_index(path, idir);
+    b->range = read_checkpoints(*idx, first, last);
+    int64_t lines = 0;
+    for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
+    FileContext ctx = idx->context;
+    Parser parser;
+    RangeData& r = b->range;
+    b->cols.reserve_rows = lines;
+    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b->cols);
+    if (b->cols.unresolved_hashes > 0 && !idx->context.scanned) {
+      // Hashes defined outside this batch: complete the file's context once, then re-parse.
+      IndexInfo full_idx = *idx;
+      ensure_context(full_idx);
+      b->cols = EventColumns{};
+      b->cols.reserve_rows = lines;
+      FileContext full = full_idx.context;
+      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
+    }
+    Parser::finish(b->cols);
+    std::string().swap(r.data);  // raw lines are no longer needed (assigning "" keeps the buffer)
+  }
+  return batch_dict(std::move(guard));
+}
+
+// Per file of load_files: what the analyzer's per-file stats need.
+struct FileLoad {
+  std::string path, error, kind;
+  int64_t lines = 0, compressed_bytes = 0, uncompressed_bytes = 0, checkpoints = 0;
+  int64_t rows = 0, skipped_lines = 0, lost_bytes = 0, lost_lines = 0, unresolved_hashes = 0;
+  std::vector<std::string> warnings;
+};
+
+// Many small files in one call: each indexed in memory (no SQLite file), read whole and parsed
+// into one set of columns; "files" gives the rows and counts of each file, in order.
+py::dict load_files(const std::vector<std::string>& paths) {
+  auto guard = std::make_unique<Batch>();
+  Batch* b = guard.get();
+  std::vector<FileLoad> files(paths.size());
+  {
+    py::gil_scoped_release nogil;
+    Parser parser;
+    EventColumns& cols = b->cols;
+    for (size_t k = 0; k < paths.size(); ++k) {
+      FileLoad& fl = files[k];
+      fl.path = paths[k];
+      int64_t rows0 = cols.rows, skipped0 = cols.skipped_lines, unresolved0 = cols.unresolved_hashes;
+      try {
+        IndexInfo idx = build_index_in_memory(paths[k]);
+        fl.kind = idx.kind;
+        fl.lines = idx.lines;
+        fl.compressed_bytes = idx.compressed_bytes;
+        fl.uncompressed_bytes = idx.uncompressed_bytes;
+        fl.checkpoints = int64_t(idx.checkpoints.size());
+        if (!idx.checkpoints.empty()) {
+          RangeData r = read_checkpoints(idx, 0, fl.checkpoints - 1);
+          FileContext ctx = idx.context;
+          if (!ctx.scanned) {  // the whole file is here: its FH/HH/SH records are too
+            collect_context(r.data.data(), r.data.size(), ctx);
+            if (ctx.hostname.empty() && ctx.hh.size() == 1) ctx.hostname = ctx.hh.begin()->second;
+          }
+          parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
+          fl.lost_bytes = r.lost_bytes;
+          fl.lost_lines = r.lost_lines;
+          b->range.header_mismatches += r.header_mismatches;
+          fl.warnings = std::move(r.warnings);
+        }
+      } catch (const std::exception& e) {
+        fl.error = e.what();
+      }
+      fl.rows = cols.rows - rows0;
+      fl.skipped_lines = cols.skipped_lines - skipped0;
+      fl.unresolved_hashes = cols.unresolved_hashes - unresolved0;
+    }
+    Parser::finish(cols);
+  }
+  py::dict out = batch_dict(std::move(guard));
+  py::list fl;
+  for (auto& f : files) {
+    py::dict d;
+    d["path"] = f.path;
+    d["error"] = f.error.empty() ? py::object(py::none()) : py::object(py::str(f.error));
+    d["kind"] = f.kind;
+    d["lines"] = f.lines;
+    d["compressed_bytes"] = f.compressed_bytes;
+    d["uncompressed_bytes"] = f.uncompressed_bytes;
+    d["checkpoints"] = f.checkpoints;
+    d["rows"] = f.rows;
+    d["skipped_lines"] = f.skipped_lines;
+    d["lost_bytes"] = f.lost_bytes;
+    d["lost_lines"] = f.lost_lines;
+    d["unresolved_hashes"] = f.unresolved_hashes;
+    d["warnings"] = f.warnings;
+    fl.append(d);
+  }
+  out["files"] = fl;
+  return out;
+}
+
+
 }  // namespace
 
 PYBIND11_MODULE(_reader, m) {
@@ -329,6 +412,8 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none(),
       "Per-checkpoint event stats (events, min/max ts and te, category and name sets or None), "
       "kept in the index.");
+  m.def("load_files", &load_files, py::arg("paths"),
+        "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts.");
   m.def("index_path", [](const std::string& path, const py::object& index_dir) {
     return index_path_for(path, opt(index_dir));
   }, py::arg("path"), py::arg("index_dir") = py::none());

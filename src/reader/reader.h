@@ -21,7 +21,8 @@
 
 namespace dftracer::reader {
 
-inline constexpr int kIndexFormatVersion = 2;  // 2: lost_lines column; CRC-failed inflate members lost whole
+// 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc
+inline constexpr int kIndexFormatVersion = 2;
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
 // Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
 // kMaxInflateRatio x compressed bytes is a lie and is never used to size a buffer.
@@ -38,6 +39,7 @@ enum CheckpointFlags : int {
   kTruncated = 4,    // final member/stream cut short: only its complete lines are indexed
   kHeaderMismatch = 8,  // member's 'DF' header disagreed with its data; indexed by plain inflation
   kVerified = 16,       // member inflated at index time: sizes, CRC32 and line count match the data
+  kAllCheckpointFlags = 31,
 };
 
 struct Checkpoint {
@@ -69,6 +71,7 @@ struct IndexInfo {
   std::string kind;        // "member" | "inflate" | "plain"
   int64_t size = 0;        // trace file size, bytes
   int64_t mtime_ns = 0;
+  uint64_t dev = 0, ino = 0;       // identity of the trace file (st_dev, st_ino)
   int64_t lines = 0;               // lines (as `sed` counts them) in indexed content
   int64_t compressed_bytes = 0;    // file bytes
   int64_t uncompressed_bytes = 0;  // bytes of indexed content
@@ -77,6 +80,9 @@ struct IndexInfo {
   int64_t lost_lines = 0;          // lines in those regions (sum of their checkpoints' lost_lines)
   int64_t header_mismatches = 0;   // members whose 'DF' header disagreed with their data (kHeaderMismatch)
   bool rebuilt = false;            // built (or rebuilt) by this call
+  // Index trouble met by this call: an index rejected as inconsistent with the file (rebuilt),
+  // or an index kept in memory because no safe writable location exists (docs/index.md).
+  std::vector<std::string> warnings;
   std::vector<Checkpoint> checkpoints;
   FileContext context;
   // Filled by scan_file (stats over all lines), empty until then.
@@ -89,16 +95,27 @@ struct IndexInfo {
 };
 
 // Where the index of `trace` lives: `<trace>.zindex` when the trace directory is writable and no
-// `index_dir` is given, else `<index_dir or $DFTRACER_INDEX_DIR or ~/.cache/dftracer/zindex>/<name>-<hash>.zindex`.
+// `index_dir` is given, else `<index_dir | $DFTRACER_INDEX_DIR | $XDG_CACHE_HOME/dftracer/zindex |
+// ~/.cache/dftracer/zindex>/<name>-<hash>.zindex` (home from $HOME, else the passwd entry).
+// "" when the index must stay in memory: no such folder, or it is refused (a symbolic link, not
+// owned by this user, writable by group or others, or under a folder another user controls).
 std::string index_path_for(const std::string& trace, const std::string& index_dir);
 
-// Opens a valid index or builds one (a stale, foreign, corrupt or non-SQLite index is rebuilt).
-// Member kind: each 'DF' header is checked against the member trailer and the next header
-// (docs/index.md "Trust rules"); `verify` also inflates every member and compares all header
-// fields with the data (used when a read found a line count the hop cannot see; implies force).
-// Throws ReaderError when the trace cannot be read or the index cannot be written.
+// Opens a valid index or builds one. An index is used only if it matches the file (format
+// version, path, size, mtime, device, inode, CRC-32 of the first and last 4 KiB) and is
+// consistent with it (docs/index.md, "Trust rules"); otherwise it is rebuilt, with a message in
+// `warnings` unless it was merely stale. When the index cannot be written (no safe folder, full
+// disk) it is kept in memory (index_path "") with a warning and no temp file is left behind.
+// Member kind: each 'DF' header is checked against the member trailer and the next header;
+// `verify` also inflates every member and compares all header fields with the data (used when a
+// read found a line count the hop cannot see; implies force).
+// Throws ReaderError when the trace cannot be read.
 IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false,
                       bool verify = false);
+
+// Indexes `trace` in memory only (no SQLite file is read or written): for small files, where
+// the index costs more than reading the whole file. Throws ReaderError like build_index.
+IndexInfo build_index_in_memory(const std::string& trace);
 
 // build_index through a per-process cache: reused while the trace (size, mtime) and the index
 // file (inode, size, mtime) are unchanged. Checkpoint windows are not loaded (see load_window).
