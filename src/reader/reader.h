@@ -319,7 +319,14 @@ class Parser {
 // Collects FH/HH/SH maps (and hostname) from metadata lines in `buf` (cheap substring prefilter).
 void collect_context(const char* buf, size_t len, FileContext& ctx);
 
-// v2 integer phase -> Chrome trace-event letter (documented in docs/index.md).
+// DFTracer 2.x integer phase -> letter: 1 "X" complete, 2 "C" counter, 3 "A" aggregated,
+// 4 "M" metadata, other "?" (upstream TracePhaseType; docs/index.md).
 const char* phase_letter(int64_t code);
+
+// Byte rule of an event name (docs/index.md): `size` = args.ret (kRet) or args.ret × args.size
+// (kRetTimesSize, fread/fwrite) when ret >= 0; kNoSize: null. Leading '_' and a "_chk" suffix are
+// ignored (__read_chk is read).
+enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2 };
+SizeKind size_kind_of(std::string_view name);
 
 }  // namespace dftracer::reader
