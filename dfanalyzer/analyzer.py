@@ -338,13 +338,14 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             from .filters import apply_query
 
             ev = apply_query(ev, query)
-        if keep_args is not None:
-            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
+        if keep_args is not None:  # the summary's aggregated-record columns are always kept
+            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
         info = {
             "rows": int(len(ev)),
             "schema": frame_schema(ev),
             "skipped_lines": int(b.skipped_lines),
             "lost_bytes": int(b.lost_bytes),
+            "unresolved_hashes": int(b.unresolved_hashes),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
         }
@@ -356,6 +357,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "schema": {},
             "skipped_lines": int(nlines),
             "lost_bytes": int(nbytes),
+            "unresolved_hashes": 0,
             "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
             "error": f"{type(exc).__name__}: {exc}",
         }
@@ -417,8 +419,10 @@ class DFAnalyzer:
         the loaded batches themselves (small consecutive ones packed together), cut further
         only to respect this bound or to give every worker thread a partition.
     args : sequence of str, optional
-        Keep only these args keys as columns (``()`` keeps none, the 12 core columns only);
-        ``None`` (default) keeps every args key. Keys that no event has are not added.
+        Keep only these args keys as columns (``()`` keeps none, the 12 core columns only, plus
+        the summary's ``dft_cnt``/``ret_min``/``ret_max``/``size_min``/``size_max`` of aggregated
+        records when a trace has them); ``None`` (default) keeps every args key. Keys that no
+        event has are not added.
     io_cats, compute_cats, app_io_cats : sequence of str
         Categories of I/O, compute and application-level I/O events for :meth:`summary`.
     client : distributed.Client, optional
@@ -601,6 +605,7 @@ class DFAnalyzer:
                 "checkpoints": len(i["checkpoints"]),
                 "skipped_lines": 0,
                 "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
+                "unresolved_hashes": 0,
                 "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
             }
             for i in indexes
@@ -613,6 +618,7 @@ class DFAnalyzer:
             p["events"] += info["rows"]
             p["skipped_lines"] += info["skipped_lines"]
             p["lost_bytes"] += info["lost_bytes"]
+            p["unresolved_hashes"] += info.get("unresolved_hashes", 0)
             p["warnings"].extend(info["warnings"])
         df = pd.DataFrame(list(per.values()))
         self.stats = {
@@ -626,6 +632,7 @@ class DFAnalyzer:
             "skipped_lines": int(df["skipped_lines"].sum()),
             "lost_bytes": int(df["lost_bytes"].sum()),
             "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
+            "unresolved_hashes": int(df["unresolved_hashes"].sum()),
             "per_file": df,
         }
 
@@ -652,6 +659,17 @@ class DFAnalyzer:
             for r in bad.itertuples()
         ]
 
+    def input_warnings(self) -> List[str]:
+        """Warnings about the input that change what the summary can show, one str per file:
+        file/host hashes (``fhash``/``hhash``) without a FH/HH record (their events have a null
+        ``fname``/``hostname``)."""
+        df = self.stats["per_file"]
+        return [
+            f"{r.path}: {int(r.unresolved_hashes):,} file/host hashes without a FH/HH record "
+            "(fname/hostname null for those events)"
+            for r in df[df["unresolved_hashes"] > 0].itertuples()
+        ]
+
     def summary(self, show: bool = True, console=None) -> _summary.Summary:
         """Compute the paper's Figure 6 summary (exact; a tree reduction on the cluster).
 
@@ -665,6 +683,7 @@ class DFAnalyzer:
         while len(level) > 1:
             level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
         result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
+        result.warnings = self.input_warnings()
         if show:
             if console is None:
                 from rich.console import Console

@@ -246,11 +246,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                     f"warning: {s['path']}: {s['skipped_lines']} lines and {s['lost_bytes']} bytes skipped",
                     highlight=False,
                 )
+            for w in result.warnings:
+                err.print(f"warning: {w}", highlight=False, soft_wrap=True)
         else:
             out = Console()
             if not out.is_terminal:  # files and pipes: wide enough for the function table
                 out = Console(width=120)
             out.print(result.panel())
+            for w in result.warnings:  # also on stderr, for output redirected to a file
+                err.print(f"warning: {w}", highlight=False, soft_wrap=True)
         if args.plot:
             for path in analyzer.plot_timeline(args.plot):
                 err.print(f"wrote {path}", highlight=False)

@@ -347,7 +347,7 @@ struct Parser::Impl {
   // the column lookup). `key` views stable storage (`keys` or a literal).
   enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
   // Args columns that commit() also reads (index into its `special` array; 0 = none).
-  enum Special : int8_t { kPlain = 0, kRetArg, kSizeArg, kDurSum, kRetSum, kRetMin, kSizeMin, kSizeMax, kNumSpecial };
+  enum Special : int8_t { kPlain = 0, kRetArg, kSizeArg, kDurSum, kArgDur, kRetSum, kRetMin, kSizeMin, kSizeMax, kNumSpecial };
   struct Slot {
     std::string_view key;
     int32_t col = -1;  // args column (kCol)
@@ -428,6 +428,7 @@ struct Parser::Impl {
   static Special special_of(std::string_view k) {
     if (k == "ret") return kRetArg;
     if (k == "size") return kSizeArg;
+    if (k == "dur") return kArgDur;
     if (k.size() != 7 && k.size() != 8) return kPlain;
     if (k == "dur_sum") return kDurSum;
     if (k == "ret_sum") return kRetSum;
@@ -961,8 +962,12 @@ struct Parser::Impl {
     } else if (sk != kNoSize && aggregated) {
       size_ok = aggregated_size(sk, special, size);
     }
-    // Aggregated record (upstream ph 3): dur = args.dur_sum, the summed µs of its dft_cnt calls.
-    if (aggregated && is_int(special[kDurSum])) out.dur.back() = special[kDurSum]->i;
+    // Aggregated record (upstream ph 3): dur = args.dur_sum, the summed µs of its dft_cnt calls
+    // (a record of one call has args.dur instead).
+    if (aggregated) {
+      if (is_int(special[kDurSum])) out.dur.back() = special[kDurSum]->i;
+      else if (is_int(special[kArgDur])) out.dur.back() = special[kArgDur]->i;
+    }
     out.size.push_back(size);
     out.size_mask.push_back(size_ok ? 0 : 1);
     out.rows = row + 1;
