@@ -345,7 +345,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "schema": frame_schema(ev),
             "skipped_lines": int(b.skipped_lines),
             "lost_bytes": int(b.lost_bytes),
-            "unresolved_hashes": int(b.unresolved_hashes),
+            "unresolved_hashes": int(getattr(b, "unresolved_hashes", 0)),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
         }
