@@ -9,6 +9,8 @@
 success, 2 for bad arguments or a pattern that matches no file, 1 for other errors, 3 when
 ``compare --threshold`` finds a regression. A progress bar is shown on stderr while loading when
 it is a terminal.
+Input warnings (skipped input, unresolved file/host hashes) of ``summary`` are printed on stderr
+as ``warning: ...``; its panel also lists unresolved hashes under "Warnings".
 """
 
 from __future__ import annotations
