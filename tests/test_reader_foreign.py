@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -92,6 +93,13 @@ def independent_summary(path):
     return {"events": events, "files": files, "hosts": hosts, "count": dict(count), "sizes": sizes}
 
 
+def _copy(trace, tmp_path):
+    """The committed trace copied to tmp_path (its .zindex is written next to it, not in tests/data)."""
+    dst = tmp_path / trace
+    shutil.copyfile(os.path.join(V220, trace), dst)
+    return str(dst)
+
+
 def _summary(path):
     b = R.load_batch(path, 0, _last_checkpoint(path))
     assert b.skipped_lines == 0 and b.unresolved_hashes == 0 and b.warnings == []
@@ -103,9 +111,8 @@ def _last_checkpoint(path):
 
 
 @pytest.mark.parametrize("trace", TRACES)
-def test_upstream_220_trace_equals_independent_count(trace, tmp_path, monkeypatch):
-    monkeypatch.setenv("DFTRACER_INDEX_DIR", str(tmp_path))
-    path = os.path.join(V220, trace)
+def test_upstream_220_trace_equals_independent_count(trace, tmp_path):
+    path = _copy(trace, tmp_path)
     want = independent_summary(path)
     b, got = _summary(path)
     assert got["events"] == want["events"]
@@ -129,19 +136,18 @@ def test_upstream_220_trace_equals_independent_count(trace, tmp_path, monkeypatc
                                  "p75": None, "max": float(hi)}, name
 
 
-def test_upstream_220_exact_facts(tmp_path, monkeypatch):
+def test_upstream_220_exact_facts(tmp_path):
     """Hand-checked facts of the committed traces (io.c: 2 files x (3 writes, 1 pwrite, 4 reads,
     1 pread, fread of 5 x 10 B), a failing read, one writev of 500 B, one fwrite of 25 x 4 B)."""
-    monkeypatch.setenv("DFTRACER_INDEX_DIR", str(tmp_path))
     for trace in ("c-plain.pfw", "c-gz.pfw.gz"):
-        b, got = _summary(os.path.join(V220, trace))
+        b, got = _summary(_copy(trace, tmp_path))
         assert got["files"] == 2 and got["events"] == 37
         assert set(b.events["ph"].unique()) == {"X"}
         w = b.events[b.events["name"] == "write"]
         assert w["size"].sum() == 3 * 1000 + 3 * 1100 and w["fname"].nunique() == 2
         assert got["functions"]["read"]["count"] == 9 and b.events[b.events["name"] == "read"]["size"].sum() == 8 * 700
         assert got["functions"]["fread"]["size"]["max"] == 50.0
-    b, got = _summary(os.path.join(V220, "c-agg.pfw"))
+    b, got = _summary(_copy("c-agg.pfw", tmp_path))
     ev = b.events.set_index("name")
     assert set(ev["ph"]) == {"A"}
     assert int(ev.loc["write", "dft_cnt"]) == 6 and int(ev.loc["write", "size"]) == 6300
@@ -269,7 +275,6 @@ def test_cli_warns_on_unresolved_hashes(tmp_path):
         '{"id":3,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":3,"dur":1,"ph":1,"args":{"fhash":"yy","ret":5}}\n')
     want = "%s: 2 file/host hashes without a FH/HH record" % p
     env = pythonpath_env()
-    env["DFTRACER_INDEX_DIR"] = str(tmp_path / "idx")
     base = [sys.executable, "-m", "dfanalyzer.cli", "summary", str(p), "--workers", "1", "--no-progress"]
     r = subprocess.run(base + ["--json"], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -21,7 +21,7 @@
 
 namespace dftracer::reader {
 
-inline constexpr int kIndexFormatVersion = 1;
+inline constexpr int kIndexFormatVersion = 2;  // 2: context and scan stats of DFTracer 2.x integer phases
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
 
 // Raised for unreadable inputs (missing file, I/O error, unusable index directory).
