@@ -374,14 +374,15 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             from .filters import apply_query
 
             ev = apply_query(ev, query)
-        if keep_args is not None:
-            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
+        if keep_args is not None:  # the summary's aggregated-record columns are always kept
+            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
         info = {
             "rows": int(len(ev)),
             "schema": frame_schema(ev),
             "skipped_lines": int(b.skipped_lines),
             "lost_bytes": int(b.lost_bytes),
             "lost_lines": int(getattr(b, "lost_lines", 0)),
+            "unresolved_hashes": int(getattr(b, "unresolved_hashes", 0)),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
         }
@@ -394,6 +395,7 @@ def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[froze
             "skipped_lines": int(nlines),
             "lost_bytes": int(nbytes),
             "lost_lines": 0,
+            "unresolved_hashes": 0,
             "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
             "error": f"{type(exc).__name__}: {exc}",
         }
@@ -435,7 +437,7 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
         msg = f"{type(exc).__name__}: {exc}"
         files = [{"path": p, "error": msg, "kind": None, "lines": 0, "compressed_bytes": 0, "uncompressed_bytes": 0,
                   "checkpoints": 0, "rows": 0, "skipped_lines": 0, "lost_bytes": 0, "lost_lines": 0,
-                  "warnings": [f"{p}: not loaded: {msg}"]} for p in paths]
+                  "unresolved_hashes": 0, "warnings": [f"{p}: not loaded: {msg}"]} for p in paths]
         info = {"rows": 0, "schema": {}, "skipped_lines": 0, "lost_bytes": 0, "warnings": [], "error": msg,
                 "files": files}
         return None, pd.DataFrame(), info
@@ -496,8 +498,10 @@ class DFAnalyzer:
         the loaded batches themselves (small consecutive ones packed together), cut further
         only to respect this bound or to give every worker thread a partition.
     args : sequence of str, optional
-        Keep only these args keys as columns (``()`` keeps none, the 12 core columns only);
-        ``None`` (default) keeps every args key. Keys that no event has are not added.
+        Keep only these args keys as columns (``()`` keeps none, the 12 core columns only, plus
+        the summary's ``dft_cnt``/``ret_min``/``ret_max``/``size_min``/``size_max`` of aggregated
+        records when a trace has them); ``None`` (default) keeps every args key. Keys that no
+        event has are not added.
     io_cats, compute_cats, app_io_cats : sequence of str
         Categories of I/O, compute and application-level I/O events for :meth:`summary`.
     client : distributed.Client, optional
@@ -710,6 +714,7 @@ class DFAnalyzer:
                 "skipped_lines": 0,
                 "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
                 "lost_lines": 0,
+                "unresolved_hashes": 0,
                 "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
             }
             for i in indexes
@@ -728,6 +733,7 @@ class DFAnalyzer:
             p["skipped_lines"] += info["skipped_lines"]
             p["lost_bytes"] += info["lost_bytes"]
             p["lost_lines"] += info.get("lost_lines", 0)
+            p["unresolved_hashes"] += info.get("unresolved_hashes", 0)
             p["warnings"].extend(info["warnings"])
         for info in infos[len(batches):]:  # groups of small files
             for f in info["files"]:
@@ -738,6 +744,7 @@ class DFAnalyzer:
                     "checkpoints": f["checkpoints"], "skipped_lines": f["skipped_lines"], "skipped_checkpoints": 0,
                     "lost_bytes": f["lost_bytes"] + (f["compressed_bytes"] if err else 0),
                     "lost_lines": f["lost_lines"],
+                    "unresolved_hashes": f["unresolved_hashes"],
                     "warnings": list(f["warnings"]) + ([f"{f['path']}: not loaded: {err}"] if err else []),
                 }
         per = {f: per[f] for f in self.files if f in per}  # in file order
@@ -757,6 +764,7 @@ class DFAnalyzer:
             "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
             "lost_lines": int(df["lost_lines"].sum()),
             "duplicates": len(self.duplicates),
+            "unresolved_hashes": int(df["unresolved_hashes"].sum()),
             "per_file": df,
         }
 
@@ -786,6 +794,17 @@ class DFAnalyzer:
             for r in bad.itertuples()
         ]
 
+    def input_warnings(self) -> List[str]:
+        """Warnings about the input that change what the summary can show, one str per file:
+        file/host hashes (``fhash``/``hhash``) without a FH/HH record (their events have a null
+        ``fname``/``hostname``)."""
+        df = self.stats["per_file"]
+        return [
+            f"{r.path}: {int(r.unresolved_hashes):,} file/host hashes without a FH/HH record "
+            "(fname/hostname null for those events)"
+            for r in df[df["unresolved_hashes"] > 0].itertuples()
+        ]
+
     def summary(self, show: bool = True, console=None) -> _summary.Summary:
         """Compute the paper's Figure 6 summary (exact; a tree reduction on the cluster).
 
@@ -799,6 +818,7 @@ class DFAnalyzer:
         while len(level) > 1:
             level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
         result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
+        result.warnings = self.input_warnings()
         if show:
             if console is None:
                 from rich.console import Console

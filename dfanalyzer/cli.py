@@ -9,6 +9,8 @@
 success, 2 for bad arguments or a pattern that matches no file, 1 for other errors, 3 when
 ``compare --threshold`` finds a regression. A progress bar is shown on stderr while loading when
 it is a terminal.
+Input warnings (skipped input, unresolved file/host hashes) of ``summary`` are printed on stderr
+as ``warning: ...``; its panel also lists unresolved hashes under "Warnings".
 """
 
 from __future__ import annotations
@@ -255,11 +257,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                     err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
                 if msg:
                     err.print(f"warning: {msg}", highlight=False, markup=False, soft_wrap=True)
+            for w in result.warnings:
+                err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         else:
             out = Console()
             if not out.is_terminal:  # files and pipes: wide enough for the function table
                 out = Console(width=120)
             out.print(result.panel())
+            for w in result.warnings:  # also on stderr, for output redirected to a file
+                err.print(f"warning: {w}", highlight=False, soft_wrap=True)
         if args.plot:
             for path in analyzer.plot_timeline(args.plot):
                 err.print(f"wrote {path}", highlight=False)

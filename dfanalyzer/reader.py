@@ -10,16 +10,20 @@ column      dtype                meaning
 ==========  ===================  ==============================================================
 name        category             event name
 cat         category             category (POSIX, STDIO, app, ...)
-ph          category             Chrome trace-event phase letter ("X", "i", ...)
+ph          category             phase letter ("X", "i", ...; DFTracer 2.x integers: 1 "X",
+                                 2 "C", 3 "A" aggregated, 4 "M")
 hostname    category             args.hostname, HH resolution of args.hhash, or the file's host
 fname       category             args.fname or FH resolution of args.fhash
 pid, tid    int64
-ts, dur     int64                µs since the epoch / µs
+ts, dur     int64                µs since the epoch / µs (aggregated "A" rows: interval start /
+                                 args.dur_sum, the summed µs of their args.dft_cnt calls)
 te          int64                ts + dur, µs
 size        Int64                bytes moved (read/write family: ret when >= 0; fread/fwrite:
                                  ret * args.size), else null
 offset      Int64                args.offset, bytes
-<args key>  Int64/Float64/cat.   every other args key; the raw ``args.size`` is ``arg_size``
+<args key>  Int64/Float64/cat.   every other args key; an args key named like a core column
+                                 (``name cat ph pid tid ts dur te``) or ``size`` is column
+                                 ``arg_<key>`` (``arg_size``, ``arg_dur``, ...)
 ==========  ===================  ==============================================================
 """
 from __future__ import annotations
@@ -81,6 +85,7 @@ class Batch:
     skipped_lines: int = 0          # lines that are not valid JSON or lack name/ts
     lost_bytes: int = 0             # bytes of undecodable / cut-short data in this batch
     lost_lines: int = 0             # lines of members that failed their CRC/ISIZE (as decoded)
+    unresolved_hashes: int = 0      # fhash/hhash values without a FH/HH record in the file
     warnings: List[str] = field(default_factory=list)
     header_mismatches: int = 0      # members read by plain inflation because their header lied
 
@@ -182,7 +187,7 @@ def _batch(r: dict, path: Optional[str], arg_columns: Optional[Mapping[str, str]
     lost_lines = sum(f["lost_lines"] for f in r["files"]) if path is None else r["lost_lines"]
     return Batch(events=events, metadata=metadata, skipped_lines=int(r["skipped_lines"]),
                  lost_bytes=int(lost_bytes), lost_lines=int(lost_lines), warnings=warnings,
-                 header_mismatches=int(r["header_mismatches"]))
+                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
 
 
 def build_index(path: str, index_dir: Optional[str] = None, force: bool = False, verify: bool = False) -> dict:

@@ -12,6 +12,10 @@ Interval unions: an interval is ``[ts, ts + dur)`` in µs (``te = ts + dur``); z
 intervals are empty. A union is stored as two sorted int64 arrays ``(starts, ends)`` with
 ``ends[i] < starts[i + 1]`` (touching intervals are merged).
 
+Aggregated records (DFTracer 2.x ``DFTRACER_ENABLE_AGGREGATION=1``, ``ph == "A"``): one row stands
+for ``dft_cnt`` calls of one function by one thread within one time interval; how they enter
+each metric is defined in docs/analyzer.md ("Aggregated records").
+
 Percentiles are numpy's default ("linear", Hyndman & Fan type 7) computed from the exact
 histogram, with numpy's own interpolation formula, so they are bit-identical to
 ``numpy.percentile`` over all sizes.
@@ -37,6 +41,7 @@ __all__ = [
     "combine_partials",
     "finish",
     "TRACER_CAT",
+    "AGGREGATE_COLUMNS",
 ]
 
 TRACER_CAT = "dftracer"  # the tracer's own category (start/end records), never an application event
@@ -53,6 +58,10 @@ TIME_KEYS = (
     "unoverlapped_compute",
 )
 SIZE_KEYS = ("min", "p25", "mean", "median", "p75", "max")
+#: Args columns of aggregated records that the summary reads (kept even when the analyzer drops
+#: args columns): calls per record and the per-call extremes of ``ret`` and ``size``.
+AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
+EVENT_PHASES = ("X", "A")  # complete events and aggregated records
 
 
 # ----------------------------------------------------------------------------- interval unions
@@ -164,7 +173,8 @@ class Partial:
     io: Union = (_EMPTY, _EMPTY)
     compute: Union = (_EMPTY, _EMPTY)
     app_io: Union = (_EMPTY, _EMPTY)
-    # name -> [count, (values, counts) histogram of the non-null sizes]
+    # name -> [count, (values, counts) histogram of the exactly known per-call sizes,
+    #          None | [calls, bytes, min, max] of aggregated calls whose sizes are not all equal]
     functions: Dict[str, list] = field(default_factory=dict)
 
 
@@ -194,7 +204,9 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
     """Summary state of one partition of ``DFAnalyzer.events`` (pandas DataFrame).
 
     Uses columns ``ph``, ``cat``, ``name``, ``hostname``, ``pid``, ``tid``, ``ts``, ``te``,
-    ``fname`` and ``size``. Events are rows with ``ph == "X"`` and ``cat != "dftracer"``.
+    ``fname`` and ``size``, and for aggregated rows the :data:`AGGREGATE_COLUMNS` present. Events
+    are rows with ``ph`` ``"X"`` (one call each) or ``"A"`` (``dft_cnt`` calls each) and
+    ``cat != "dftracer"``.
     One pass over numpy arrays and categorical codes: only the used columns are touched and
     distinct keys are found by hashing integer codes, never by building Python objects per row.
     """
@@ -203,16 +215,19 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
         return p
     ph, ph_cats = _codes(df["ph"])
     cat, cat_cats = _codes(df["cat"])
-    keep = _lut(ph_cats, ("X",))[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
+    keep = _lut(ph_cats, EVENT_PHASES)[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
     rows = None if keep.all() else np.flatnonzero(keep)
 
     def take(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
     cat = take(cat)
-    p.events = int(cat.size)
-    if p.events == 0:
+    if cat.size == 0:
         return p
+    agg = take(_lut(ph_cats, ("A",))[ph + 1])
+    calls = _calls(df, agg, take) if agg.any() else None  # calls per row (None: one each)
+    p.events = int(cat.size if calls is None else calls.sum())
+    n_rows = int(cat.size)
     ts = take(df["ts"].to_numpy(dtype=np.int64))
     te = take(df["te"].to_numpy(dtype=np.int64))
     p.min_ts, p.max_te = int(ts.min()), int(te.max())
@@ -229,7 +244,7 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
     proc_code, proc_uniq = pd.factorize(proc)
     tid_code, tid_uniq = pd.factorize(tid)
     thread = proc_code.astype(np.int64) * len(tid_uniq) + tid_code
-    every = np.arange(p.events, dtype=np.int64)
+    every = np.arange(n_rows, dtype=np.int64)
     rep = _representatives(proc, every)
     p.processes = set(zip([hname[c + 1] for c in host[rep]], pid[rep].tolist()))
 
@@ -254,21 +269,93 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
             sv = size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64)
         else:
             sv = size.to_numpy(dtype=np.int64, na_value=0)
-        p.functions = _function_histograms(take(name)[io_m], name_cats, take(sv)[io_m], has)
+        sv = take(sv)
+        if calls is None:
+            p.functions = _function_histograms(take(name)[io_m], name_cats, sv[io_m], has)
+        else:
+            per_call, weight, spread = _aggregated_sizes(df, take, agg, calls, sv)
+            p.functions = _function_histograms(take(name)[io_m], name_cats, per_call[io_m],
+                                               has & ~spread[io_m], calls[io_m], weight[io_m])
+            _add_spread(p.functions, take(name)[io_m], name_cats, has & spread[io_m], calls[io_m],
+                        sv[io_m], *(a[io_m] for a in _spread_bounds(df, take, agg)))
     return p
 
 
-def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: np.ndarray) -> Dict[str, list]:
-    """name -> [count, (values, counts)] exact histogram of the non-null sizes of each function.
+def _int_column(df: pd.DataFrame, key: str, take, fill: int) -> np.ndarray:
+    """``df[key]`` of the kept rows as int64, ``fill`` where null or absent."""
+    if key not in df.columns:
+        return np.full(take(np.zeros(len(df), dtype=np.int64)).size, fill, dtype=np.int64)
+    col = pd.to_numeric(df[key], errors="coerce")
+    return take(col.fillna(fill).to_numpy(dtype=np.float64)).astype(np.int64)
+
+
+def _calls(df: pd.DataFrame, agg: np.ndarray, take) -> np.ndarray:
+    """Calls per kept row: ``dft_cnt`` for aggregated rows (1 when absent or < 1), else 1."""
+    n = _int_column(df, "dft_cnt", take, 1)
+    return np.where(agg & (n >= 1), n, 1)
+
+
+def _aggregated_sizes(df, take, agg, calls, sv):
+    """Per-call size, histogram weight and "sizes differ" flag per kept row.
+
+    A complete event is one call of ``size`` bytes. An aggregated row's ``size`` is the bytes of
+    all its ``dft_cnt`` calls; when its calls moved equal amounts (one call, or ``ret_min ==
+    ret_max`` and ``size_min == size_max``) each call moved ``size / dft_cnt`` bytes exactly,
+    otherwise (``spread``) only the total, ``ret_min``/``ret_max`` bounds are known.
+    """
+    rmin = _int_column(df, "ret_min", take, 0)
+    rmax = _int_column(df, "ret_max", take, 0)
+    smin = _int_column(df, "size_min", take, 0)
+    smax = _int_column(df, "size_max", take, 0)
+    spread = agg & (calls > 1) & ((rmin != rmax) | (smin != smax))
+    per_call = np.where(agg & ~spread, sv // calls, sv)
+    weight = np.where(agg & ~spread, calls, 1)
+    return per_call, weight, spread
+
+
+def _spread_bounds(df, take, agg):
+    """Per-call bytes bounds of aggregated rows: ``ret_min × size_min`` and ``ret_max × size_max``
+    (``size_*`` taken as 1 when absent: read/write family)."""
+    rmin = _int_column(df, "ret_min", take, 0)
+    rmax = _int_column(df, "ret_max", take, 0)
+    smin = _int_column(df, "size_min", take, 1)
+    smax = _int_column(df, "size_max", take, 1)
+    return rmin * smin, rmax * smax
+
+
+def _add_spread(functions, codes, uniq, rows, calls, total, lo, hi) -> None:
+    """Record, per function, the calls, bytes and extremes of aggregated rows with unequal sizes."""
+    for i in np.flatnonzero(rows):
+        n = uniq[codes[i]] if codes[i] >= 0 else None
+        if n is None:
+            continue
+        f = functions.setdefault(n, [0, (_EMPTY, _EMPTY), None])
+        f[2] = _merge_spread(f[2], [int(calls[i]), int(total[i]), int(lo[i]), int(hi[i])])
+
+
+def _merge_spread(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return [a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3])]
+
+
+def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: np.ndarray,
+                         calls: Optional[np.ndarray] = None, weight: Optional[np.ndarray] = None) -> Dict[str, list]:
+    """name -> [count, (values, counts), None]: calls and exact histogram of the non-null sizes.
 
     ``codes`` are name codes (-1 = null name, ignored), ``uniq`` their names, ``sizes`` int64
-    bytes valid where ``has``.
+    bytes valid where ``has``; ``calls`` (default 1) counts calls per row and ``weight`` (default
+    1) is how many calls moved ``sizes`` bytes each.
     """
     named = codes >= 0
-    counts = np.bincount(codes[named], minlength=len(uniq))
+    counts = np.bincount(codes[named], weights=None if calls is None else calls[named], minlength=len(uniq))
+    counts = counts.astype(np.int64)
     has = named & has
     c = codes[has]
     v = sizes[has]
+    w = None if weight is None else weight[has]
     order = np.lexsort((v, c))
     c, v = c[order], v[order]
     if c.size:
@@ -277,7 +364,10 @@ def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: 
         new[1:] = (c[1:] != c[:-1]) | (v[1:] != v[:-1])
         first = np.flatnonzero(new)
         pc, pv = c[first], v[first]
-        pn = np.diff(np.append(first, c.size)).astype(np.int64)
+        if w is None:
+            pn = np.diff(np.append(first, c.size)).astype(np.int64)
+        else:
+            pn = np.add.reduceat(w[order].astype(np.int64), first)
         cut = np.searchsorted(pc, np.arange(len(uniq) + 1))
     out = {}
     for i in np.flatnonzero(counts):
@@ -285,7 +375,7 @@ def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: 
             hist = (pv[cut[i] : cut[i + 1]], pn[cut[i] : cut[i + 1]])
         else:
             hist = (_EMPTY, _EMPTY)
-        out[uniq[i]] = [int(counts[i]), hist]
+        out[uniq[i]] = [int(counts[i]), hist, None]
     return out
 
 
@@ -309,7 +399,10 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
     names = sorted({n for p in parts for n in p.functions})
     for n in names:
         got = [p.functions[n] for p in parts if n in p.functions]
-        out.functions[n] = [sum(g[0] for g in got), merge_histograms(*(g[1] for g in got))]
+        spread = None
+        for g in got:
+            spread = _merge_spread(spread, g[2])
+        out.functions[n] = [sum(g[0] for g in got), merge_histograms(*(g[1] for g in got)), spread]
     return out
 
 
@@ -322,6 +415,8 @@ class Summary:
     name to ``{"count": int, "size": None | {"min","p25","mean","median","p75","max"}}`` with
     sizes in bytes. ``skipped`` lists files with skipped lines or lost bytes (not part of
     :meth:`to_dict`): dicts with ``path``, ``skipped_lines``, ``lost_bytes``, ``warnings``.
+    ``warnings`` (not part of :meth:`to_dict`) are input warnings shown in the panel, e.g.
+    unresolved file/host hashes (:meth:`DFAnalyzer.input_warnings`).
     """
 
     events: int
@@ -332,6 +427,7 @@ class Summary:
     time: Dict[str, float]
     functions: Dict[str, dict]
     skipped: List[dict] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The JSON shape of the issue: plain ints, floats, dicts and None."""
@@ -345,7 +441,9 @@ class Summary:
             "functions": {
                 n: {
                     "count": int(f["count"]),
-                    "size": None if f["size"] is None else {k: float(f["size"][k]) for k in SIZE_KEYS},
+                    "size": None if f["size"] is None else {
+                        k: None if f["size"][k] is None else float(f["size"][k]) for k in SIZE_KEYS
+                    },
                 }
                 for n, f in self.functions.items()
             },
@@ -402,6 +500,10 @@ class Summary:
             )
             for s in self.skipped:
                 lines.append(f"    {s['path']}: {s['skipped_lines']:,} lines, {s['lost_bytes']:,} bytes\n")
+        if self.warnings:
+            lines.append("Warnings\n", style="bold red")
+            for w in self.warnings:
+                lines.append(f"  {w}\n")
         head("Metrics by function")
         table = Table(show_edge=True, header_style="bold")
         table.add_column("Function", no_wrap=True)
@@ -410,7 +512,9 @@ class Summary:
             table.add_column(f"size {lbl}", justify="right")
         for n in sorted(self.functions):
             f = self.functions[n]
-            cells = ["-"] * 6 if f["size"] is None else [_human_bytes(f["size"][k]) for k in SIZE_KEYS]
+            cells = ["-"] * 6 if f["size"] is None else [
+                "-" if f["size"][k] is None else _human_bytes(f["size"][k]) for k in SIZE_KEYS
+            ]
             table.add_row(n, _human_count(f["count"]), *cells)
         return Panel(Group(lines, table), title="Summary", expand=False)
 
@@ -466,22 +570,30 @@ def finish(p: Partial, skipped: Optional[List[dict]] = None) -> Summary:
     }
     functions = {}
     for n in sorted(p.functions):
-        count, (vals, cnts) = p.functions[n]
-        if vals.size == 0:
+        count, (vals, cnts), spread = p.functions[n]
+        if vals.size == 0 and spread is None:
             functions[n] = {"count": count, "size": None}
             continue
         k = int(cnts.sum())
         total_size = int((vals * cnts).sum(dtype=np.int64))
-        p25, med, p75 = histogram_percentiles(vals, cnts, (0.25, 0.5, 0.75))
+        if spread is None:
+            p25, med, p75 = histogram_percentiles(vals, cnts, (0.25, 0.5, 0.75))
+            lo, hi = float(vals[0]), float(vals[-1])
+        else:  # some aggregated calls' sizes are only known as a total and bounds
+            p25 = med = p75 = None
+            k += spread[0]
+            total_size += spread[1]
+            lo = float(min(spread[2], vals[0])) if vals.size else float(spread[2])
+            hi = float(max(spread[3], vals[-1])) if vals.size else float(spread[3])
         functions[n] = {
             "count": count,
             "size": {
-                "min": float(vals[0]),
+                "min": lo,
                 "p25": p25,
                 "mean": float(np.float64(total_size) / np.float64(k)),
                 "median": med,
                 "p75": p75,
-                "max": float(vals[-1]),
+                "max": hi,
             },
         }
     return Summary(

@@ -141,7 +141,7 @@ def test_v2_integer_phase_lines(tmp_path):
                  '"args":{"fname":"/a","ret":10,"hostname":"h1"}}\n'
                  '{"id":2,"name":"mark","cat":"app","pid":5,"tid":6,"ts":200,"ph":3}\n')
     b = R.load_batch(str(p), 0, 0)
-    assert list(b.events["ph"]) == ["X", "i"]
+    assert list(b.events["ph"]) == ["X", "A"]  # DFTracer 2.2.0: 3 is an aggregated record
     assert list(b.events["size"]) == [10, pd.NA]
 
 

@@ -20,9 +20,10 @@ namespace dftracer::reader {
 namespace od = simdjson::ondemand;
 
 const char* phase_letter(int64_t code) {
-  // DFTracer v2 integer phases (docs/index.md): 0 B, 1 X, 2 M, 3 i, 4 E, 5 C.
-  static const char* kLetters[] = {"B", "X", "M", "i", "E", "C"};
-  if (code >= 0 && code < 6) return kLetters[code];
+  // DFTracer 2.x integer phases (upstream enumeration.h TracePhaseType, docs/index.md):
+  // 1 complete "X", 2 counter "C", 3 aggregated "A", 4 metadata "M"; 0 (unknown) and others "?".
+  static const char* kLetters[] = {"?", "X", "C", "A", "M"};
+  if (code >= 0 && code < 5) return kLetters[code];
   return "?";
 }
 
@@ -33,19 +34,24 @@ int64_t ArgColumn::length() const {
 
 namespace {
 
-enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2 };
+}  // namespace
 
+// Byte rule (docs/index.md): every data call the preload (src/preload/posix.cpp, stdio.cpp)
+// records under these names; tests/test_reader_foreign.py checks that list against the preload.
 SizeKind size_kind_of(std::string_view n) {
   while (!n.empty() && n.front() == '_') n.remove_prefix(1);
   if (n.size() > 4 && n.compare(n.size() - 4, 4, "_chk") == 0) n.remove_suffix(4);
-  static const char* ret_names[] = {"read",    "pread",    "pread64",  "readv",   "preadv",  "preadv64",
-                                    "preadv2", "write",    "pwrite",   "pwrite64", "writev", "pwritev",
-                                    "pwritev64", "pwritev2", "read64", "write64"};
+  static const char* ret_names[] = {"read",     "pread",     "pread64",  "readv",      "preadv",
+                                    "preadv64", "preadv2",   "preadv64v2", "write",    "pwrite",
+                                    "pwrite64", "writev",    "pwritev",  "pwritev64",  "pwritev2",
+                                    "pwritev64v2", "read64", "write64"};
   for (auto* r : ret_names)
     if (n == r) return kRet;
   if (n == "fread" || n == "fwrite" || n == "fread_unlocked" || n == "fwrite_unlocked") return kRetTimesSize;
   return kNoSize;
 }
+
+namespace {
 
 bool parse_int_text(std::string_view s, int64_t& out) {
   if (s.empty() || s.size() > 20) return false;
@@ -341,11 +347,13 @@ struct Parser::Impl {
   // Per event name: role of the j-th args key last seen (keys repeat per name, so this skips
   // the column lookup). `key` views stable storage (`keys` or a literal).
   enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
+  // Args columns that commit() also reads (index into its `special` array; 0 = none).
+  enum Special : int8_t { kPlain = 0, kRetArg, kSizeArg, kDurSum, kArgDur, kRetSum, kRetMin, kSizeMin, kSizeMax, kNumSpecial };
   struct Slot {
     std::string_view key;
     int32_t col = -1;  // args column (kCol)
     Role role = kCol;
-    bool is_ret = false, is_size = false;
+    Special special = kPlain;
     bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;  // fast match of short keys
   };
@@ -383,17 +391,23 @@ struct Parser::Impl {
     Slot& sl = shape[j];
     std::string_view k = s.key;
     sl = Slot{};
-    if (k == "hostname") sl = Slot{"hostname", -1, kHost, false, false, false, {}};
-    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash, false, false, false, {}};
-    else if (k == "fname") sl = Slot{"fname", -1, kFname, false, false, false, {}};
-    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash, false, false, false, {}};
-    else if (k == "offset") sl = Slot{"offset", -1, kOffset, false, false, false, {}};
+    if (k == "hostname") sl = Slot{"hostname", -1, kHost, kPlain, false, {}};
+    else if (k == "hhash") sl = Slot{"hhash", -1, kHhash, kPlain, false, {}};
+    else if (k == "fname") sl = Slot{"fname", -1, kFname, kPlain, false, {}};
+    else if (k == "fhash") sl = Slot{"fhash", -1, kFhash, kPlain, false, {}};
+    else if (k == "offset") sl = Slot{"offset", -1, kOffset, kPlain, false, {}};
     else {
-      std::string_view col = k == "size" ? std::string_view("arg_size") : k;
-      sl.col = column_for(out, col, s.type);
-      sl.is_ret = k == "ret";
-      sl.is_size = k == "size";
-      sl.key = sl.is_size ? std::string_view("size") : keys[size_t(sl.col)];
+      // An args key named like a core column (or `size`) goes to column "arg_<key>": a core
+      // column is never overwritten (docs/index.md).
+      std::string_view core = core_name(k);
+      if (core.empty()) {
+        sl.col = column_for(out, k, s.type);
+        sl.key = keys[size_t(sl.col)];
+      } else {
+        sl.col = column_for(out, "arg_" + std::string(core), s.type);
+        sl.key = core;
+      }
+      sl.special = special_of(k);
       sl.role = kCol;
     }
     sl.k16.set(k);
@@ -402,6 +416,37 @@ struct Parser::Impl {
                });
     if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
     return sl;
+  }
+
+  // `k` as a static literal when it names a core column (or is `size`), else empty.
+  static std::string_view core_name(std::string_view k) {
+    static const std::string_view kCore[] = {"name", "cat", "ph", "pid", "tid", "ts", "dur", "te", "size"};
+    if (k.size() > 4) return {};
+    for (auto c : kCore)
+      if (k == c) return c;
+    return {};
+  }
+  static Special special_of(std::string_view k) {
+    if (k == "ret") return kRetArg;
+    if (k == "size") return kSizeArg;
+    if (k == "dur") return kArgDur;
+    if (k.size() != 7 && k.size() != 8) return kPlain;
+    if (k == "dur_sum") return kDurSum;
+    if (k == "ret_sum") return kRetSum;
+    if (k == "ret_min") return kRetMin;
+    if (k == "size_min") return kSizeMin;
+    if (k == "size_max") return kSizeMax;
+    return kPlain;
+  }
+  // Removes the value of row `row` (a second value of one column in one record: the later wins).
+  static void drop_row(ArgColumn& c, int64_t row) {
+    if (c.length() <= row) return;
+    if (c.type == ArgType::String) {
+      c.strings.codes.pop_back();
+      return;
+    }
+    (c.type == ArgType::Int) ? c.ints.pop_back() : c.floats.pop_back();
+    c.mask.pop_back();
   }
 
   static void pad(ArgColumn& c, int64_t row) {
@@ -444,15 +489,22 @@ struct Parser::Impl {
     if (v.is_null) return;
     if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type, maybe padded
       if (c.type == ArgType::Int) {
-        if (int64_t(c.ints.size()) < row) pad(c, row);
+        if (int64_t(c.ints.size()) != row) {
+          if (int64_t(c.ints.size()) > row) drop_row(c, row);
+          else pad(c, row);
+        }
         c.ints.push_back(v.i);
       } else {
-        if (int64_t(c.floats.size()) < row) pad(c, row);
+        if (int64_t(c.floats.size()) != row) {
+          if (int64_t(c.floats.size()) > row) drop_row(c, row);
+          else pad(c, row);
+        }
         c.floats.push_back(v.d);
       }
       c.mask.push_back(0);
       return;
     }
+    drop_row(c, row);
     promote(c, v.type);
     pad(c, row);
     if (c.type == ArgType::Int) {
@@ -834,6 +886,21 @@ struct Parser::Impl {
     return col.intern(text_of(v));
   }
 
+  static bool is_int(const Staged* s) { return s && s->type == ArgType::Int; }
+  // Bytes moved by the calls of an aggregated record: ret_sum (kRet) or ret_sum × size (fread/
+  // fwrite with one element size, size_min == size_max), when no call failed (ret_min >= 0).
+  static bool aggregated_size(int8_t sk, const Staged* const* sp, int64_t& size) {
+    const Staged *sum = sp[kRetSum], *lo = sp[kRetMin];
+    if (!is_int(sum) || !is_int(lo) || lo->i < 0 || sum->i < 0) return false;
+    if (sk == kRet) {
+      size = sum->i;
+      return true;
+    }
+    const Staged *smin = sp[kSizeMin], *smax = sp[kSizeMax];
+    if (!is_int(smin) || !is_int(smax) || smin->i != smax->i) return false;
+    return !__builtin_mul_overflow(sum->i, smin->i, &size);
+  }
+
   // `nc`: the name's code when already known (fast path), else -1.
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid,
               int64_t tid, int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
@@ -853,8 +920,8 @@ struct Parser::Impl {
     out.tid.push_back(tid);
     out.ts.push_back(ts);
     out.dur.push_back(dur);
-    const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr,
-                 *ret = nullptr, *asize = nullptr;
+    const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
+    const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     for (size_t j = 0; j < staged.size(); ++j) {
       const Staged& s = staged[j];
       if (s.is_null) continue;  // null is the same as absent
@@ -866,8 +933,7 @@ struct Parser::Impl {
         case kFhash: fhash = &s; break;
         case kOffset: offset = &s; break;
         case kCol:
-          if (sl.is_ret) ret = &s;
-          else if (sl.is_size) asize = &s;
+          special[sl.special] = &s;
           put(out.args[size_t(sl.col)], s, row);
           break;
       }
@@ -888,6 +954,8 @@ struct Parser::Impl {
     int64_t size = 0;
     bool size_ok = false;
     int8_t sk = name_size_kind[size_t(nc)];
+    const Staged *ret = special[kRetArg], *asize = special[kSizeArg];
+    bool aggregated = ph.size() == 1 && ph[0] == 'A';
     if (sk != kNoSize && ret && ret->type == ArgType::Int && ret->i >= 0) {
       if (sk == kRet) {
         size = ret->i;
@@ -896,6 +964,14 @@ struct Parser::Impl {
         size = ret->i * asize->i;
         size_ok = true;
       }
+    } else if (sk != kNoSize && aggregated) {
+      size_ok = aggregated_size(sk, special, size);
+    }
+    // Aggregated record (upstream ph 3): dur = args.dur_sum, the summed µs of its dft_cnt calls
+    // (a record of one call has args.dur instead).
+    if (aggregated) {
+      if (is_int(special[kDurSum])) out.dur.back() = special[kDurSum]->i;
+      else if (is_int(special[kArgDur])) out.dur.back() = special[kArgDur]->i;
     }
     out.size.push_back(size);
     out.size_mask.push_back(size_ok ? 0 : 1);
@@ -974,14 +1050,51 @@ void Parser::finish(EventColumns& out) {
   std::sort(out.args.begin(), out.args.end(), [](const ArgColumn& a, const ArgColumn& b) { return a.key < b.key; });
 }
 
+namespace {
+// Finds metadata record markers: `"ph":"M"` (letters) or `"ph":4` not followed by a digit
+// (DFTracer 2.x integer phase). Each needle's next hit is cached, so the buffer is scanned
+// once per needle.
+class MetaFinder {
+ public:
+  explicit MetaFinder(const char* end) : end_(end) {}
+  // First marker at or after `p`, or nullptr.
+  const char* find(const char* p) {
+    for (int k = 0; k < 2; ++k)
+      if (!valid_[k] || hit_[k] < p) {
+        hit_[k] = scan(k, p);
+        valid_[k] = true;
+      }
+    const char* h = std::min(hit_[0], hit_[1]);
+    return h < end_ ? h : nullptr;
+  }
+
+ private:
+  const char* scan(int k, const char* from) const {
+    static const std::string_view kNeedles[2] = {"\"ph\":\"M\"", "\"ph\":4"};
+    const std::string_view n = kNeedles[k];
+    while (from < end_) {
+      const char* h = static_cast<const char*>(memmem(from, size_t(end_ - from), n.data(), n.size()));
+      if (!h) break;
+      const char* after = h + n.size();
+      if (k == 0 || after >= end_ || unsigned(*after - '0') >= 10) return h;
+      from = h + 1;
+    }
+    return end_;
+  }
+  const char* end_;
+  const char* hit_[2] = {nullptr, nullptr};
+  bool valid_[2] = {false, false};
+};
+}  // namespace
+
 void collect_context(const char* buf, size_t len, FileContext& ctx) {
-  static const char kNeedle[] = "\"ph\":\"M\"";
   const char* p = buf;
   const char* end = buf + len;
   od::parser parser;
   std::string line;
+  MetaFinder finder(end);
   while (p < end) {
-    const char* hit = static_cast<const char*>(memmem(p, size_t(end - p), kNeedle, sizeof kNeedle - 1));
+    const char* hit = finder.find(p);
     if (!hit) break;
     const char* b = hit;
     while (b > buf && b[-1] != '\n') --b;

@@ -21,7 +21,8 @@
 
 namespace dftracer::reader {
 
-// 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc
+// 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc;
+//    context and scan stats of DFTracer 2.x integer phases
 inline constexpr int kIndexFormatVersion = 2;
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
 // Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
@@ -372,7 +373,14 @@ class Parser {
 // Collects FH/HH/SH maps (and hostname) from metadata lines in `buf` (cheap substring prefilter).
 void collect_context(const char* buf, size_t len, FileContext& ctx);
 
-// v2 integer phase -> Chrome trace-event letter (documented in docs/index.md).
+// DFTracer 2.x integer phase -> letter: 1 "X" complete, 2 "C" counter, 3 "A" aggregated,
+// 4 "M" metadata, other "?" (upstream TracePhaseType; docs/index.md).
 const char* phase_letter(int64_t code);
+
+// Byte rule of an event name (docs/index.md): `size` = args.ret (kRet) or args.ret × args.size
+// (kRetTimesSize, fread/fwrite) when ret >= 0; kNoSize: null. Leading '_' and a "_chk" suffix are
+// ignored (__read_chk is read).
+enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2 };
+SizeKind size_kind_of(std::string_view name);
 
 }  // namespace dftracer::reader
