@@ -328,8 +328,12 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             from .filters import checkpoint_may_match
 
             keep = [checkpoint_may_match(st, pushdown) for st in reader.checkpoint_stats(path, index_dir)]
+        # lost regions a filter skips are still reported (lines, compressed bytes)
+        skipped_lost = [(int(c.get("lost_lines", 0)), int(c["compressed_size"]))
+                        for c, kept in zip(idx["checkpoints"], keep or ()) if not kept and c.get("lost")]
         return {
             "keep": keep,
+            "skipped_lost": skipped_lost,
             "path": path,
             "error": None,
             "kind": idx.get("kind"),
@@ -722,10 +726,9 @@ class DFAnalyzer:
         for i in indexes:
             keep = i.get("keep")
             per[i["path"]]["skipped_checkpoints"] = 0 if keep is None else len(keep) - sum(keep)
-            for c, kept in zip(i["checkpoints"], keep or ()):
-                if not kept and c.get("lost"):  # a lost region is reported even when a filter skips it
-                    per[i["path"]]["lost_lines"] += c.get("lost_lines", 0)
-                    per[i["path"]]["lost_bytes"] += c["compressed_size"]
+            for lines, nbytes in i.get("skipped_lost", ()):  # lost regions a filter skipped
+                per[i["path"]]["lost_lines"] += lines
+                per[i["path"]]["lost_bytes"] += nbytes
             per[i["path"]]["warnings"].extend(i.get("warnings", []))
         for b, info in zip(batches, infos):
             p = per[b[0]]

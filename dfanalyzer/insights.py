@@ -250,14 +250,18 @@ def _isin(col: pd.Series, values) -> np.ndarray:
     return np.asarray(col.isin(list(values)), dtype=bool)
 
 
-def _place_requests(io: pd.DataFrame) -> pd.Series:
+def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Optional[dict] = None) -> pd.Series:
     """File offset (bytes, float with NaN = unknown) of each read/write row of ``io``.
 
     ``pread``-family calls carry their offset. For ``read``/``write``/``fread``/``fwrite`` the
     position is reconstructed per ``(hostname, pid, fd)`` stream in ``ts`` order: an open sets it
     to 0, ``lseek`` to its result, ``fseek(…, SEEK_SET)`` to its offset (any other ``fseek`` makes
     it unknown), and every non-positional read/write advances it by the bytes moved. Requests
-    before the first such anchor of a stream in this partition stay unknown (``NaN``).
+    before the first such anchor of a stream in this partition start from ``incoming[(host, pid,
+    fd)]`` (the position the earlier partitions left, see :func:`stream_positions`), else stay
+    unknown (``NaN``). When ``carry`` is a dict it receives, per stream of this partition,
+    ``(anchored, value)``: the absolute end position (NaN if unknown) when the stream has an
+    anchor here, else the bytes it moved (a delta to add to the incoming position).
     """
     name = io["name"].astype(object)
     rw = name.isin(READ_NAMES | WRITE_NAMES).to_numpy()
@@ -275,7 +279,7 @@ def _place_requests(io: pd.DataFrame) -> pd.Series:
     fd = np.where(anchor_open & np.isnan(fd), ret, fd)  # open: the new fd is the result
     moving = rw & ~name.isin(POSITIONAL_NAMES).to_numpy()
     rel = (moving | anchor_open | anchor_lseek | anchor_fseek) & ~np.isnan(fd)
-    if not (moving & rel).any():
+    if not (moving & rel).any() and carry is None:
         return pos
     s = io.loc[rel, ["hostname", "pid", "ts"]].copy()
     s["fd"] = fd[rel]
@@ -302,13 +306,47 @@ def _place_requests(io: pd.DataFrame) -> pd.Series:
     seg = np.cumsum(stream | anchor)  # 1, 2, ...: a segment starts at a new stream or an anchor
     first = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])[seg - 1]  # first row of each row's segment
     sbase = s["base"].to_numpy()
-    b = np.where(anchor[first], sbase[first], np.nan)  # a segment without a known anchor stays unknown
+    keys = list(zip(s["host"].to_numpy(), s["pid"].to_numpy(), s["fd"].to_numpy()))
+    # a stream's first segment without an anchor continues from the earlier partitions
+    start_in = np.array([np.nan if incoming is None else incoming.get(k, np.nan) for k in keys]) if len(s) else np.zeros(0)
+    b = np.where(anchor[first], sbase[first], np.where(stream[first], start_in[first], np.nan))
     move = s["move"].to_numpy()
     cs = np.cumsum(move)
     before = cs - move - (cs[first] - move[first])  # bytes moved earlier in the segment
     keep = ~anchor  # the moving calls
     pos.loc[s.index.to_numpy()[keep]] = (b + before)[keep]
+    if carry is not None and len(s):
+        for i in np.flatnonzero(np.r_[stream[1:], True]):  # last row of each stream
+            moved = before[i] + move[i]  # bytes moved in the stream's last segment
+            # the last segment starts at the stream's last anchor, or at its start if it has none
+            carry[keys[i]] = (True, sbase[first[i]] + moved) if anchor[first[i]] else (False, moved)
     return pos
+
+
+def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
+    x = df[(df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+           & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)]
+    return x[_isin(x["cat"], ctx["io_cats"])]
+
+
+def _stream_carry(df: pd.DataFrame, ctx: dict) -> dict:
+    carry: dict = {}
+    io = _io_rows(df, ctx)
+    if len(io):
+        _place_requests(io, None, carry)
+    return carry
+
+
+def stream_positions(carries: List[dict]) -> List[dict]:
+    """Prefix scan over the partitions' stream carries (in partition order): per partition, the
+    file position (bytes) each ``(host, pid, fd)`` stream has when the partition begins."""
+    pos: dict = {}
+    out = []
+    for c in carries:
+        out.append(dict(pos))
+        for k, (anchored, v) in c.items():
+            pos[k] = v if anchored else pos.get(k, np.nan) + v
+    return out
 
 
 def _bins_of(ts: np.ndarray, t0: int, t1: int, bins: int) -> np.ndarray:
@@ -388,7 +426,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     dur = io["dur"].to_numpy(dtype=np.int64)
     b = _bins_of(ts, t0, t1, bins)
     small = (is_r | is_w) & (np.nan_to_num(size, nan=np.inf) < ctx["small_bytes"])
-    pos = _place_requests(io).to_numpy(dtype=float)
+    pos = _place_requests(io, ctx.get("stream_start")).to_numpy(dtype=float)
     placed = (is_r | is_w) & ~np.isnan(pos)
     misal = placed & (np.mod(np.nan_to_num(pos), ctx["alignment"]) != 0)
     start = np.nan_to_num(pos).astype(np.int64)
@@ -1201,7 +1239,10 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     # checkpoint windows first (the write bytes inside them are counted in the main pass)
     ck = c.gather([c.submit(_checkpoint_union, p, ctx, pure=False) for p in parts])
     ctx["checkpoint"] = merge_unions(*ck)
-    level = [c.submit(facts_partial, p, ctx, pure=False) for p in parts]
+    # file positions carried across partitions (a prefix scan), so no read is left unplaced
+    # because its open or lseek fell in an earlier partition
+    starts = stream_positions(c.gather([c.submit(_stream_carry, p, ctx, pure=False) for p in parts]))
+    level = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
     while len(level) > 1:
         level = [c.submit(combine_facts, *level[i: i + 8], pure=False) for i in range(0, len(level), 8)]
     root = level[0].result()

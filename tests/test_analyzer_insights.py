@@ -418,3 +418,29 @@ def pd_sum(df, names):
 
 if __name__ == "__main__":
     generate(sys.argv[1])
+
+
+def test_file_positions_carry_across_partitions():
+    """A read whose open (or lseek) is in an earlier partition is still placed exactly."""
+    import numpy as np
+    import pandas as pd
+    from dfanalyzer.insights import _place_requests, _stream_carry, stream_positions
+
+    def part(rows):
+        df = pd.DataFrame(rows, columns=["name", "ts", "fd", "ret", "size", "offset"])
+        df["hostname"], df["pid"], df["cat"], df["ph"] = "n0", 7, "POSIX", "X"
+        return df.astype({"size": "Float64", "offset": "Float64", "fd": "Int64", "ret": "Int64"})
+
+    nan = None
+    p0 = part([("open64", 1, nan, 3, nan, nan), ("read", 2, 3, 100, 100, nan)])
+    p1 = part([("read", 3, 3, 100, 100, nan), ("read", 4, 3, 50, 50, nan), ("lseek", 5, 3, 4096, nan, nan)])
+    p2 = part([("read", 6, 3, 10, 10, nan), ("read", 7, 9, 10, 10, nan)])  # fd 9: never opened
+    ctx = {"io_cats": ["POSIX"]}
+    starts = stream_positions([_stream_carry(p, ctx) for p in (p0, p1, p2)])
+    assert starts[0] == {}
+    assert starts[1] == {("n0", 7, 3.0): 100.0}
+    assert starts[2] == {("n0", 7, 3.0): 4096.0}
+    assert _place_requests(p1, starts[1]).tolist()[:2] == [100.0, 200.0]
+    got = _place_requests(p2, starts[2]).tolist()
+    assert got[0] == 4096.0 and np.isnan(got[1])
+    assert np.isnan(_place_requests(p1).iloc[0])  # without the carry the read is unplaced

@@ -912,7 +912,9 @@ std::string check_member(const File& f, const Checkpoint& c, bool whole) {
   std::string at = "checkpoint " + str(c.number) + ": ";
   if (!h.ok) return at + "no gzip member header at byte " + str(c.compressed_offset);
   if (!whole) return "";
-  if (h.df && (int64_t(h.csize) != c.compressed_size || int64_t(h.usize) != c.uncompressed_size))
+  // (a member whose DF header lied was indexed from its data: only the trailer is compared)
+  if (h.df && !(c.flags & kHeaderMismatch) &&
+      (int64_t(h.csize) != c.compressed_size || int64_t(h.usize) != c.uncompressed_size))
     return at + "sizes differ from the member header";
   if (c.compressed_size < 18) return at + "member of " + str(c.compressed_size) + " bytes";
   unsigned char tr[4];
@@ -947,7 +949,7 @@ std::string validate_index(const IndexInfo& info, const File& f) {
       return at + "compressed bytes [" + str(c.compressed_offset) + ", +" + str(c.compressed_size) +
              ") outside the file's " + str(size) + " bytes";
     if (c.uncompressed_size < 0 || c.uncompressed_size > max_u || c.num_lines < 0 ||
-        c.num_lines > c.uncompressed_size || c.bit_offset < 0 || c.bit_offset > 7 || c.flags < 0 || c.flags > 7 ||
+        c.num_lines > c.uncompressed_size || c.bit_offset < 0 || c.bit_offset > 7 || c.flags < 0 || c.flags > kAllCheckpointFlags ||
         c.block_offset < 0 || c.block_offset > c.uncompressed_offset)
       return at + "field out of range";
     if (c.uncompressed_offset != u || c.first_line != line)
