@@ -56,7 +56,14 @@ const char* MemberEncoder::backend() {
 #endif
 }
 
-bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
+void MemberEncoder::reserve(std::unique_ptr<char[]>* buf, size_t* cap, size_t n) {
+  if (n <= *cap) return;
+  buf->reset(new char[n]);  // default-initialised: no zero fill
+  *cap = n;
+}
+
+bool MemberEncoder::encode(const Span* spans, size_t count) {
+  out_size_ = 0;
   if (!ok_) return false;
   size_t n = 0;
   for (size_t i = 0; i < count; ++i) n += spans[i].n;
@@ -68,17 +75,17 @@ bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   // Whole-buffer compression: one contiguous input (a memcpy is cheap next to deflate).
   const char* in = count == 1 ? spans[0].p : nullptr;
   if (count != 1) {
-    joined_.resize(n);
+    reserve(&joined_, &joined_cap_, n);
     size_t at = 0;
     for (size_t i = 0; i < count; ++i) {
-      if (spans[i].n) std::memcpy(&joined_[at], spans[i].p, spans[i].n);
+      if (spans[i].n) std::memcpy(joined_.get() + at, spans[i].p, spans[i].n);
       at += spans[i].n;
     }
-    in = joined_.data();
+    in = joined_.get();
   }
   size_t bound = libdeflate_deflate_compress_bound(ld_, n);
-  out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
-  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
+  reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+  base = reinterpret_cast<unsigned char*>(out_.get());
   clen = libdeflate_deflate_compress(ld_, in, n, base + kMemberHeaderSize, bound);
   if (clen == 0) return false;
   crc = libdeflate_crc32(0, in, n);
@@ -86,8 +93,8 @@ bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
 #else
   if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
   size_t bound = deflateBound(&zs_, static_cast<uLong>(n)) + 16 * count;
-  out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
-  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
+  reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+  base = reinterpret_cast<unsigned char*>(out_.get());
   zs_.next_out = base + kMemberHeaderSize;
   zs_.avail_out = static_cast<uInt>(bound);
   uLong zcrc = crc32(0L, Z_NULL, 0);
@@ -119,7 +126,7 @@ bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   put_u32(base + 28, kSubfieldVersion);
   put_u32(base + kMemberHeaderSize + clen, static_cast<uint32_t>(crc));
   put_u32(base + kMemberHeaderSize + clen + 4, static_cast<uint32_t>(n));
-  out->resize(total);
+  out_size_ = total;
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 struct libdeflate_compressor;
@@ -29,18 +30,32 @@ class MemberEncoder {
     const char* p;
     size_t n;
   };
-  // Compresses the concatenation of spans (whole lines) into one member written to *out
-  // (replaced). Returns false on a zlib error.
-  bool encode(const Span* spans, size_t count, std::string* out);
+  // Compresses the concatenation of spans (whole lines) into one member, kept in the encoder's
+  // own buffer (member_data()/member_size(), valid until the next call). The buffers grow to the
+  // largest chunk seen and are never zero-filled or shrunk (the writer's hot path). Returns
+  // false on a deflate error.
+  bool encode(const Span* spans, size_t count);
+  const char* member_data() const { return out_.get(); }
+  size_t member_size() const { return out_size_; }
+  // Same, the member copied into *out (replaced).
+  bool encode(const Span* spans, size_t count, std::string* out) {
+    if (!encode(spans, count)) return false;
+    out->assign(out_.get(), out_size_);
+    return true;
+  }
   bool encode(const char* data, size_t n, std::string* out) {
     Span s{data, n};
     return encode(&s, 1, out);
   }
 
  private:
+  static void reserve(std::unique_ptr<char[]>* buf, size_t* cap, size_t n);
   z_stream zs_{};
   libdeflate_compressor* ld_ = nullptr;
-  std::string joined_;  // libdeflate: the spans made contiguous
+  std::unique_ptr<char[]> joined_;  // libdeflate: the spans made contiguous
+  size_t joined_cap_ = 0;
+  std::unique_ptr<char[]> out_;     // the last member
+  size_t out_cap_ = 0, out_size_ = 0;
   bool ok_ = false;
 };
 
