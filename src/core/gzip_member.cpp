@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "line_deflate.h"
+
 #ifdef DFTRACER_HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
@@ -31,6 +33,11 @@ uint32_t count_lines(const char* data, size_t n) {
 }
 
 MemberEncoder::MemberEncoder(int level) {
+  if (level <= 1) {
+    line_ = true;
+    ok_ = true;
+    return;
+  }
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   ld_ = libdeflate_alloc_compressor(level);
   ok_ = ld_ != nullptr;
@@ -41,6 +48,7 @@ MemberEncoder::MemberEncoder(int level) {
 }
 
 MemberEncoder::~MemberEncoder() {
+  if (line_) return;
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   if (ld_) libdeflate_free_compressor(ld_);
 #else
@@ -71,6 +79,29 @@ bool MemberEncoder::encode(const Span* spans, size_t count) {
   size_t clen = 0;
   unsigned char* base = nullptr;
   uint32_t crc = 0;
+  if (line_) {
+    const char* in = count == 1 ? spans[0].p : nullptr;
+    if (count != 1) {
+      reserve(&joined_, &joined_cap_, n);
+      size_t at = 0;
+      for (size_t i = 0; i < count; ++i) {
+        if (spans[i].n) std::memcpy(joined_.get() + at, spans[i].p, spans[i].n);
+        at += spans[i].n;
+      }
+      in = joined_.get();
+    }
+    size_t bound = line_deflate_bound(n);
+    reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+    base = reinterpret_cast<unsigned char*>(out_.get());
+    clen = line_deflate(in, n, base + kMemberHeaderSize, bound);
+    if (clen == 0) return false;
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+    crc = libdeflate_crc32(0, in, n);
+#else
+    crc = static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(in), n));
+#endif
+    lines = count_lines(in, n);
+  } else {
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   // Whole-buffer compression: one contiguous input (a memcpy is cheap next to deflate).
   const char* in = count == 1 ? spans[0].p : nullptr;
@@ -112,6 +143,7 @@ bool MemberEncoder::encode(const Span* spans, size_t count) {
   clen = zs_.total_out;
   crc = static_cast<uint32_t>(zcrc);
 #endif
+  }
   size_t total = kMemberHeaderSize + clen + kMemberTrailerSize;
   // Header: ID1 ID2 CM FLG(FEXTRA) MTIME(0) XFL(0) OS(3 = Unix) XLEN(20)
   static const unsigned char kFixed[10] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3};
