@@ -16,10 +16,15 @@ constexpr size_t kMemberHeaderSize = 32;   // 10 fixed + 2 XLEN + 20 subfield
 constexpr size_t kMemberTrailerSize = 8;   // CRC32 + ISIZE
 constexpr uint32_t kSubfieldVersion = 1;
 
-// Deflate backend: level 1 (the default) is line_deflate (line_deflate.h: matches against the
-// last lines only, ~4x cheaper than libdeflate level 6 and smaller on trace text); levels 2..9 use
-// libdeflate (whole-buffer compression, 2-3x faster than zlib at the same level) when built with
-// it, zlib otherwise. All write the same member layout (raw deflate any inflater reads).
+// Deflate backend. Level 1 (the default) is adaptive: line_deflate (line_deflate.h: matches
+// against the last 3 lines only; ~3x fewer instructions than libdeflate level 6 and smaller on
+// repetitive traces) while it codes <= 20 % of a chunk's bytes as literals (chunks of >= 128 KiB
+// decide). A chunk whose first
+// 128 KiB exceed that goes to the general deflater at level 6, and so do the next 1, 2, 4, ...
+// up to 64 chunks (backoff, reset when line_deflate fits again).
+// Levels 2..9 always use the general deflater: libdeflate (whole-buffer, 2-3x faster than zlib at
+// the same level) when built with it, zlib otherwise. All write the same member layout (raw
+// deflate that any inflater reads).
 class MemberEncoder {
  public:
   explicit MemberEncoder(int level);
@@ -59,7 +64,9 @@ class MemberEncoder {
   std::unique_ptr<char[]> out_;     // the last member
   size_t out_cap_ = 0, out_size_ = 0;
   bool ok_ = false;
-  bool line_ = false;  // level 1: line_deflate
+  bool line_ = false;   // level 1: adaptive (line_deflate first)
+  int general_skip_ = 0;  // level 1: chunks left that go to the general deflater
+  int general_run_ = 0;   // level 1: length of the next such run (backoff)
 };
 
 // Counts '\n' bytes.

@@ -276,7 +276,9 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
 
 size_t line_deflate_bound(size_t n) { return 2 * n + (n / kBlockTokens + 1) * 512 + 64; }
 
-size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap) {
+size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals,
+                    size_t probe_bytes, size_t max_literal_share, size_t* lines) {
+  size_t nlit = 0, nlines = 0;
   BitOut bo;
   bo.p = out;
   bo.end = out + out_cap;
@@ -301,6 +303,7 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       cs = ce;
       const void* nl = std::memchr(in + cs, '\n', n - cs);
       ce = nl ? static_cast<size_t>(static_cast<const char*>(nl) - in) + 1 : n;
+      nlines += nl != nullptr;
       size_t cl = ce - cs;
       nd = 0;
       for (int k = 0; k < nh; ++k) {
@@ -335,7 +338,15 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       p += best;
     } else {
       tok.push_back(static_cast<unsigned char>(in[p]));
+      ++nlit;
       ++p;
+    }
+    if (probe_bytes && p >= probe_bytes) {  // checked once: give up on text that does not repeat
+      if (nlit * max_literal_share > p) {
+        if (literals) *literals = nlit;
+        return 0;
+      }
+      probe_bytes = 0;
     }
     if (tok.size() >= kBlockTokens) {
       write_block(tok.data(), tok.size(), p >= n, bo);
@@ -346,6 +357,8 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
   if (!tok.empty() || !any_block) write_block(tok.data(), tok.size(), true, bo);
   bo.flush();
   if (bo.overflow) return 0;
+  if (literals) *literals = nlit;
+  if (lines) *lines = nlines;
   return static_cast<size_t>(bo.p - out);
 }
 
