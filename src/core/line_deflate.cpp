@@ -354,6 +354,12 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       tok.clear();
     }
   }
+  for (size_t q = ce; q < n;) {  // lines inside the last match were not walked
+    const void* nl = std::memchr(in + q, '\n', n - q);
+    if (!nl) break;
+    ++nlines;
+    q = static_cast<size_t>(static_cast<const char*>(nl) - in) + 1;
+  }
   if (!tok.empty() || !any_block) write_block(tok.data(), tok.size(), true, bo);
   bo.flush();
   if (bo.overflow) return 0;
