@@ -4,7 +4,10 @@ Each of P processes opens a file, does 1000 reads of 4 KiB and closes it (repeat
 so a run is long enough to time), in C (bench_preload.c) and in Python (bench_preload_py.py).
 All setups run interleaved in one invocation: baseline (no preload), our preload without
 metadata, our preload with metadata, and, with --original-lib, the original DFTracer's
-libdftracer_preload.so (pip package ``dftracer``) in the same two modes.
+libdftracer_preload.so (pip package ``dftracer``, e.g. 2.2.0 in a scratch venv) in the same two
+modes, and with --darshan-lib, Darshan's runtime library (libdarshan.so) with DXT tracing on
+(DXT_ENABLE_IO_TRACE=1). Darshan's B/event is its log size / intercepted calls (its DXT log is
+not parsed: a default build keeps only the first ~2 MiB of DXT records, see docs/perf/preload.md).
 
 Reported per (variant, P, setup): median over --repeat runs of the mean per-process wall time,
 the overhead in % and in ns per intercepted call ((t - t_baseline) / calls per process); the same
@@ -16,7 +19,7 @@ call (CLOCK_THREAD_CPUTIME_ID): the cost the application pays inline, without th
 
     python benchmarks/bench_preload.py [--procs 1,2,4] [--rounds 100] [--repeat 5]
         [--original-lib /tmp/dfvenv/lib/python3.11/site-packages/dftracer/lib64/libdftracer_preload.so]
-        [--json results.json]
+        [--darshan-lib /path/to/lib/libdarshan.so] [--breakdown] [--json results.json]
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def count_events(files: list[str]) -> int:
     return n
 
 
-def setups(ours: str, original: str | None, breakdown: bool) -> dict[str, dict | None]:
+def setups(ours: str, original: str | None, breakdown: bool, darshan: str | None = None) -> dict[str, dict | None]:
     out: dict[str, dict | None] = {"baseline": None}
     if breakdown:
         # where the cost goes: wrappers on an untraced file (fast path only), then events
@@ -64,8 +67,8 @@ def setups(ours: str, original: str | None, breakdown: bool) -> dict[str, dict |
                                 "DFTRACER_INC_METADATA": "1", "_DATA_DIR": "/nonexistent-dir"}
         out["ours+meta:gzip-off"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
                                      "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "0"}
-        out["ours+meta:gzip-1"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
-                                   "DFTRACER_INC_METADATA": "1", "DFTRACER_COMPRESSION_LEVEL": "1"}
+        out["ours+meta:gzip-6"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+                                   "DFTRACER_INC_METADATA": "1", "DFTRACER_COMPRESSION_LEVEL": "6"}
     for name, lib in (("ours", ours), ("original", original)):
         if not lib:
             continue
@@ -76,14 +79,23 @@ def setups(ours: str, original: str | None, breakdown: bool) -> dict[str, dict |
                 "DFTRACER_INIT": "PRELOAD",
                 "DFTRACER_INC_METADATA": str(meta),
             }
+    if darshan:
+        # DXT: a trace record per read/write; log written to the run's log dir at exit
+        out["darshan-dxt"] = {"LD_PRELOAD": darshan, "DARSHAN_ENABLE_NONMPI": "1", "DXT_ENABLE_IO_TRACE": "1",
+                              "_DARSHAN": "1"}
     return out
 
 
 def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) -> tuple[dict, int, int]:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("DFTRACER_") or k == "LD_PRELOAD")}
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith(("DFTRACER_", "DARSHAN_", "DXT_")) or k == "LD_PRELOAD")}
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
-    if extra:
+    darshan = bool(extra and extra.get("_DARSHAN"))
+    if darshan:
+        env.update({k: v for k, v in extra.items() if not k.startswith("_")})
+        env["DARSHAN_LOGPATH"] = log_dir  # a build configured --with-log-path-by-env=DARSHAN_LOGPATH
+    elif extra:
         env.update(extra)
         env["DFTRACER_DATA_DIR"] = env.pop("_DATA_DIR", data_dir)
         env["DFTRACER_LOG_FILE"] = os.path.join(log_dir, "bench")
@@ -95,8 +107,10 @@ def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) ->
         raise RuntimeError(f"{cmd} failed ({r.returncode}): {r.stderr[-2000:]}")
     res = json.loads(r.stdout.strip().splitlines()[-1])
     res["cpu_ns"] = cpu_ns  # user + system CPU of every process and thread of the run
-    files = [f for f in glob.glob(os.path.join(log_dir, "*")) if os.path.isfile(f)]
+    files = [f for f in glob.glob(os.path.join(log_dir, "**"), recursive=True) if os.path.isfile(f)]
     nbytes = sum(os.path.getsize(f) for f in files)
+    if darshan:  # its log is not parsed: bytes per intercepted call
+        return res, nbytes, res["calls"] * res["procs"]
     return res, nbytes, count_events(files) if extra else 0
 
 
@@ -110,6 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variants", default="c,py")
     ap.add_argument("--original-lib", default=None, help="the original DFTracer's libdftracer_preload.so")
+    ap.add_argument("--ours-lib", default=None, help="our libdftracer_preload.so (default: the installed one)")
+    ap.add_argument("--darshan-lib", default=None, help="Darshan's libdarshan.so (runs it with DXT tracing on)")
     ap.add_argument("--json", default=None, help="write all results here")
     ap.add_argument("--breakdown", action="store_true",
                     help="add setups: preload on an untraced file, and with compression off")
@@ -117,7 +133,7 @@ def main(argv=None) -> int:
 
     from dftracer._paths import preload_library
 
-    ours = preload_library()
+    ours = args.ours_lib or preload_library()
     work = tempfile.mkdtemp(prefix="bench_preload_")
     try:
         data_dir = os.path.join(work, "data")
@@ -129,7 +145,7 @@ def main(argv=None) -> int:
             f.read()
         exe = build_c(work)
         log_dir = os.path.join(work, "logs")
-        conf = setups(ours, args.original_lib, args.breakdown)
+        conf = setups(ours, args.original_lib, args.breakdown, args.darshan_lib)
         results = []
         print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} "
               f"{'cpu ovh':>8} {'cpu ns/call':>11} {'app ns/call':>11} {'B/event':>8}")

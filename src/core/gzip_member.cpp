@@ -1,6 +1,9 @@
 #include "gzip_member.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "line_deflate.h"
 
 #ifdef DFTRACER_HAVE_LIBDEFLATE
 #include <libdeflate.h>
@@ -30,7 +33,18 @@ uint32_t count_lines(const char* data, size_t n) {
   return lines;
 }
 
+namespace {
+constexpr size_t kLiteralShareMax = 5;  // line_deflate kept while literals <= 1/5 of the bytes
+constexpr size_t kProbeBytes = 128u << 10;  // decided after this much of a chunk
+constexpr int kGeneralRunMax = 64;      // most chunks sent to the general deflater before a retry
+constexpr int kGeneralLevel = 6;        // at this level
+}  // namespace
+
 MemberEncoder::MemberEncoder(int level) {
+  if (level <= 1) {
+    line_ = true;
+    level = kGeneralLevel;
+  }
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   ld_ = libdeflate_alloc_compressor(level);
   ok_ = ld_ != nullptr;
@@ -56,7 +70,14 @@ const char* MemberEncoder::backend() {
 #endif
 }
 
-bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
+void MemberEncoder::reserve(std::unique_ptr<char[]>* buf, size_t* cap, size_t n) {
+  if (n <= *cap) return;
+  buf->reset(new char[n]);  // default-initialised: no zero fill
+  *cap = n;
+}
+
+bool MemberEncoder::encode(const Span* spans, size_t count) {
+  out_size_ = 0;
   if (!ok_) return false;
   size_t n = 0;
   for (size_t i = 0; i < count; ++i) n += spans[i].n;
@@ -64,46 +85,83 @@ bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   size_t clen = 0;
   unsigned char* base = nullptr;
   uint32_t crc = 0;
-#ifdef DFTRACER_HAVE_LIBDEFLATE
-  // Whole-buffer compression: one contiguous input (a memcpy is cheap next to deflate).
-  const char* in = count == 1 ? spans[0].p : nullptr;
-  if (count != 1) {
-    joined_.resize(n);
-    size_t at = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (spans[i].n) std::memcpy(&joined_[at], spans[i].p, spans[i].n);
-      at += spans[i].n;
+  bool use_line = line_ && general_skip_ == 0;
+  if (line_ && general_skip_ > 0) --general_skip_;
+#ifndef DFTRACER_HAVE_LIBDEFLATE
+  if (use_line)  // zlib streams the spans; line_deflate needs them contiguous
+#endif
+  {
+    // Whole-buffer compression: one contiguous input (a memcpy is cheap next to deflate).
+    const char* in = count == 1 ? spans[0].p : nullptr;
+    if (count != 1) {
+      reserve(&joined_, &joined_cap_, n);
+      size_t at = 0;
+      for (size_t i = 0; i < count; ++i) {
+        if (spans[i].n) std::memcpy(joined_.get() + at, spans[i].p, spans[i].n);
+        at += spans[i].n;
+      }
+      in = joined_.get();
     }
-    in = joined_.data();
-  }
-  size_t bound = libdeflate_deflate_compress_bound(ld_, n);
-  out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
-  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
-  clen = libdeflate_deflate_compress(ld_, in, n, base + kMemberHeaderSize, bound);
-  if (clen == 0) return false;
-  crc = libdeflate_crc32(0, in, n);
-  lines = count_lines(in, n);
+    if (use_line) {
+      size_t bound = line_deflate_bound(n);
+      reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+      base = reinterpret_cast<unsigned char*>(out_.get());
+      size_t literals = 0, nlines = 0;
+      clen = line_deflate(in, n, base + kMemberHeaderSize, bound, &literals, kProbeBytes, kLiteralShareMax, &nlines);
+      lines = static_cast<uint32_t>(nlines);
+      // Small chunks (timed flushes, the metadata at the start) do not decide.
+      bool poor = clen == 0 || (n >= kProbeBytes && literals * kLiteralShareMax > n);
+      if (clen == 0 && !poor) return false;  // out of room: cannot happen with the bound
+      if (poor) {  // the lines do not repeat recent ones: general deflater for a while (backoff)
+        general_run_ = general_run_ ? std::min(2 * general_run_, kGeneralRunMax) : 1;
+        general_skip_ = general_run_;
+      } else {
+        general_run_ = 0;
+      }
+      use_line = clen != 0;  // gave up: this chunk goes to the general deflater
+    }
+    if (use_line) {
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+      crc = libdeflate_crc32(0, in, n);
 #else
-  if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
-  size_t bound = deflateBound(&zs_, static_cast<uLong>(n)) + 16 * count;
-  out->resize(kMemberHeaderSize + bound + kMemberTrailerSize);
-  base = reinterpret_cast<unsigned char*>(&(*out)[0]);
-  zs_.next_out = base + kMemberHeaderSize;
-  zs_.avail_out = static_cast<uInt>(bound);
-  uLong zcrc = crc32(0L, Z_NULL, 0);
-  int rc = Z_OK;
-  for (size_t i = 0; i < count; ++i) {
-    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(spans[i].p));
-    zs_.avail_in = static_cast<uInt>(spans[i].n);
-    rc = deflate(&zs_, i + 1 == count ? Z_FINISH : Z_NO_FLUSH);
-    if (rc == Z_STREAM_ERROR || zs_.avail_in != 0) return false;
-    zcrc = crc32(zcrc, reinterpret_cast<const Bytef*>(spans[i].p), static_cast<uInt>(spans[i].n));
-    lines += count_lines(spans[i].p, spans[i].n);
+      crc = static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(in), n));
+#endif
+    }
+#ifdef DFTRACER_HAVE_LIBDEFLATE
+    if (!use_line) {
+      size_t bound = libdeflate_deflate_compress_bound(ld_, n);
+      reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+      base = reinterpret_cast<unsigned char*>(out_.get());
+      clen = libdeflate_deflate_compress(ld_, in, n, base + kMemberHeaderSize, bound);
+      if (clen == 0) return false;
+      crc = libdeflate_crc32(0, in, n);
+      lines = count_lines(in, n);
+    }
+#endif
   }
-  if (count == 0) rc = deflate(&zs_, Z_FINISH);
-  if (rc != Z_STREAM_END) return false;
-  clen = zs_.total_out;
-  crc = static_cast<uint32_t>(zcrc);
+#ifndef DFTRACER_HAVE_LIBDEFLATE
+  if (!use_line) {
+    if (deflateReset(&zs_) != Z_OK) return false;  // empty history per member
+    size_t bound = deflateBound(&zs_, static_cast<uLong>(n)) + 16 * count;
+    reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
+    base = reinterpret_cast<unsigned char*>(out_.get());
+    zs_.next_out = base + kMemberHeaderSize;
+    zs_.avail_out = static_cast<uInt>(bound);
+    uLong zcrc = crc32(0L, Z_NULL, 0);
+    int rc = Z_OK;
+    for (size_t i = 0; i < count; ++i) {
+      zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(spans[i].p));
+      zs_.avail_in = static_cast<uInt>(spans[i].n);
+      rc = deflate(&zs_, i + 1 == count ? Z_FINISH : Z_NO_FLUSH);
+      if (rc == Z_STREAM_ERROR || zs_.avail_in != 0) return false;
+      zcrc = crc32(zcrc, reinterpret_cast<const Bytef*>(spans[i].p), static_cast<uInt>(spans[i].n));
+      lines += count_lines(spans[i].p, spans[i].n);
+    }
+    if (count == 0) rc = deflate(&zs_, Z_FINISH);
+    if (rc != Z_STREAM_END) return false;
+    clen = zs_.total_out;
+    crc = static_cast<uint32_t>(zcrc);
+  }
 #endif
   size_t total = kMemberHeaderSize + clen + kMemberTrailerSize;
   // Header: ID1 ID2 CM FLG(FEXTRA) MTIME(0) XFL(0) OS(3 = Unix) XLEN(20)
@@ -119,7 +177,7 @@ bool MemberEncoder::encode(const Span* spans, size_t count, std::string* out) {
   put_u32(base + 28, kSubfieldVersion);
   put_u32(base + kMemberHeaderSize + clen, static_cast<uint32_t>(crc));
   put_u32(base + kMemberHeaderSize + clen + 4, static_cast<uint32_t>(n));
-  out->resize(total);
+  out_size_ = total;
   return true;
 }
 

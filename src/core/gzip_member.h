@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 struct libdeflate_compressor;
@@ -15,12 +16,19 @@ constexpr size_t kMemberHeaderSize = 32;   // 10 fixed + 2 XLEN + 20 subfield
 constexpr size_t kMemberTrailerSize = 8;   // CRC32 + ISIZE
 constexpr uint32_t kSubfieldVersion = 1;
 
-// Deflate backend: libdeflate (whole-buffer compression, 2-3x faster than zlib at the same level)
-// when built with it, zlib otherwise. Both write the same member layout; `level` is 1..9.
+// Deflate backend. Level 1 (the default) is adaptive: line_deflate (line_deflate.h: matches
+// against the last 3 lines only; ~3x fewer instructions than libdeflate level 6 and smaller on
+// repetitive traces) while it codes <= 20 % of a chunk's bytes as literals (chunks of >= 128 KiB
+// decide). A chunk whose first
+// 128 KiB exceed that goes to the general deflater at level 6, and so do the next 1, 2, 4, ...
+// up to 64 chunks (backoff, reset when line_deflate fits again).
+// Levels 2..9 always use the general deflater: libdeflate (whole-buffer, 2-3x faster than zlib at
+// the same level) when built with it, zlib otherwise. All write the same member layout (raw
+// deflate that any inflater reads).
 class MemberEncoder {
  public:
   explicit MemberEncoder(int level);
-  static const char* backend();  // "libdeflate" or "zlib" 
+ static const char* backend();  // "libdeflate" or "zlib" (levels 2..9)
   ~MemberEncoder();
   MemberEncoder(const MemberEncoder&) = delete;
   MemberEncoder& operator=(const MemberEncoder&) = delete;
@@ -29,19 +37,36 @@ class MemberEncoder {
     const char* p;
     size_t n;
   };
-  // Compresses the concatenation of spans (whole lines) into one member written to *out
-  // (replaced). Returns false on a zlib error.
-  bool encode(const Span* spans, size_t count, std::string* out);
+  // Compresses the concatenation of spans (whole lines) into one member, kept in the encoder's
+  // own buffer (member_data()/member_size(), valid until the next call). The buffers grow to the
+  // largest chunk seen and are never zero-filled or shrunk (the writer's hot path). Returns
+  // false on a deflate error.
+  bool encode(const Span* spans, size_t count);
+  const char* member_data() const { return out_.get(); }
+  size_t member_size() const { return out_size_; }
+  // Same, the member copied into *out (replaced).
+  bool encode(const Span* spans, size_t count, std::string* out) {
+    if (!encode(spans, count)) return false;
+    out->assign(out_.get(), out_size_);
+    return true;
+  }
   bool encode(const char* data, size_t n, std::string* out) {
     Span s{data, n};
     return encode(&s, 1, out);
   }
 
  private:
+  static void reserve(std::unique_ptr<char[]>* buf, size_t* cap, size_t n);
   z_stream zs_{};
   libdeflate_compressor* ld_ = nullptr;
-  std::string joined_;  // libdeflate: the spans made contiguous
+  std::unique_ptr<char[]> joined_;  // libdeflate: the spans made contiguous
+  size_t joined_cap_ = 0;
+  std::unique_ptr<char[]> out_;     // the last member
+  size_t out_cap_ = 0, out_size_ = 0;
   bool ok_ = false;
+  bool line_ = false;   // level 1: adaptive (line_deflate first)
+  int general_skip_ = 0;  // level 1: chunks left that go to the general deflater
+  int general_run_ = 0;   // level 1: length of the next such run (backoff)
 };
 
 // Counts '\n' bytes.

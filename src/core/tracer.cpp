@@ -308,10 +308,9 @@ class TracerImpl {
   off_t good_size = 0;               // file_mu
   bool warned = false;               // file_mu
   MemberEncoder* enc = nullptr;      // writer thread
-  std::string* member = nullptr;     // writer thread
 
   bool compression = true;
-  int level = 6;
+  int level = 1;
   size_t wbs = 4u << 20;
   size_t tcap = 64u << 10;
   int pid = 0;
@@ -763,11 +762,10 @@ void TracerImpl::write_chunk(const Chunk& c) {
   if (phase.load() == FAILED || c.empty()) return;
   if (compression) {
     if (!enc) enc = new MemberEncoder(level);
-    if (!member) member = new std::string();
     std::vector<MemberEncoder::Span> spans;
     spans.reserve(c.pieces.size());
     for (const Piece& p : c.pieces) spans.push_back(MemberEncoder::Span{p.data, p.size});
-    if (!enc->encode(spans.data(), spans.size(), member)) {
+    if (!enc->encode(spans.data(), spans.size())) {
       pthread_mutex_lock(&file_mu);
       fail_locked("zlib failed while compressing", EIO);
       pthread_mutex_unlock(&file_mu);
@@ -780,8 +778,8 @@ void TracerImpl::write_chunk(const Chunk& c) {
     bool ok = true;
     size_t len = 0;
     if (compression) {
-      ok = write_all(fd, member->data(), member->size(), &err);
-      len = member->size();
+      ok = write_all(fd, enc->member_data(), enc->member_size(), &err);
+      len = enc->member_size();
     } else {
       for (const Piece& p : c.pieces) {
         if (!(ok = write_all(fd, p.data, p.size, &err))) break;
@@ -1037,7 +1035,6 @@ void TracerImpl::atfork_child() {
   t->pushed.store(0);
   t->written.store(0);
   t->enc = nullptr;     // the parent's writer may have been mid-deflate: leak, never reuse
-  t->member = nullptr;
   t->close_fd_locked();  // the child's copy (unless the application reused the number)
   t->path.clear();
   t->good_size = 0;

@@ -40,7 +40,7 @@ struct Config {
   bool data_dirs_defaulted = true;           // DFTRACER_DATA_DIR was not given anywhere
   bool inc_metadata = false;                 // DFTRACER_INC_METADATA
   bool compression = true;                   // DFTRACER_TRACE_COMPRESSION
-  int compression_level = 6;                 // DFTRACER_COMPRESSION_LEVEL (zlib 1..9)
+  int compression_level = 1;                 // DFTRACER_COMPRESSION_LEVEL (deflate 1..9; docs/perf/preload.md)
   size_t write_buffer_size = 4u << 20;       // DFTRACER_WRITE_BUFFER_SIZE, bytes per gzip member
   bool disable_io = false;                   // DFTRACER_DISABLE_IO    (preload: no POSIX nor STDIO)
   bool disable_posix = false;                // DFTRACER_DISABLE_POSIX (preload: no POSIX calls)
