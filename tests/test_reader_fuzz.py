@@ -1,4 +1,5 @@
-"""Bounded libFuzzer runs over the parser, the indexer and forged member headers (clang + libclang-rt).
+"""Bounded libFuzzer runs over the parser, the indexer, forged member headers and the tracer's
+line_deflate encoder (round trip through zlib) (clang + libclang-rt).
 
 Duration per target: $DFTRACER_FUZZ_SECONDS (default 20 s; CI may use up to 60)."""
 import glob
@@ -19,6 +20,12 @@ SECONDS = int(os.environ.get("DFTRACER_FUZZ_SECONDS", "20"))
 
 def _build(tmp, target):
     exe = os.path.join(tmp, "fuzz_" + target)
+    if target == "line_deflate":  # the tracer core's encoder alone
+        core = os.path.join(ROOT, "src", "core")
+        subprocess.run(["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+                        "-fno-sanitize-recover=undefined", "-I", core, os.path.join(core, "fuzz_line_deflate.cpp"),
+                        os.path.join(core, "line_deflate.cpp"), "-lz", "-o", exe], check=True)
+        return exe
     cmd = ["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
            "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-mpclmul", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
            os.path.join(SRC, "fuzz_%s.cpp" % target), os.path.join(SRC, "indexer.cpp"),
@@ -32,7 +39,7 @@ def _build(tmp, target):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["parser", "indexer", "member_headers"])
+@pytest.mark.parametrize("target", ["parser", "indexer", "member_headers", "line_deflate"])
 def test_fuzz(tmp_path, target):
     assert shutil.which("clang++"), "clang++ is required (apt-get install clang libclang-rt-14-dev)"
     exe = _build(str(tmp_path), target)
@@ -46,6 +53,9 @@ def test_fuzz(tmp_path, target):
     elif target == "indexer":
         (corpus / "a").write_bytes(gen_traces.gzip_member(lines[:3000]) + gen_traces.gzip_member(lines[3000:]))
         (corpus / "b").write_bytes(open(legacy + ".gz", "rb").read())
+    elif target == "line_deflate":  # control byte (probe mode), then trace text
+        (corpus / "a").write_bytes(b"\0" + lines[:8000])
+        (corpus / "b").write_bytes(b"\1" + lines[:3000] + bytes(range(256)) * 4)
     else:  # records (member, field, u32): csize over two members with a matching ISIZE, a huge usize, ...
         (corpus / "a").write_bytes(bytes([0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 6, 2, 0, 0, 0]))
         (corpus / "b").write_bytes(bytes([4, 7, 0, 0, 0, 1, 0, 0, 0, 0x80]))
