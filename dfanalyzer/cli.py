@@ -114,14 +114,52 @@ def _add_report_parser(sub) -> None:
 INSIGHT_ARGS = ("fd", "ret", "whence", "epoch", "step", "count")
 
 
-def _run_loaded(args, work) -> int:
-    """Validate the shared options, start/reach the cluster, load the traces and call
-    ``work(analyzer, err_console)``; returns the exit status."""
+def _check_load_options(args) -> int:
+    """0, or exit status 2 after saying on stderr which shared load option is invalid."""
     if args.workers is not None and args.workers < 1:
         print("dfanalyzer: error: --workers must be >= 1", file=sys.stderr)
         return 2
     if args.batch_size_mb <= 0:
         print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _start_cluster(args):
+    """``(client, 0)``, or ``(None, 1)`` after saying on stderr why the cluster is unreachable.
+    distributed's INFO/WARNING logs of cluster start/stop are silenced: the terminal is kept for
+    the result."""
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    from .cluster import setup_dask_cluster
+
+    try:
+        return setup_dask_cluster(
+            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
+        ), 0
+    except (OSError, ValueError, TimeoutError) as exc:
+        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
+        return None, 1
+
+
+def _print_input_problems(err, analyzer, skipped=None) -> None:
+    """On stderr: the analyzer's notes (duplicate paths, indexes rebuilt or kept in memory), then
+    one line per file with lost or skipped data, in the wording of ``dftracer-index``."""
+    from .tools import damage_report
+
+    for note in analyzer.notes:
+        err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+    for s in analyzer.skipped_files() if skipped is None else skipped:
+        msg = damage_report(s["path"], s.get("lost_lines", 0), s["lost_bytes"], s["skipped_lines"])
+        for w in s.get("warnings", []) if msg is None else ():
+            err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+        if msg:
+            err.print(f"warning: {msg}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _run_loaded(args, work) -> int:
+    """Validate the shared options, start/reach the cluster, load the traces and call
+    ``work(analyzer, err_console)``; returns the exit status."""
+    if _check_load_options(args):
         return 2
     from rich.console import Console
 
@@ -138,17 +176,10 @@ def _run_loaded(args, work) -> int:
     except Exception as exc:  # YAML syntax errors
         print(f"dfanalyzer: error: {args.config}: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger("distributed").setLevel(logging.ERROR)
     err = Console(stderr=True)
-    from .cluster import setup_dask_cluster
-
-    try:
-        client = setup_dask_cluster(
-            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
-        )
-    except (OSError, ValueError, TimeoutError) as exc:
-        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
-        return 1
+    client, status = _start_cluster(args)
+    if client is None:
+        return status
     try:
         analyzer = DFAnalyzer(
             args.patterns, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb, io_cats=args.io_cats,
@@ -156,6 +187,7 @@ def _run_loaded(args, work) -> int:
             args=None if args.command == "report" else INSIGHT_ARGS,
             client=client, progress=err.is_terminal and not args.no_progress, query=args.filter,
         )
+        _print_input_problems(err, analyzer)
         return work(analyzer, err)
     except FileNotFoundError as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
@@ -202,11 +234,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _run_report(args)
     if args.command in VIEW_COMMANDS or args.command == "compare":
         return view_main(args)
-    if args.workers is not None and args.workers < 1:
-        print("dfanalyzer: error: --workers must be >= 1", file=sys.stderr)
-        return 2
-    if args.batch_size_mb <= 0:
-        print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
+    if _check_load_options(args):
         return 2
     from rich.console import Console
 
@@ -217,19 +245,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except FileNotFoundError as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
-    # distributed logs cluster start/stop at INFO/WARNING; keep the terminal for the result
-    logging.getLogger("distributed").setLevel(logging.ERROR)
     err = Console(stderr=True)
     progress = err.is_terminal and not args.no_progress
-    from .cluster import setup_dask_cluster
-
-    try:
-        client = setup_dask_cluster(
-            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
-        )
-    except (OSError, ValueError, TimeoutError) as exc:
-        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
-        return 1
+    client, status = _start_cluster(args)
+    if client is None:
+        return status
     try:
         analyzer = DFAnalyzer(
             args.patterns,
@@ -244,19 +264,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             progress=progress,
             query=args.filter,
         )
-        for note in analyzer.notes:  # duplicate paths dropped, indexes rebuilt or kept in memory
-            err.print(f"note: {note}", highlight=False, soft_wrap=True)
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
-            from .tools import damage_report
-
-            for s in result.skipped:
-                msg = damage_report(s["path"], s.get("lost_lines", 0), s["lost_bytes"], s["skipped_lines"])
-                for w in s.get("warnings", []) if msg is None else ():
-                    err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
-                if msg:
-                    err.print(f"warning: {msg}", highlight=False, markup=False, soft_wrap=True)
+            _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:
                 err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         else:
@@ -264,6 +275,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             if not out.is_terminal:  # files and pipes: wide enough for the function table
                 out = Console(width=120)
             out.print(result.panel())
+            for note in analyzer.notes:  # (the panel lists the damaged files)
+                err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
             for w in result.warnings:  # also on stderr, for output redirected to a file
                 err.print(f"warning: {w}", highlight=False, soft_wrap=True)
         if args.plot:
@@ -453,11 +466,7 @@ def view_main(args) -> int:
 
     from .analyzer import DFAnalyzer, expand_patterns
 
-    if args.workers is not None and args.workers < 1:
-        print("dfanalyzer: error: --workers must be >= 1", file=sys.stderr)
-        return 2
-    if args.batch_size_mb <= 0:
-        print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
+    if _check_load_options(args):
         return 2
     if args.format == "parquet" and not args.output:
         print("dfanalyzer: error: --format parquet needs -o FILE", file=sys.stderr)
@@ -477,18 +486,11 @@ def view_main(args) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger("distributed").setLevel(logging.ERROR)
     err = Console(stderr=True)
     progress = err.is_terminal and not args.no_progress
-    from .cluster import setup_dask_cluster
-
-    try:
-        client = setup_dask_cluster(
-            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
-        )
-    except (OSError, ValueError, TimeoutError) as exc:
-        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
-        return 1
+    client, status = _start_cluster(args)
+    if client is None:
+        return status
     keep_args = (args.key,) if args.command == "tags" else ()
     try:
         analyzers = [
@@ -532,9 +534,7 @@ def view_main(args) -> int:
             hm = analyzers[0].heatmap(bins=args.bins, window=args.window)
             err.print(f"wrote {render_heatmap(hm, args.heatmap)}", highlight=False)
         for a in analyzers:
-            for s in a.skipped_files():
-                err.print(f"warning: {s['path']}: {s['skipped_lines']} lines and {s['lost_bytes']} bytes skipped",
-                          highlight=False)
+            _print_input_problems(err, a)
     except (FileNotFoundError, ValueError) as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
