@@ -46,45 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("summary", help="print the summary of traces (paper Figure 6)")
-    s.add_argument("patterns", nargs="+", metavar="PATTERN", help="trace files, glob patterns or directories")
+    _add_load_options(s)
     s.add_argument("--json", action="store_true", help="print the summary as JSON (Summary.to_dict())")
-    s.add_argument("--workers", type=int, default=None, metavar="N", help="local Dask workers (default: cores)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--scheduler", default=None, metavar="ADDR", help="connect to a running Dask scheduler")
-    g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
-    s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
     s.add_argument("--plot", default=None, metavar="DIR", help="also save timeline PNGs (paper Fig. 8) in DIR")
-    s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
-    s.add_argument("--small-file-mb", type=float, default=1, metavar="MB",
-                   help="files of at most MB compressed MiB are read whole in groups, without index files "
-                        "(0: index every file on its own)")
-    s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
-    s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
-    s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
-    s.add_argument("--no-progress", action="store_true", help="never show the progress bar")
-    s.add_argument("--filter", default=None, metavar="QUERY",
-                   help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX'\"")
     add_view_commands(sub)
     _add_insights_parser(sub)
     _add_report_parser(sub)
     return p
-
-
-def _cluster_args(s: argparse.ArgumentParser) -> None:
-    """Options every loading command shares (cluster, index, categories)."""
-    s.add_argument("patterns", nargs="+", metavar="PATTERN", help="trace files, glob patterns or directories")
-    s.add_argument("--workers", type=int, default=None, metavar="N", help="local Dask workers (default: cores)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--scheduler", default=None, metavar="ADDR", help="connect to a running Dask scheduler")
-    g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
-    s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
-    s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
-    s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
-    s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
-    s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
-    s.add_argument("--no-progress", action="store_true", help="never show the progress bar")
-    s.add_argument("--filter", default=None, metavar="QUERY",
-                   help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX'\"")
 
 
 def _add_insights_parser(sub) -> None:
@@ -92,7 +60,7 @@ def _add_insights_parser(sub) -> None:
                        description="Run the insight rules over the exact trace data. Thresholds: the shipped "
                                    "dfanalyzer/insights.yaml, overridden key by key by --config.",
                        epilog="example: dfanalyzer insights 'traces/*.pfw.gz' --config th.yaml --json")
-    _cluster_args(s)
+    _add_load_options(s)
     s.add_argument("--config", default=None, metavar="YAML", help="thresholds overriding the defaults")
     s.add_argument("--json", action="store_true", help="print InsightReport.to_dict() as JSON")
 
@@ -102,7 +70,7 @@ def _add_report_parser(sub) -> None:
                        description="Write one HTML page with no script and no external URL: summary, insights, "
                                    "layers, views and embedded PNG plots.",
                        epilog="example: dfanalyzer report 'traces/*.pfw.gz' -o report.html")
-    _cluster_args(s)
+    _add_load_options(s)
     s.add_argument("-o", "--output", required=True, metavar="HTML", help="output file")
     s.add_argument("--config", default=None, metavar="YAML", help="insights thresholds overriding the defaults")
     s.add_argument("--top", type=int, default=20, metavar="N", help="rows per view table (default 20)")
@@ -182,7 +150,8 @@ def _run_loaded(args, work) -> int:
         return status
     try:
         analyzer = DFAnalyzer(
-            args.patterns, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb, io_cats=args.io_cats,
+            args.patterns, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb,
+            small_file_mb=args.small_file_mb, io_cats=args.io_cats,
             compute_cats=args.compute_cats, app_io_cats=args.app_io_cats,
             args=None if args.command == "report" else INSIGHT_ARGS,
             client=client, progress=err.is_terminal and not args.no_progress, query=args.filter,
@@ -304,6 +273,7 @@ VIEW_COMMANDS = {
 
 
 def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None:
+    """Options every loading command shares (traces, cluster, index, categories, filter)."""
     if patterns:
         s.add_argument("patterns", nargs="+", metavar="PATTERN", help="trace files, glob patterns or directories")
     s.add_argument("--workers", type=int, default=None, metavar="N", help="local Dask workers (default: cores)")
@@ -312,6 +282,9 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
     g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
     s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
     s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
+    s.add_argument("--small-file-mb", type=float, default=1, metavar="MB",
+                   help="files of at most MB compressed MiB are read whole in groups, without index files "
+                        "(0: index every file on its own)")
     s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
     s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
     s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
@@ -494,7 +467,8 @@ def view_main(args) -> int:
     keep_args = (args.key,) if args.command == "tags" else ()
     try:
         analyzers = [
-            DFAnalyzer(r, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb, io_cats=args.io_cats,
+            DFAnalyzer(r, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb,
+                       small_file_mb=args.small_file_mb, io_cats=args.io_cats,
                        compute_cats=args.compute_cats, app_io_cats=args.app_io_cats, args=keep_args,
                        client=client, progress=progress, query=args.filter)
             for r in runs
