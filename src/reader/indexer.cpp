@@ -934,10 +934,13 @@ std::string validate_index(const IndexInfo& info, const File& f) {
   // Deflate expands at most ~1032:1; anything larger is not from this file.
   const int64_t max_u = size * 1032 + 64;
   if (info.lines < 0 || info.uncompressed_bytes < 0 || info.uncompressed_bytes > max_u || info.truncated_bytes < 0 ||
+      info.truncated_bytes > max_u ||
       info.lost_bytes < 0 || info.lost_bytes > size || info.events < 0 || info.metadata_records < 0 ||
       info.skipped_lines < 0)
     return "file totals out of range";
   if (info.lines > info.uncompressed_bytes) return "more lines than bytes";
+  if (info.events > info.lines || info.metadata_records > info.lines || info.skipped_lines > info.lines)
+    return "more events than lines";
   if (info.stats_scanned && info.events + info.metadata_records + info.skipped_lines > info.lines)
     return "more events than lines";
   int64_t u = 0, line = 0, c_end = 0;
