@@ -21,6 +21,6 @@ ctest --test-dir build/ctest --output-on-failure -j"$(nproc)"
 # Python tests run against the installed package: PYTHONSAFEPATH keeps the source tree
 # (which has no compiled modules) off sys.path, here and in every subprocess.
 export PYTHONSAFEPATH=1
-# libFuzzer runs over the parser and the indexer: 60 s each (tests/test_reader_fuzz.py).
+# libFuzzer runs (tests/test_reader_fuzz.py): fixed seed and input count per target, deterministic.
 export DFTRACER_FUZZ_SCALE=${DFTRACER_FUZZ_SCALE:-1}  # fixed seed and input count: deterministic
 "$PY" -m pytest tests -ra "$@"
