@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "gzip_member.h"
-#include "json.h"
+#include "../format/json_text.h"
 #include "tracer.h"
 
 #ifndef DFTRACER_VERSION

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "../core/json.h"
+#include "../format/json_text.h"
 #include "../core/tracer.h"
 #include "fd_table.h"
 

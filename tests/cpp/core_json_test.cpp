@@ -7,7 +7,7 @@
 
 #include "core_test_util.h"
 #include "gzip_member.h"
-#include "json.h"
+#include "../../src/format/json_text.h"
 
 using namespace dftracer;
 
