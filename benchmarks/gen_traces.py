@@ -19,28 +19,24 @@ import argparse
 import gzip
 import os
 import random
-import struct
-import zlib
 from typing import Iterable, Iterator, List
 
 __all__ = ["gzip_member", "write_members", "event_lines", "generate", "main"]
 
 
 def gzip_member(data: bytes, level: int = 6) -> bytes:
-    """One RFC 1952 member with our 'DF' FEXTRA subfield; ``data`` must hold whole lines."""
-    comp = zlib.compressobj(level, zlib.DEFLATED, -15)
-    body = comp.compress(data) + comp.flush()
-    total = 10 + 2 + 20 + len(body) + 8
-    header = b"\x1f\x8b\x08\x04" + b"\x00\x00\x00\x00" + b"\x00\x03"
-    extra = b"DF" + struct.pack("<HIIII", 16, total, len(data), data.count(b"\n"), 1)
-    trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
-    return header + struct.pack("<H", len(extra)) + extra + body + trailer
+    """One gzip member with our 'DF' size subfield, written by the tracer's own encoder
+    (``dftracer._dftracer.encode_member``, layout in src/format/member.h); ``data`` must hold
+    whole lines. Level 1 is the tracer's default line encoder, 2-9 the general deflater."""
+    from dftracer import _dftracer
+
+    return _dftracer.encode_member(data, level)
 
 
 def write_members(path: str, lines: Iterable[bytes], member_bytes: int = 1 << 20, level: int = 6) -> int:
     """Write ``lines`` (each ending in ``\\n``) as members of about ``member_bytes``; returns members.
 
-    Members are compressed on a second thread (zlib releases the GIL) while lines are built.
+    Members are compressed on a second thread (the encoder releases the GIL) while lines are built.
     """
     from concurrent.futures import ThreadPoolExecutor
     from collections import deque

@@ -1,6 +1,8 @@
-"""Shared pytest fixtures (generic; parts may add their own below)."""
+"""Shared pytest fixtures and helpers (generic; parts may add their own below)."""
 
+import json
 import os
+import zlib
 
 import pytest
 
@@ -19,6 +21,55 @@ def pythonpath_env(env=None):
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def decompress_members(raw):
+    """Concatenated gzip members -> (bytes, complete). Stops at a truncated or damaged member."""
+    out = bytearray()
+    pos = 0
+    while pos < len(raw):
+        d = zlib.decompressobj(31)
+        try:
+            out += d.decompress(raw[pos:])
+        except zlib.error:
+            return bytes(out), False
+        if not d.eof:
+            return bytes(out), False
+        pos = len(raw) - len(d.unused_data)
+    return bytes(out), True
+
+
+def read_trace(path, allow_truncated=False):
+    """All records (dicts) of one trace file written by our tracer, ``.pfw`` or ``.pfw.gz``.
+
+    Checks the layout of docs/format.md while reading: the first line is ``[``, every other line
+    one JSON object in valid UTF-8 (a closing ``]`` line is skipped), the gzip members are
+    complete and the file ends with a complete line; the last two only with
+    ``allow_truncated=False``. Raises AssertionError naming the file and line otherwise."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    if path.endswith(".gz"):
+        data, complete = decompress_members(raw)
+        assert complete or allow_truncated, f"{path}: truncated gzip member"
+    else:
+        data = raw
+    lines = data.split(b"\n")
+    tail = lines.pop()  # text after the last newline: empty for a complete file
+    assert tail == b"" or allow_truncated, f"{path}: unterminated last line {tail[:80]!r}"
+    assert lines and lines[0] == b"[", f"{path}: first line is {lines[0][:40]!r}" if lines else path
+    records = []
+    for i, line in enumerate(lines[1:], start=2):
+        if line.strip() == b"]":
+            continue
+        text = line.decode("utf-8")  # strict: valid UTF-8
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as exc:  # pragma: no cover - failure message
+            raise AssertionError(f"{path}:{i}: invalid JSON {text[:200]!r}: {exc}")
+        assert isinstance(rec, dict), f"{path}:{i}: not an object"
+        records.append(rec)
+    return records
 
 
 @pytest.fixture(scope="session")

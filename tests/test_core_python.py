@@ -11,13 +11,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import pythonpath_env
+from conftest import pythonpath_env, read_trace
 
 
 
@@ -48,49 +47,6 @@ def run_app(tmp_path, code, enable=True, **extra_env):
 
 def trace_files(tmp_path):
     return sorted(p for p in tmp_path.iterdir() if ".pfw" in p.name)
-
-
-def decompress_members(raw):
-    """Concatenated gzip members -> (bytes, complete). Stops at a truncated member."""
-    out = bytearray()
-    pos = 0
-    while pos < len(raw):
-        d = zlib.decompressobj(31)
-        try:
-            out += d.decompress(raw[pos:])
-        except zlib.error:
-            return bytes(out), False
-        if not d.eof:
-            return bytes(out), False
-        pos = len(raw) - len(d.unused_data)
-    return bytes(out), True
-
-
-def read_trace(path, allow_truncated=False):
-    """All records of one trace file; asserts the layout (first line "[", one JSON object per
-    line, valid UTF-8, file ends with a complete line unless allow_truncated)."""
-    raw = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data, complete = decompress_members(raw)
-        assert complete or allow_truncated, f"{path}: truncated gzip member"
-    else:
-        data = raw
-    lines = data.split(b"\n")
-    tail = lines.pop()  # text after the last newline: empty for a complete file
-    assert tail == b"" or allow_truncated, f"{path}: unterminated last line {tail[:80]!r}"
-    assert lines and lines[0] == b"[", f"{path}: first line is {lines[0][:40]!r}" if lines else path
-    records = []
-    for i, line in enumerate(lines[1:], start=2):
-        if line.strip() == b"]":
-            continue
-        text = line.decode("utf-8")  # strict: valid UTF-8
-        try:
-            rec = json.loads(text)
-        except json.JSONDecodeError as exc:  # pragma: no cover - failure message
-            raise AssertionError(f"{path}:{i}: invalid JSON {text[:200]!r}: {exc}")
-        assert isinstance(rec, dict)
-        records.append(rec)
-    return records
 
 
 def events(records, cat=None):

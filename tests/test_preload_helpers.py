@@ -1,18 +1,18 @@
 """Helpers shared by tests/test_preload_*.py (no tests here).
 
-Traces are read with plain gzip + json: every line except the opening ``[`` must be valid JSON.
+Traces are read with conftest.read_trace (plain gzip + json: the layout is checked).
 """
 
 from __future__ import annotations
 
 import glob
-import gzip
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+from conftest import read_trace  # noqa: F401  (re-exported for the preload tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C_SOURCES = os.path.join(HERE, "cpp")
@@ -36,20 +36,6 @@ def compile_c(name: str, outdir: str) -> str:
             check=True,
         )
     return exe
-
-
-def read_trace(path: str) -> list[dict]:
-    """All records of one trace file (gzip or plain); asserts every line but "[" is JSON."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    assert lines[0] == "[", path
-    out = []
-    for line in lines[1:]:
-        if line == "" or line == "]":
-            continue
-        out.append(json.loads(line))
-    return out
 
 
 def trace_files(prefix: str) -> list[str]:

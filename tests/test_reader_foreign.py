@@ -222,7 +222,7 @@ def _preload_byte_calls():
     """{event name: rule} for every call the preload records, read from its source: names given
     to read_op/pread_op/DFT_VEC move args.ret bytes ("ret"), fread_op ones ret x size ("item");
     every other recording helper (open_op, fd_op, stream_op, emit, ...) moves none ("none")."""
-    rules = {"read_op": "ret", "pread_op": "ret", "DFT_VEC": "ret", "fread_op": "item"}
+    rules = {"byte_io_op": "ret", "byte_io_at_op": "ret", "DFT_VEC": "ret", "item_io_op": "item"}
     names = {}
     for src in ("posix.cpp", "stdio.cpp"):
         text = open(os.path.join(ROOT, "src", "preload", src)).read()

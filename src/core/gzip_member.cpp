@@ -10,15 +10,6 @@
 #endif
 
 namespace dftracer {
-namespace {
-inline void put_u16(unsigned char* p, uint32_t v) {
-  p[0] = static_cast<unsigned char>(v);
-  p[1] = static_cast<unsigned char>(v >> 8);
-}
-inline void put_u32(unsigned char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-}  // namespace
 
 uint32_t count_lines(const char* data, size_t n) {
   uint32_t lines = 0;
@@ -164,19 +155,8 @@ bool MemberEncoder::encode(const Span* spans, size_t count) {
   }
 #endif
   size_t total = kMemberHeaderSize + clen + kMemberTrailerSize;
-  // Header: ID1 ID2 CM FLG(FEXTRA) MTIME(0) XFL(0) OS(3 = Unix) XLEN(20)
-  static const unsigned char kFixed[10] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3};
-  std::memcpy(base, kFixed, 10);
-  put_u16(base + 10, 20);
-  base[12] = 'D';
-  base[13] = 'F';
-  put_u16(base + 14, 16);
-  put_u32(base + 16, static_cast<uint32_t>(total));
-  put_u32(base + 20, static_cast<uint32_t>(n));
-  put_u32(base + 24, lines);
-  put_u32(base + 28, kSubfieldVersion);
-  put_u32(base + kMemberHeaderSize + clen, static_cast<uint32_t>(crc));
-  put_u32(base + kMemberHeaderSize + clen + 4, static_cast<uint32_t>(n));
+  format::encode_member_header(base, static_cast<uint32_t>(total), static_cast<uint32_t>(n), lines);
+  format::encode_member_trailer(base + kMemberHeaderSize + clen, crc, static_cast<uint32_t>(n));
   out_size_ = total;
   return true;
 }

@@ -1,5 +1,5 @@
-// One gzip member (RFC 1952) per buffer, with the dftracer 'D''F' FEXTRA subfield
-// (docs/design.md "Gzip member format"; docs/format.md).
+// One gzip member (RFC 1952) per buffer, with the dftracer 'D''F' FEXTRA subfield. The layout
+// lives in src/format/member.h (docs/format.md); this file only compresses.
 #pragma once
 
 #include <zlib.h>
@@ -8,13 +8,15 @@
 #include <memory>
 #include <string>
 
+#include "../format/member.h"
+
 struct libdeflate_compressor;
 
 namespace dftracer {
 
-constexpr size_t kMemberHeaderSize = 32;   // 10 fixed + 2 XLEN + 20 subfield
-constexpr size_t kMemberTrailerSize = 8;   // CRC32 + ISIZE
-constexpr uint32_t kSubfieldVersion = 1;
+using format::kMemberHeaderSize;
+using format::kMemberTrailerSize;
+using format::kSubfieldVersion;
 
 // Deflate backend. Level 1 (the default) is adaptive: line_deflate (line_deflate.h: matches
 // against the last 3 lines only; ~3x fewer instructions than libdeflate level 6 and smaller on

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../format/event.h"
 #include "gzip_member.h"
 #include "py_strings.h"
 #include "tracer.h"
@@ -146,15 +147,23 @@ PYBIND11_MODULE(_dftracer, m) {
   m.def(
       "encode_member",
       [](py::bytes data, int level) {
-        std::string_view in = data;
-        dftracer::MemberEncoder enc(level < 1 || level > 9 ? 6 : level);
+        std::string_view in = data;  // `data` stays referenced by the caller while unlocked
         std::string out;
-        if (!enc.encode(in.data(), in.size(), &out)) throw std::runtime_error("encode_member: compression failed");
+        bool ok;
+        {
+          py::gil_scoped_release release;  // callers compress on several threads
+          dftracer::MemberEncoder enc(level < 1 || level > 9 ? 6 : level);
+          ok = enc.encode(in.data(), in.size(), &out);
+        }
+        if (!ok) throw std::runtime_error("encode_member: compression failed");
         return py::bytes(out);
       },
       py::arg("data"), py::arg("level") = 6,
       "One gzip member with the 'DF' size subfield, exactly as the tracer writes each buffer "
       "(docs/format.md); data should be whole lines. For tests and tools that build traces.");
+
+  m.attr("TRACER_CATEGORY") = py::str(dftracer::format::kTracerCategory.data(),
+                                       dftracer::format::kTracerCategory.size());  // src/format/event.h
 
   m.def(
       "trace_path",

@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "gzip_member.h"
-#include "json.h"
+#include "../format/event.h"
+#include "../format/json_text.h"
 #include "tracer.h"
 
 #ifndef DFTRACER_VERSION
@@ -865,7 +866,7 @@ void TracerImpl::metadata_line(std::string& out, std::string_view key, std::stri
   p = json::write_u64(p, next_id.fetch_add(1, std::memory_order_relaxed));
   p = json::write_lit(p, ",\"name\":");
   p = json::write_quoted(p, key);
-  p = json::write_lit(p, ",\"cat\":\"dftracer\",\"pid\":");
+  p = json::write_lit(p, ",\"cat\":\"" DFT_TRACER_CATEGORY "\",\"pid\":");
   p = json::write_i64(p, pid);
   p = json::write_lit(p, ",\"tid\":");
   p = json::write_i64(p, current_tid());

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-#include "../core/json.h"
+#include "../format/json_text.h"
 
 namespace dftracer::preload {
 

@@ -19,7 +19,7 @@
 namespace dftracer::preload {
 
 State g_state;
-thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
+thread_local PreloadTls t_preload __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
 thread_local ArgList t_args __attribute__((tls_model("initial-exec")));
 
 void* resolve(const char* name) noexcept {
@@ -140,7 +140,7 @@ namespace {
 
 void preload_init() {
   if (g_state.ready.load(std::memory_order_acquire)) return;
-  ++t_state.busy;
+  ++t_preload.busy;
   {
     dftracer::ReentryGuard guard;
     int saved = errno;
@@ -160,7 +160,7 @@ void preload_init() {
     if (c.enable && preload_init) g_state.tracer->initialize(nullptr, nullptr, nullptr);
     errno = saved;
   }
-  --t_state.busy;
+  --t_preload.busy;
   g_state.ready.store(true, std::memory_order_release);
 }
 

@@ -1,4 +1,5 @@
-// Wrapper skeletons shared by posix.cpp and stdio.cpp.
+// Wrapper skeletons shared by posix.cpp and stdio.cpp, one per shape of call: on an fd (fd_op),
+// on a path (path_op), opening (open_entry), closing (close_entry).
 //
 // None of these are noexcept: many wrapped calls are pthread cancellation points, and glibc
 // cancels with a forced unwind that must be able to pass through our frames.
@@ -38,6 +39,9 @@ inline auto fd_op(bool category, std::string_view cat, std::string_view name, in
   return ret;
 }
 
+// fill for calls whose only argument worth recording is the result.
+inline constexpr auto kRetOnly = [](ArgList& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
+
 // Call on a path (relative to dirfd, AT_FDCWD = cwd): traced when the path is traced.
 template <typename Call, typename Fill>
 inline auto path_op(std::string_view name, int dirfd, const char* path, Call&& call, Fill&& fill)
@@ -54,6 +58,62 @@ inline auto path_op(std::string_view name, int dirfd, const char* path, Call&& c
     a.add_str("fname", std::string_view(abs, n));
     fill(a, ret);
   });
+  return ret;
+}
+
+// Open family (open*, creat*, opendir, fopen*): `call` opens `path` (relative to dirfd,
+// AT_FDCWD = cwd) and fd_of(result) is the new fd, or -1. The fd table learns it: the path when
+// traced, a stale entry cleared otherwise. fill(ArgList&, result, fd) adds the args after fname.
+template <typename Call, typename FdOf, typename Fill>
+inline auto open_entry(bool category, std::string_view cat, std::string_view name, int dirfd, const char* path,
+                       Call&& call, FdOf&& fd_of, Fill&& fill) -> decltype(call()) {
+  char abs[kPathCap];
+  int n = 0;
+  if (DFT_LIKELY(!gate(category)) || !traced_path(dirfd, path, abs, &n)) {
+    auto r = call();
+    forget_fd(fd_of(r));
+    return r;
+  }
+  int64_t t0 = now_us();
+  auto r = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  int fd = fd_of(r);
+  std::string_view p(abs, n);
+  if (fd >= 0) g_fds.set(fd, p);
+  emit(name, cat, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", p);
+    fill(a, r, fd);
+  });
+  return r;
+}
+
+// Close family (close, closedir, fclose): real_close() closes `fd` (closedir and fclose close it
+// inside libc). The fd's path is taken out of the table first, so a concurrent open reusing the
+// number gets a fresh entry. Traced when fd was opened on a traced path and `category` is on.
+template <typename RealClose>
+inline int close_entry(bool category, std::string_view cat, std::string_view name, int fd, RealClose&& real_close) {
+  if (fd < 0 || !may_mutate() || g_fds.get(fd) == nullptr) return real_close();
+  int e = errno;
+  PathRef* p = g_fds.take(fd);
+  errno = e;
+  if (p == nullptr || !gate(category)) {
+    int ret = real_close();
+    e = errno;
+    FdTable::release(p);
+    errno = e;
+    return ret;
+  }
+  int64_t t0 = now_us();
+  int ret = real_close();
+  int64_t t1 = now_us();
+  Recording rec;
+  emit(name, cat, t0, t1, [&](ArgList& a) {
+    a.add_raw(p->fname_fragment());
+    a.add_int("fd", fd);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
   return ret;
 }
 

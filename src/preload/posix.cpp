@@ -1,13 +1,7 @@
 // POSIX module: wrappers of the file calls of glibc 2.36 (cat "POSIX").
 //
-// Catalogue: open open64 openat openat64 creat creat64 __open_2 __open64_2 __openat_2
-// __openat64_2 close close_range closefrom | read pread pread64 readv preadv preadv64 preadv2
-// preadv64v2 write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 lseek lseek64
-// fsync fdatasync ftruncate ftruncate64 truncate truncate64 __read_chk __pread_chk __pread64_chk
-// | stat stat64 lstat lstat64 fstat fstat64 fstatat fstatat64 statx __xstat __xstat64 __lxstat
-// __lxstat64 __fxstat __fxstat64 __fxstatat __fxstatat64 | access faccessat mkdir mkdirat rmdir
-// unlink unlinkat rename renameat link symlink readlink __readlink_chk chdir fchdir chmod fchmod
-// fcntl fcntl64 dup dup2 dup3 opendir fdopendir closedir | mmap mmap64 munmap msync.
+// The calls are listed in src/format/calls.def (interface POSIX); real.h declares their real
+// functions.
 //
 // Event names are the called function's name; the _FORTIFY_SOURCE entry points (__read_chk,
 // __open_2, ...) are recorded under the plain name (read, open, ...).
@@ -24,102 +18,11 @@
 #include <vector>
 
 #include "ops.h"
-#include "process.h"
 
 using namespace dftracer;
 using namespace dftracer::preload;
 
-// -------------------------------------------------------------------------- real functions
-DFT_DECLARE_REAL(int, open, (const char*, int, ...))
-DFT_DECLARE_REAL(int, open64, (const char*, int, ...))
-DFT_DECLARE_REAL(int, openat, (int, const char*, int, ...))
-DFT_DECLARE_REAL(int, openat64, (int, const char*, int, ...))
-DFT_DECLARE_REAL(int, creat, (const char*, mode_t))
-DFT_DECLARE_REAL(int, creat64, (const char*, mode_t))
-DFT_DECLARE_REAL(int, __open_2, (const char*, int))
-DFT_DECLARE_REAL(int, __open64_2, (const char*, int))
-DFT_DECLARE_REAL(int, __openat_2, (int, const char*, int))
-DFT_DECLARE_REAL(int, __openat64_2, (int, const char*, int))
-DFT_DECLARE_REAL(int, close, (int))
-DFT_DECLARE_REAL(int, close_range, (unsigned, unsigned, int))
-DFT_DECLARE_REAL(void, closefrom, (int))
-DFT_DECLARE_REAL(ssize_t, read, (int, void*, size_t))
-DFT_DECLARE_REAL(ssize_t, pread, (int, void*, size_t, off_t))
-DFT_DECLARE_REAL(ssize_t, pread64, (int, void*, size_t, off64_t))
-DFT_DECLARE_REAL(ssize_t, readv, (int, const struct iovec*, int))
-DFT_DECLARE_REAL(ssize_t, preadv, (int, const struct iovec*, int, off_t))
-DFT_DECLARE_REAL(ssize_t, preadv64, (int, const struct iovec*, int, off64_t))
-DFT_DECLARE_REAL(ssize_t, preadv2, (int, const struct iovec*, int, off_t, int))
-DFT_DECLARE_REAL(ssize_t, preadv64v2, (int, const struct iovec*, int, off64_t, int))
-DFT_DECLARE_REAL(ssize_t, write, (int, const void*, size_t))
-DFT_DECLARE_REAL(ssize_t, pwrite, (int, const void*, size_t, off_t))
-DFT_DECLARE_REAL(ssize_t, pwrite64, (int, const void*, size_t, off64_t))
-DFT_DECLARE_REAL(ssize_t, writev, (int, const struct iovec*, int))
-DFT_DECLARE_REAL(ssize_t, pwritev, (int, const struct iovec*, int, off_t))
-DFT_DECLARE_REAL(ssize_t, pwritev64, (int, const struct iovec*, int, off64_t))
-DFT_DECLARE_REAL(ssize_t, pwritev2, (int, const struct iovec*, int, off_t, int))
-DFT_DECLARE_REAL(ssize_t, pwritev64v2, (int, const struct iovec*, int, off64_t, int))
-DFT_DECLARE_REAL(ssize_t, __read_chk, (int, void*, size_t, size_t))
-DFT_DECLARE_REAL(ssize_t, __pread_chk, (int, void*, size_t, off_t, size_t))
-DFT_DECLARE_REAL(ssize_t, __pread64_chk, (int, void*, size_t, off64_t, size_t))
-DFT_DECLARE_REAL(off_t, lseek, (int, off_t, int))
-DFT_DECLARE_REAL(off64_t, lseek64, (int, off64_t, int))
-DFT_DECLARE_REAL(int, fsync, (int))
-DFT_DECLARE_REAL(int, fdatasync, (int))
-DFT_DECLARE_REAL(int, ftruncate, (int, off_t))
-DFT_DECLARE_REAL(int, ftruncate64, (int, off64_t))
-DFT_DECLARE_REAL(int, truncate, (const char*, off_t))
-DFT_DECLARE_REAL(int, truncate64, (const char*, off64_t))
-DFT_DECLARE_REAL(int, stat, (const char*, struct stat*))
-DFT_DECLARE_REAL(int, stat64, (const char*, struct stat64*))
-DFT_DECLARE_REAL(int, lstat, (const char*, struct stat*))
-DFT_DECLARE_REAL(int, lstat64, (const char*, struct stat64*))
-DFT_DECLARE_REAL(int, fstat, (int, struct stat*))
-DFT_DECLARE_REAL(int, fstat64, (int, struct stat64*))
-DFT_DECLARE_REAL(int, fstatat, (int, const char*, struct stat*, int))
-DFT_DECLARE_REAL(int, fstatat64, (int, const char*, struct stat64*, int))
-DFT_DECLARE_REAL(int, statx, (int, const char*, int, unsigned, struct statx*))
-DFT_DECLARE_REAL(int, __xstat, (int, const char*, struct stat*))
-DFT_DECLARE_REAL(int, __xstat64, (int, const char*, struct stat64*))
-DFT_DECLARE_REAL(int, __lxstat, (int, const char*, struct stat*))
-DFT_DECLARE_REAL(int, __lxstat64, (int, const char*, struct stat64*))
-DFT_DECLARE_REAL(int, __fxstat, (int, int, struct stat*))
-DFT_DECLARE_REAL(int, __fxstat64, (int, int, struct stat64*))
-DFT_DECLARE_REAL(int, __fxstatat, (int, int, const char*, struct stat*, int))
-DFT_DECLARE_REAL(int, __fxstatat64, (int, int, const char*, struct stat64*, int))
-DFT_DECLARE_REAL(int, access, (const char*, int))
-DFT_DECLARE_REAL(int, faccessat, (int, const char*, int, int))
-DFT_DECLARE_REAL(int, mkdir, (const char*, mode_t))
-DFT_DECLARE_REAL(int, mkdirat, (int, const char*, mode_t))
-DFT_DECLARE_REAL(int, rmdir, (const char*))
-DFT_DECLARE_REAL(int, unlink, (const char*))
-DFT_DECLARE_REAL(int, unlinkat, (int, const char*, int))
-DFT_DECLARE_REAL(int, rename, (const char*, const char*))
-DFT_DECLARE_REAL(int, renameat, (int, const char*, int, const char*))
-DFT_DECLARE_REAL(int, link, (const char*, const char*))
-DFT_DECLARE_REAL(int, symlink, (const char*, const char*))
-DFT_DECLARE_REAL(ssize_t, readlink, (const char*, char*, size_t))
-DFT_DECLARE_REAL(ssize_t, __readlink_chk, (const char*, char*, size_t, size_t))
-DFT_DECLARE_REAL(int, chdir, (const char*))
-DFT_DECLARE_REAL(int, fchdir, (int))
-DFT_DECLARE_REAL(int, chmod, (const char*, mode_t))
-DFT_DECLARE_REAL(int, fchmod, (int, mode_t))
-DFT_DECLARE_REAL(int, fcntl, (int, int, ...))
-DFT_DECLARE_REAL(int, fcntl64, (int, int, ...))
-DFT_DECLARE_REAL(int, dup, (int))
-DFT_DECLARE_REAL(int, dup2, (int, int))
-DFT_DECLARE_REAL(int, dup3, (int, int, int))
-DFT_DECLARE_REAL(DIR*, opendir, (const char*))
-DFT_DECLARE_REAL(DIR*, fdopendir, (int))
-DFT_DECLARE_REAL(int, closedir, (DIR*))
-DFT_DECLARE_REAL(void*, mmap, (void*, size_t, int, int, int, off_t))
-DFT_DECLARE_REAL(void*, mmap64, (void*, size_t, int, int, int, off64_t))
-DFT_DECLARE_REAL(int, munmap, (void*, size_t))
-DFT_DECLARE_REAL(int, msync, (void*, size_t, int))
-
 namespace {
-
-inline constexpr auto kNoArgs = [](ArgList&, auto) {};
 
 inline int64_t iov_bytes(const struct iovec* iov, int n) noexcept {
   int64_t s = 0;
@@ -131,55 +34,36 @@ inline bool needs_mode(int flags) noexcept {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-// open family: the fd table learns the new fd (set when traced, cleared otherwise).
+// open family: flags, the mode when the flags say it is there, ret = the new fd.
 template <typename Call>
 int open_op(std::string_view name, int dirfd, const char* path, int flags, int mode, bool has_mode,
             Call&& call) {
-  if (DFT_LIKELY(!gate(g_state.posix))) {
-    int fd = call();
-    forget_fd(fd);
-    return fd;
-  }
-  char abs[kPathCap];
-  int n = 0;
-  if (!traced_path(dirfd, path, abs, &n)) {
-    int fd = call();
-    forget_fd(fd);
-    return fd;
-  }
-  int64_t t0 = now_us();
-  int fd = call();
-  int64_t t1 = now_us();
-  Recording rec;
-  std::string_view p(abs, n);
-  if (fd >= 0) g_fds.set(fd, p);
-  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p);
-    a.add_int("flags", flags);
-    if (has_mode) a.add_int("mode", mode);
-    a.add_int("ret", fd);
-  });
-  return fd;
+  return open_entry(g_state.posix, kCatPosix, name, dirfd, path, call, [](int fd) { return fd; },
+                    [&](ArgList& a, int, int fd) {
+                      a.add_int("flags", flags);
+                      if (has_mode) a.add_int("mode", mode);
+                      a.add_int("ret", fd);
+                    });
 }
 
+// read/write (and their fortify entry points): bytes asked, bytes moved.
 template <typename Call>
-ssize_t read_op(std::string_view name, int fd, size_t count, Call&& call) {
+ssize_t byte_io_op(std::string_view name, int fd, size_t count, Call&& call) {
   return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
     a.add_uint("count", count);
     a.add_int("ret", ret);
   });
 }
 
+// pread/pwrite: bytes asked at an offset, bytes moved.
 template <typename Call>
-ssize_t pread_op(std::string_view name, int fd, size_t count, int64_t offset, Call&& call) {
+ssize_t byte_io_at_op(std::string_view name, int fd, size_t count, int64_t offset, Call&& call) {
   return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
     a.add_uint("count", count);
     a.add_int("offset", offset);
     a.add_int("ret", ret);
   });
 }
-
-auto ret_only = [](ArgList& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
 
 // Traced mmap regions, so munmap/msync (address only) find their file.
 struct Mapping {
@@ -246,6 +130,35 @@ void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, in
   return ret;
 }
 
+// munmap/msync (address only): traced when addr lies in a traced mapping; remove (munmap) forgets
+// the mapping. Args: fname, fd, count, what fill adds, ret.
+template <typename Call, typename Fill>
+int mapping_op(std::string_view name, void* addr, size_t len, bool remove, Call&& call, Fill&& fill) {
+  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix) ||
+      (remove && !may_mutate()))
+    return call();
+  int fd = -1;
+  PathRef* p;
+  {
+    Recording rec;
+    p = map_find(addr, remove, &fd);
+  }
+  if (p == nullptr) return call();
+  int64_t t0 = now_us();
+  int ret = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
+    a.add_raw(p->fname_fragment());
+    a.add_int("fd", fd);
+    a.add_uint("count", len);
+    fill(a);
+    a.add_int("ret", ret);
+  });
+  FdTable::release(p);
+  return ret;
+}
+
 // dup family: newfd shares oldfd's entry.
 template <typename Call>
 int dup_op(std::string_view name, int oldfd, Call&& call) {
@@ -283,48 +196,21 @@ int fcntl_op(std::string_view name, Real real, int fd, int cmd, void* arg) {
   });
 }
 
-// Closes `fd` through `real_close` (close, or closedir whose DIR owns `fd`): the fd's path is
-// taken out of the table first, so a concurrent open reusing the number gets a fresh entry.
-template <typename RealClose>
-static int close_traced(std::string_view name, int fd, RealClose&& real_close) {
-  int e = errno;
-  PathRef* p = g_fds.take(fd);
-  errno = e;
-  if (p == nullptr || !gate(g_state.posix)) {
-    int ret = real_close();
-    e = errno;
-    FdTable::release(p);
-    errno = e;
-    return ret;
-  }
-  int64_t t0 = now_us();
-  int ret = real_close();
-  int64_t t1 = now_us();
-  Recording rec;
-  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    a.add_int("ret", ret);
-  });
-  FdTable::release(p);
-  return ret;
-}
-
 // The trace file's descriptor when the current call comes from the application and must not
 // close or replace it, else -1 (no file open yet, the tracer's own call, a call nested in one of
 // our recordings, or a vfork child, whose descriptor table is its own copy).
 int protected_trace_fd() noexcept {
   Tracer* t = g_state.tracer;
-  if (t == nullptr || (t_state.busy | t_state.vfork_child) != 0) return -1;
+  if (t == nullptr) return -1;
   int fd = t->trace_fd();
-  return fd >= 0 && !in_tracer() ? fd : -1;
+  return fd >= 0 && thread_may_trace() ? fd : -1;
 }
 
 // Same test for one descriptor, cheapest first (close runs it on every call).
 inline bool is_protected_trace_fd(int fd) noexcept {
   Tracer* t = g_state.tracer;
   if (t == nullptr || fd < 0 || fd != t->trace_fd()) return false;
-  return (t_state.busy | t_state.vfork_child) == 0 && !in_tracer();
+  return thread_may_trace();
 }
 
 // close_range(2) over [first, last] minus the trace descriptor `keep` (first <= keep <= last):
@@ -350,15 +236,14 @@ int close_range_around(unsigned first, unsigned last, int flags, unsigned keep) 
 
 int close_op(int fd) {
   if (DFT_UNLIKELY(is_protected_trace_fd(fd))) return 0;  // see docs/preload.md
-  if (!may_mutate() || g_fds.get(fd) == nullptr) return real_close()(fd);
-  return close_traced("close", fd, [&] { return real_close()(fd); });
+  return close_entry(g_state.posix, kCatPosix, "close", fd, [&] { return real_close()(fd); });
 }
 
 // stat-like calls on (dirfd, path) that may also mean "the fd itself" (AT_EMPTY_PATH, "").
 template <typename Call>
 int statat_op(std::string_view name, int dirfd, const char* path, int flags, Call&& call) {
   if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH))
-    return fd_op(g_state.posix, kCatPosix, name, dirfd, call, ret_only);
+    return fd_op(g_state.posix, kCatPosix, name, dirfd, call, kRetOnly);
   return path_op(name, dirfd, path, call, [&](ArgList& a, int ret) {
     a.add_int("flags", flags);
     a.add_int("ret", ret);
@@ -501,41 +386,41 @@ DFT_EXPORT void closefrom(int lowfd) noexcept {
 
 // ============================================================================ data
 DFT_EXPORT ssize_t read(int fd, void* buf, size_t count) {
-  return read_op("read", fd, count, [&] { return real_read()(fd, buf, count); });
+  return byte_io_op("read", fd, count, [&] { return real_read()(fd, buf, count); });
 }
 
 DFT_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
-  return read_op("read", fd, count, [&] { return real___read_chk()(fd, buf, count, buflen); });
+  return byte_io_op("read", fd, count, [&] { return real___read_chk()(fd, buf, count, buflen); });
 }
 
 DFT_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
-  return read_op("write", fd, count, [&] { return real_write()(fd, buf, count); });
+  return byte_io_op("write", fd, count, [&] { return real_write()(fd, buf, count); });
 }
 
 DFT_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
-  return pread_op("pread", fd, count, offset, [&] { return real_pread()(fd, buf, count, offset); });
+  return byte_io_at_op("pread", fd, count, offset, [&] { return real_pread()(fd, buf, count, offset); });
 }
 
 DFT_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
-  return pread_op("pread64", fd, count, offset, [&] { return real_pread64()(fd, buf, count, offset); });
+  return byte_io_at_op("pread64", fd, count, offset, [&] { return real_pread64()(fd, buf, count, offset); });
 }
 
 DFT_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t count, off_t offset, size_t buflen) {
-  return pread_op("pread", fd, count, offset,
+  return byte_io_at_op("pread", fd, count, offset,
                   [&] { return real___pread_chk()(fd, buf, count, offset, buflen); });
 }
 
 DFT_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offset, size_t buflen) {
-  return pread_op("pread64", fd, count, offset,
+  return byte_io_at_op("pread64", fd, count, offset,
                   [&] { return real___pread64_chk()(fd, buf, count, offset, buflen); });
 }
 
 DFT_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
-  return pread_op("pwrite", fd, count, offset, [&] { return real_pwrite()(fd, buf, count, offset); });
+  return byte_io_at_op("pwrite", fd, count, offset, [&] { return real_pwrite()(fd, buf, count, offset); });
 }
 
 DFT_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
-  return pread_op("pwrite64", fd, count, offset,
+  return byte_io_at_op("pwrite64", fd, count, offset,
                   [&] { return real_pwrite64()(fd, buf, count, offset); });
 }
 
@@ -600,11 +485,11 @@ DFT_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) noexcept {
 }
 
 DFT_EXPORT int fsync(int fd) {
-  return fd_op(g_state.posix, kCatPosix, "fsync", fd, [&] { return real_fsync()(fd); }, ret_only);
+  return fd_op(g_state.posix, kCatPosix, "fsync", fd, [&] { return real_fsync()(fd); }, kRetOnly);
 }
 
 DFT_EXPORT int fdatasync(int fd) {
-  return fd_op(g_state.posix, kCatPosix, "fdatasync", fd, [&] { return real_fdatasync()(fd); }, ret_only);
+  return fd_op(g_state.posix, kCatPosix, "fdatasync", fd, [&] { return real_fdatasync()(fd); }, kRetOnly);
 }
 
 DFT_EXPORT int ftruncate(int fd, off_t length) noexcept {
@@ -642,9 +527,9 @@ DFT_EXPORT int truncate64(const char* path, off64_t length) noexcept {
 
 // ============================================================================ stat family
 #define DFT_PATH_STAT(fn, ...)                                                          \
-  return path_op(#fn, AT_FDCWD, path, [&] { return real_##fn()(__VA_ARGS__); }, ret_only)
+  return path_op(#fn, AT_FDCWD, path, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
 #define DFT_FD_STAT(fn, ...) \
-  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, ret_only)
+  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
 
 DFT_EXPORT int stat(const char* path, struct stat* st) noexcept { DFT_PATH_STAT(stat, path, st); }
 DFT_EXPORT int stat64(const char* path, struct stat64* st) noexcept { DFT_PATH_STAT(stat64, path, st); }
@@ -725,11 +610,11 @@ DFT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) noexcept {
 }
 
 DFT_EXPORT int rmdir(const char* path) noexcept {
-  return path_op("rmdir", AT_FDCWD, path, [&] { return real_rmdir()(path); }, ret_only);
+  return path_op("rmdir", AT_FDCWD, path, [&] { return real_rmdir()(path); }, kRetOnly);
 }
 
 DFT_EXPORT int unlink(const char* path) noexcept {
-  return path_op("unlink", AT_FDCWD, path, [&] { return real_unlink()(path); }, ret_only);
+  return path_op("unlink", AT_FDCWD, path, [&] { return real_unlink()(path); }, kRetOnly);
 }
 
 DFT_EXPORT int unlinkat(int dirfd, const char* path, int flags) noexcept {
@@ -778,13 +663,13 @@ DFT_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size
 }
 
 DFT_EXPORT int chdir(const char* path) noexcept {
-  int ret = path_op("chdir", AT_FDCWD, path, [&] { return real_chdir()(path); }, ret_only);
+  int ret = path_op("chdir", AT_FDCWD, path, [&] { return real_chdir()(path); }, kRetOnly);
   if (ret == 0 && may_mutate()) invalidate_cwd();
   return ret;
 }
 
 DFT_EXPORT int fchdir(int fd) noexcept {
-  int ret = fd_op(g_state.posix, kCatPosix, "fchdir", fd, [&] { return real_fchdir()(fd); }, ret_only);
+  int ret = fd_op(g_state.posix, kCatPosix, "fchdir", fd, [&] { return real_fchdir()(fd); }, kRetOnly);
   if (ret == 0 && may_mutate()) invalidate_cwd();
   return ret;
 }
@@ -847,29 +732,10 @@ DFT_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
 
 // ============================================================================ directories
 DFT_EXPORT DIR* opendir(const char* path) {
-  if (DFT_LIKELY(!gate(g_state.posix))) {
-    DIR* d = real_opendir()(path);
-    if (d != nullptr) forget_fd(dirfd(d));
-    return d;
-  }
-  char abs[kPathCap];
-  int n = 0;
-  if (!traced_path(AT_FDCWD, path, abs, &n)) {
-    DIR* d = real_opendir()(path);
-    if (d != nullptr) forget_fd(dirfd(d));
-    return d;
-  }
-  int64_t t0 = now_us();
-  DIR* d = real_opendir()(path);
-  int64_t t1 = now_us();
-  Recording rec;
-  int fd = d != nullptr ? dirfd(d) : -1;
-  if (fd >= 0) g_fds.set(fd, std::string_view(abs, n));  // openat(dirfd(d), ...) resolves
-  emit("opendir", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", std::string_view(abs, n));
-    a.add_int("ret", fd);
-  });
-  return d;
+  // The fd is registered so that openat(dirfd(d), ...) resolves.
+  return open_entry(g_state.posix, kCatPosix, "opendir", AT_FDCWD, path, [&] { return real_opendir()(path); },
+                    [](DIR* d) { return d != nullptr ? dirfd(d) : -1; },
+                    [](ArgList& a, DIR*, int fd) { a.add_int("ret", fd); });
 }
 
 DFT_EXPORT DIR* fdopendir(int fd) {
@@ -880,8 +746,7 @@ DFT_EXPORT DIR* fdopendir(int fd) {
 DFT_EXPORT int closedir(DIR* d) {
   asm("" : "+r"(d));  // declared nonnull, yet libc accepts NULL (EINVAL): keep the test
   int fd = d != nullptr ? dirfd(d) : -1;
-  if (fd < 0 || !may_mutate() || g_fds.get(fd) == nullptr) return real_closedir()(d);
-  return close_traced("closedir", fd, [&] { return real_closedir()(d); });  // closes fd inside libc
+  return close_entry(g_state.posix, kCatPosix, "closedir", fd, [&] { return real_closedir()(d); });
 }
 
 // ============================================================================ mmap family
@@ -896,81 +761,13 @@ DFT_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off
 }
 
 DFT_EXPORT int munmap(void* addr, size_t len) noexcept {
-  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix) || !may_mutate())
-    return real_munmap()(addr, len);
-  int fd = -1;
-  PathRef* p;
-  {
-    Recording rec;
-    p = map_find(addr, true, &fd);
-  }
-  if (p == nullptr) return real_munmap()(addr, len);
-  int64_t t0 = now_us();
-  int ret = real_munmap()(addr, len);
-  int64_t t1 = now_us();
-  Recording rec;
-  emit("munmap", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    a.add_uint("count", len);
-    a.add_int("ret", ret);
-  });
-  FdTable::release(p);
-  return ret;
+  return mapping_op("munmap", addr, len, true, [&] { return real_munmap()(addr, len); }, [](ArgList&) {});
 }
 
 DFT_EXPORT int msync(void* addr, size_t len, int flags) {
-  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix))
-    return real_msync()(addr, len, flags);
-  int fd = -1;
-  PathRef* p;
-  {
-    Recording rec;
-    p = map_find(addr, false, &fd);
-  }
-  if (p == nullptr) return real_msync()(addr, len, flags);
-  int64_t t0 = now_us();
-  int ret = real_msync()(addr, len, flags);
-  int64_t t1 = now_us();
-  Recording rec;
-  emit("msync", kCatPosix, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    a.add_uint("count", len);
-    a.add_int("flags", flags);
-    a.add_int("ret", ret);
-  });
-  FdTable::release(p);
-  return ret;
+  return mapping_op("msync", addr, len, false, [&] { return real_msync()(addr, len, flags); },
+                    [&](ArgList& a) { a.add_int("flags", flags); });
 }
-
-// Resolve every real function now (constructor), so no dlsym runs inside later wrappers.
-namespace dftracer::preload {
-void posix_resolve_all() noexcept {
-  (void)real_open(); (void)real_open64(); (void)real_openat(); (void)real_openat64();
-  (void)real_creat(); (void)real_creat64(); (void)real___open_2(); (void)real___open64_2();
-  (void)real___openat_2(); (void)real___openat64_2(); (void)real_close(); (void)real_close_range();
-  (void)real_closefrom(); (void)real_read(); (void)real_pread(); (void)real_pread64();
-  (void)real_readv(); (void)real_preadv(); (void)real_preadv64(); (void)real_preadv2();
-  (void)real_preadv64v2(); (void)real_write(); (void)real_pwrite(); (void)real_pwrite64();
-  (void)real_writev(); (void)real_pwritev(); (void)real_pwritev64(); (void)real_pwritev2();
-  (void)real_pwritev64v2(); (void)real___read_chk(); (void)real___pread_chk();
-  (void)real___pread64_chk(); (void)real_lseek(); (void)real_lseek64(); (void)real_fsync();
-  (void)real_fdatasync(); (void)real_ftruncate(); (void)real_ftruncate64(); (void)real_truncate();
-  (void)real_truncate64(); (void)real_stat(); (void)real_stat64(); (void)real_lstat();
-  (void)real_lstat64(); (void)real_fstat(); (void)real_fstat64(); (void)real_fstatat();
-  (void)real_fstatat64(); (void)real_statx(); (void)real___xstat(); (void)real___xstat64();
-  (void)real___lxstat(); (void)real___lxstat64(); (void)real___fxstat(); (void)real___fxstat64();
-  (void)real___fxstatat(); (void)real___fxstatat64(); (void)real_access(); (void)real_faccessat();
-  (void)real_mkdir(); (void)real_mkdirat(); (void)real_rmdir(); (void)real_unlink();
-  (void)real_unlinkat(); (void)real_rename(); (void)real_renameat(); (void)real_link();
-  (void)real_symlink(); (void)real_readlink(); (void)real___readlink_chk(); (void)real_chdir();
-  (void)real_fchdir(); (void)real_chmod(); (void)real_fchmod(); (void)real_fcntl();
-  (void)real_fcntl64(); (void)real_dup(); (void)real_dup2(); (void)real_dup3(); (void)real_opendir();
-  (void)real_fdopendir(); (void)real_closedir(); (void)real_mmap(); (void)real_mmap64();
-  (void)real_munmap(); (void)real_msync();
-}
-}  // namespace dftracer::preload
 
 // In a fork child only the forking thread exists: a mapping-table lock held by another parent
 // thread at fork time would never be released.

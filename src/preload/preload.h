@@ -1,6 +1,7 @@
-// Shared internals of libdftracer_preload.so: real-function resolution, the per-call gate,
-// path resolution and event helpers.  One module per interface (posix.cpp, stdio.cpp,
-// process.cpp) uses these, Darshan-style; fd_table.h keeps the fd -> path map.
+// Shared internals of libdftracer_preload.so: the per-call gate, path resolution and event
+// helpers.  One module per interface (posix.cpp, stdio.cpp, process.cpp) uses these,
+// Darshan-style; real.h gives the real functions (from src/format/calls.def), fd_table.h keeps
+// the fd -> path map.
 //
 // Rules every wrapper follows (docs/preload.md):
 //  - return exactly what the real call returned and leave errno as the real call left it;
@@ -17,9 +18,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "../core/json.h"
+#include "../format/json_text.h"
 #include "../core/tracer.h"
 #include "fd_table.h"
+#include "real.h"
 
 #define DFT_EXPORT extern "C" __attribute__((visibility("default")))
 #define DFT_HIDDEN __attribute__((visibility("hidden")))
@@ -43,52 +45,42 @@ struct State {
 };
 extern State g_state DFT_HIDDEN;
 
-// Thread state of this library. initial-exec TLS: the library is loaded at start-up (LD_PRELOAD),
-// so the access is one %fs-relative load.
-struct ThreadState {
+// Thread-local state of this library (not the core's per-thread event buffer). initial-exec TLS:
+// the library is loaded at start-up (LD_PRELOAD), so the access is one %fs-relative load.
+struct PreloadTls {
   int busy;         // >0 while a wrapper of ours is recording (nested calls pass straight through)
   int vfork_child;  // 1 in the child of our vfork() until it execs or exits (shares parent memory)
   int64_t vfork_t0; // start of the vfork call (parent side)
 };
-extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
+extern thread_local PreloadTls t_preload __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
-// Resolve the next definition of `name` (libc's). Safe to call concurrently; idempotent.
-void* resolve(const char* name) noexcept DFT_HIDDEN;
+// The one "may I trace" rule, in three parts that callers test cheapest first:
+//  - tracing_active(): the tracer records (dftracer_active_flag);
+//  - thread_may_trace(): this thread is not inside a recording of ours, not a vfork child, not
+//    the tracer's own (writer) thread;
+//  - the call's category is on (g_state.posix / .stdio) and, for fd calls, the fd is traced.
+inline bool tracing_active() noexcept { return __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) != 0; }
+inline bool thread_may_trace() noexcept { return (t_preload.busy | t_preload.vfork_child) == 0 && !in_tracer(); }
 
-// Real function pointers: DFT_REAL(name) yields a correctly typed pointer, resolving on first use.
-#define DFT_DECLARE_REAL(ret, name, params)                               \
-  using name##_fn = ret(*) params;                                        \
-  static std::atomic<name##_fn> real_##name##_ptr{nullptr};               \
-  static inline name##_fn real_##name() noexcept {                        \
-    name##_fn f = real_##name##_ptr.load(std::memory_order_relaxed);      \
-    if (DFT_UNLIKELY(f == nullptr)) {                                     \
-      f = reinterpret_cast<name##_fn>(::dftracer::preload::resolve(#name)); \
-      real_##name##_ptr.store(f, std::memory_order_relaxed);              \
-    }                                                                     \
-    return f;                                                             \
-  }
-
-// True when this call may be traced at all (cheap; checked before any path or fd work).
+// True when a call of `category` may be traced at all (cheap; checked before any path or fd work).
 inline bool gate(bool category) noexcept {
   if (DFT_LIKELY(!category)) return false;
-  if (__atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return false;
-  if (t_state.busy | t_state.vfork_child) return false;
-  return !in_tracer();
+  return tracing_active() && thread_may_trace();
 }
 inline bool posix_on() noexcept { return gate(g_state.posix); }
 inline bool stdio_on() noexcept { return gate(g_state.stdio); }
 // True when fd/FILE bookkeeping may mutate shared state (not inside a vfork child).
-inline bool may_mutate() noexcept { return t_state.vfork_child == 0; }
+inline bool may_mutate() noexcept { return t_preload.vfork_child == 0; }
 
 // Scope marking "this thread is recording": every intercepted call made meanwhile on this thread
 // (the tracer's own writes when a buffer flushes inline, allocations, a signal handler's I/O)
-// passes straight through, because all wrappers test t_state.busy first. The core's writer
+// passes straight through, because all wrappers test t_preload.busy first. The core's writer
 // thread is covered by in_tracer(). Saves and restores errno.
 class Recording {
  public:
-  Recording() noexcept : saved_errno_(errno) { ++t_state.busy; }
+  Recording() noexcept : saved_errno_(errno) { ++t_preload.busy; }
   ~Recording() noexcept {
-    --t_state.busy;
+    --t_preload.busy;
     errno = saved_errno_;
   }
   Recording(const Recording&) = delete;
@@ -99,7 +91,7 @@ class Recording {
 };
 
 // Per-thread argument list, reused by every event of the thread (an ArgList is ~1 KiB: building
-// one per call would cost more than filling it). Only touched while t_state.busy is held.
+// one per call would cost more than filling it). Only touched while t_preload.busy is held.
 extern thread_local ArgList t_args __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
 // Absolute, lexically normalised path of `path` relative to the directory of `dirfd`
@@ -111,16 +103,17 @@ inline constexpr int kPathCap = 4096 + 256;
 bool traced_path(int dirfd, const char* path, char* out, int* len) noexcept DFT_HIDDEN;
 // Forget the cached cwd (after chdir/fchdir).
 void invalidate_cwd() noexcept DFT_HIDDEN;
+// posix.cpp's state after fork, in the child (the mapping-table lock).
+void posix_after_fork_child() noexcept DFT_HIDDEN;
 
 // Entry of fd when a call on it must be traced (category on, tracing active, fd opened on a
 // traced path, not re-entrant), else null.
 inline PathRef* traced_fd(bool category, int fd) noexcept {
   if (DFT_LIKELY(!category)) return nullptr;
-  if (__atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) == 0) return nullptr;
+  if (!tracing_active()) return nullptr;
   PathRef* p = g_fds.get(fd);
   if (DFT_LIKELY(p == nullptr)) return nullptr;
-  if (t_state.busy | t_state.vfork_child) return nullptr;
-  return in_tracer() ? nullptr : p;
+  return thread_may_trace() ? p : nullptr;
 }
 
 // Emit one complete event [t0, t1] (µs). fill(ArgList&) adds the args; it only runs with

@@ -4,7 +4,7 @@
 //  - fork: the parent records "fork" (ret = child pid). The core's atfork handler gives the child
 //    its own file; the child keeps tracing.
 //  - vfork: an assembly stub issues the vfork system call itself so that it can mark the child
-//    (t_state.vfork_child). The child shares the parent's memory until it execs or exits, so in it
+//    (t_preload.vfork_child). The child shares the parent's memory until it execs or exits, so in it
 //    every wrapper passes straight through and changes no shared state. The parent records "vfork".
 //  - exec family: the environment passed on keeps LD_PRELOAD (with this library) and the
 //    DFTRACER_* variables this process started with, so children are traced too. The event is an
@@ -37,23 +37,6 @@ using namespace dftracer::preload;
 
 extern char** environ;
 
-DFT_DECLARE_REAL(pid_t, fork, ())
-DFT_DECLARE_REAL(int, execve, (const char*, char* const[], char* const[]))
-DFT_DECLARE_REAL(int, execvpe, (const char*, char* const[], char* const[]))
-DFT_DECLARE_REAL(int, fexecve, (int, char* const[], char* const[]))
-DFT_DECLARE_REAL(int, execveat, (int, const char*, char* const[], char* const[], int))
-DFT_DECLARE_REAL(int, posix_spawn, (pid_t*, const char*, const posix_spawn_file_actions_t*,
-                                    const posix_spawnattr_t*, char* const[], char* const[]))
-DFT_DECLARE_REAL(int, posix_spawnp, (pid_t*, const char*, const posix_spawn_file_actions_t*,
-                                     const posix_spawnattr_t*, char* const[], char* const[]))
-DFT_DECLARE_REAL(void, exit, (int))
-DFT_DECLARE_REAL(void, _exit, (int))
-DFT_DECLARE_REAL(void, _Exit, (int))
-DFT_DECLARE_REAL(int, sigaction, (int, const struct sigaction*, struct sigaction*))
-DFT_DECLARE_REAL(sighandler_t, signal, (int, sighandler_t))
-DFT_DECLARE_REAL(sighandler_t, sysv_signal, (int, sighandler_t))
-DFT_DECLARE_REAL(sighandler_t, bsd_signal, (int, sighandler_t))
-
 namespace {
 
 constexpr int kMaxKeep = 64;
@@ -76,14 +59,13 @@ inline size_t name_len(const char* e) noexcept {
 // True if the current process is the one the tracer belongs to (not a vfork/clone child that
 // shares or copied its memory without the atfork handlers).
 inline bool own_process() noexcept {
-  if (t_state.vfork_child) return false;
+  if (t_preload.vfork_child) return false;
   return static_cast<int>(syscall(SYS_getpid)) == g_state.tracer->pid();
 }
 
+// The gate of preload.h for PROCESS events (no category switch; also before the constructor ran).
 inline bool may_record() noexcept {
-  return g_state.ready.load(std::memory_order_acquire) &&
-         __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED) != 0 && t_state.busy == 0 &&
-         t_state.vfork_child == 0 && !in_tracer();
+  return g_state.ready.load(std::memory_order_acquire) && tracing_active() && thread_may_trace();
 }
 
 size_t env_count(char* const* envp) noexcept {
@@ -165,12 +147,12 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
     g_state.tracer->log_instant(name, kCatProcess, now_us(), g_state.metadata ? &a : nullptr);
   }
   if (finalize) {
-    ++t_state.busy;
+    ++t_preload.busy;
     {
       ReentryGuard guard;
       g_state.tracer->finalize();
     }
-    --t_state.busy;
+    --t_preload.busy;
   }
 }
 
@@ -316,14 +298,14 @@ DFT_EXPORT pid_t fork() noexcept {
 
 // Helpers of the vfork stub (hidden; called directly, never through the PLT).
 extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_enter() noexcept {
-  t_state.vfork_t0 = may_record() ? now_us() : 0;
+  t_preload.vfork_t0 = may_record() ? now_us() : 0;
 }
 extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_child() noexcept {
-  t_state.vfork_child = 1;
+  t_preload.vfork_child = 1;
 }
 extern "C" __attribute__((visibility("hidden"))) long dftracer_vfork_parent(long pid) noexcept {
-  t_state.vfork_child = 0;  // the child has exec'ed or exited: the memory is ours again
-  int64_t t0 = t_state.vfork_t0;
+  t_preload.vfork_child = 0;  // the child has exec'ed or exited: the memory is ours again
+  int64_t t0 = t_preload.vfork_t0;
   if (t0 != 0 && may_record()) {
     int64_t t1 = now_us();
     Recording r;
@@ -332,7 +314,7 @@ extern "C" __attribute__((visibility("hidden"))) long dftracer_vfork_parent(long
   return pid;
 }
 extern "C" __attribute__((visibility("hidden"))) long dftracer_vfork_error(long neg_errno) noexcept {
-  t_state.vfork_child = 0;
+  t_preload.vfork_child = 0;
   errno = static_cast<int>(-neg_errno);
   return -1;
 }
@@ -412,13 +394,13 @@ DFT_EXPORT void exit(int status) noexcept {
 // ============================================================================ signals
 DFT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   int rc;
-  if (t_state.vfork_child == 0 && signals::app_sigaction(sig, act, old, &rc)) return rc;
+  if (t_preload.vfork_child == 0 && signals::app_sigaction(sig, act, old, &rc)) return rc;
   return real_sigaction()(sig, act, old);
 }
 
 // signal() with its flavour's flags (glibc: BSD semantics = SA_RESTART; System V = one-shot).
 static sighandler_t signal_as(int sig, sighandler_t handler, int flags, sighandler_t (*real)(int, sighandler_t)) noexcept {
-  if (t_state.vfork_child != 0 || !signals::is_flush_signal(sig)) return real(sig, handler);
+  if (t_preload.vfork_child != 0 || !signals::is_flush_signal(sig)) return real(sig, handler);
   struct sigaction act, old;
   memset(&act, 0, sizeof(act));
   act.sa_handler = handler;
@@ -443,12 +425,7 @@ DFT_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
 
 // ============================================================================ start-up
 void dftracer::preload::process_init() noexcept {
-  posix_resolve_all();
-  stdio_resolve_all();
-  (void)real_fork(); (void)real_execve(); (void)real_execvpe(); (void)real_fexecve();
-  (void)real_execveat(); (void)real_posix_spawn(); (void)real_posix_spawnp(); (void)real_exit();
-  (void)real__exit(); (void)real__Exit();
-  (void)real_signal(); (void)real_sysv_signal(); (void)real_bsd_signal();
+  resolve_all();  // every call of src/format/calls.def
   signals::set_real_sigaction(real_sigaction());  // the core installs its handler with libc's
 
   // This library's absolute path (for LD_PRELOAD of children).

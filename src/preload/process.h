@@ -7,8 +7,4 @@ namespace dftracer::preload {
 // taken once by the constructor.  Also resolves every real function of all modules.
 void process_init() noexcept __attribute__((visibility("hidden")));
 
-void posix_resolve_all() noexcept __attribute__((visibility("hidden")));
-void stdio_resolve_all() noexcept __attribute__((visibility("hidden")));
-void posix_after_fork_child() noexcept __attribute__((visibility("hidden")));
-
 }  // namespace dftracer::preload

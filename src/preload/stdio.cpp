@@ -1,7 +1,7 @@
 // STDIO module: wrappers of the buffered stream calls (cat "STDIO").
 //
-// Catalogue: fopen fopen64 fdopen freopen freopen64 fclose fread __fread_chk fwrite fseek fseeko
-// fseeko64 ftell ftello ftello64 fflush.
+// The calls are listed in src/format/calls.def (interface STDIO); real.h declares their real
+// functions.
 //
 // FILE* -> path goes through the stream's fd (fileno) in the shared fd table: fopen of a traced
 // path registers fileno(fp); fclose removes it (libc closes the fd internally, unseen by us).
@@ -9,27 +9,9 @@
 #include <stdio.h>
 
 #include "ops.h"
-#include "process.h"
 
 using namespace dftracer;
 using namespace dftracer::preload;
-
-DFT_DECLARE_REAL(FILE*, fopen, (const char*, const char*))
-DFT_DECLARE_REAL(FILE*, fopen64, (const char*, const char*))
-DFT_DECLARE_REAL(FILE*, fdopen, (int, const char*))
-DFT_DECLARE_REAL(FILE*, freopen, (const char*, const char*, FILE*))
-DFT_DECLARE_REAL(FILE*, freopen64, (const char*, const char*, FILE*))
-DFT_DECLARE_REAL(int, fclose, (FILE*))
-DFT_DECLARE_REAL(size_t, fread, (void*, size_t, size_t, FILE*))
-DFT_DECLARE_REAL(size_t, __fread_chk, (void*, size_t, size_t, size_t, FILE*))
-DFT_DECLARE_REAL(size_t, fwrite, (const void*, size_t, size_t, FILE*))
-DFT_DECLARE_REAL(int, fseek, (FILE*, long, int))
-DFT_DECLARE_REAL(int, fseeko, (FILE*, off_t, int))
-DFT_DECLARE_REAL(int, fseeko64, (FILE*, off64_t, int))
-DFT_DECLARE_REAL(long, ftell, (FILE*))
-DFT_DECLARE_REAL(off_t, ftello, (FILE*))
-DFT_DECLARE_REAL(off64_t, ftello64, (FILE*))
-DFT_DECLARE_REAL(int, fflush, (FILE*))
 
 namespace {
 
@@ -52,32 +34,13 @@ inline auto stream_op(std::string_view name, FILE* fp, Call&& call, Fill&& fill)
 // fopen family: register the stream's fd when the path is traced.
 template <typename Call>
 FILE* fopen_op(std::string_view name, const char* path, const char* mode, Call&& call) {
-  if (DFT_LIKELY(!gate(g_state.stdio))) {
-    FILE* fp = call();
-    if (fp != nullptr) forget_fd(stream_fd(fp));
-    return fp;
-  }
-  char abs[kPathCap];
-  int n = 0;
-  if (!traced_path(AT_FDCWD, path, abs, &n)) {
-    FILE* fp = call();
-    if (fp != nullptr) forget_fd(stream_fd(fp));
-    return fp;
-  }
-  int64_t t0 = now_us();
-  FILE* fp = call();
-  int64_t t1 = now_us();
-  Recording rec;
-  int fd = stream_fd(fp);
-  std::string_view p(abs, n);
-  if (fd >= 0) g_fds.set(fd, p);
-  emit(name, kCatStdio, t0, t1, [&](ArgList& a) {
-    a.add_str("fname", p);
-    a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
-    a.add_int("fd", fd);
-    a.add_int("ret", fp != nullptr ? 0 : -1);
-  });
-  return fp;
+  return open_entry(g_state.stdio, kCatStdio, name, AT_FDCWD, path, call,
+                    [](FILE* fp) { return fp != nullptr ? stream_fd(fp) : -1; },
+                    [&](ArgList& a, FILE* fp, int fd) {
+                      a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
+                      a.add_int("fd", fd);
+                      a.add_int("ret", fp != nullptr ? 0 : -1);
+                    });
 }
 
 template <typename Call>
@@ -96,16 +59,15 @@ FILE* freopen_op(std::string_view name, const char* path, const char* mode, FILE
   return fopen_op(name, path, mode, call);
 }
 
+// fread/fwrite: item size, items asked, items moved (bytes = ret * size).
 template <typename Call>
-size_t fread_op(std::string_view name, FILE* fp, size_t size, size_t n, Call&& call) {
+size_t item_io_op(std::string_view name, FILE* fp, size_t size, size_t n, Call&& call) {
   return stream_op(name, fp, call, [&](ArgList& a, size_t ret) {
     a.add_uint("size", size);
     a.add_uint("count", n);
     a.add_uint("ret", ret);
   });
 }
-
-auto ret_only = [](ArgList& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
 
 }  // namespace
 
@@ -134,41 +96,19 @@ DFT_EXPORT FILE* freopen64(const char* path, const char* mode, FILE* fp) {
 }
 
 DFT_EXPORT int fclose(FILE* fp) {
-  int fd = stream_fd(fp);
-  if (fd < 0 || !may_mutate() || g_fds.get(fd) == nullptr) return real_fclose()(fp);
-  int e = errno;
-  PathRef* p = g_fds.take(fd);  // libc closes fd inside fclose
-  errno = e;
-  if (p == nullptr || !gate(g_state.stdio)) {
-    int ret = real_fclose()(fp);
-    e = errno;
-    FdTable::release(p);
-    errno = e;
-    return ret;
-  }
-  int64_t t0 = now_us();
-  int ret = real_fclose()(fp);
-  int64_t t1 = now_us();
-  Recording rec;
-  emit("fclose", kCatStdio, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    a.add_int("ret", ret);
-  });
-  FdTable::release(p);
-  return ret;
+  return close_entry(g_state.stdio, kCatStdio, "fclose", stream_fd(fp), [&] { return real_fclose()(fp); });
 }
 
 DFT_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* fp) {
-  return fread_op("fread", fp, size, n, [&] { return real_fread()(buf, size, n, fp); });
+  return item_io_op("fread", fp, size, n, [&] { return real_fread()(buf, size, n, fp); });
 }
 
 DFT_EXPORT size_t __fread_chk(void* buf, size_t buflen, size_t size, size_t n, FILE* fp) {
-  return fread_op("fread", fp, size, n, [&] { return real___fread_chk()(buf, buflen, size, n, fp); });
+  return item_io_op("fread", fp, size, n, [&] { return real___fread_chk()(buf, buflen, size, n, fp); });
 }
 
 DFT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
-  return fread_op("fwrite", fp, size, n, [&] { return real_fwrite()(buf, size, n, fp); });
+  return item_io_op("fwrite", fp, size, n, [&] { return real_fwrite()(buf, size, n, fp); });
 }
 
 DFT_EXPORT int fseek(FILE* fp, long offset, int whence) {
@@ -199,26 +139,17 @@ DFT_EXPORT int fseeko64(FILE* fp, off64_t offset, int whence) {
 }
 
 DFT_EXPORT long ftell(FILE* fp) {
-  return stream_op("ftell", fp, [&] { return real_ftell()(fp); }, ret_only);
+  return stream_op("ftell", fp, [&] { return real_ftell()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT off_t ftello(FILE* fp) {
-  return stream_op("ftello", fp, [&] { return real_ftello()(fp); }, ret_only);
+  return stream_op("ftello", fp, [&] { return real_ftello()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT off64_t ftello64(FILE* fp) {
-  return stream_op("ftello64", fp, [&] { return real_ftello64()(fp); }, ret_only);
+  return stream_op("ftello64", fp, [&] { return real_ftello64()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT int fflush(FILE* fp) {
-  return stream_op("fflush", fp, [&] { return real_fflush()(fp); }, ret_only);
+  return stream_op("fflush", fp, [&] { return real_fflush()(fp); }, kRetOnly);
 }
-
-namespace dftracer::preload {
-void stdio_resolve_all() noexcept {
-  (void)real_fopen(); (void)real_fopen64(); (void)real_fdopen(); (void)real_freopen();
-  (void)real_freopen64(); (void)real_fclose(); (void)real_fread(); (void)real___fread_chk();
-  (void)real_fwrite(); (void)real_fseek(); (void)real_fseeko(); (void)real_fseeko64();
-  (void)real_ftell(); (void)real_ftello(); (void)real_ftello64(); (void)real_fflush();
-}
-}  // namespace dftracer::preload

@@ -13,6 +13,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "../format/event.h"
+#include "../format/json_text.h"
 #include "reader.h"
 
 namespace dftracer::reader {
@@ -32,22 +34,31 @@ int64_t ArgColumn::length() const {
                                                                                : int64_t(strings.codes.size());
 }
 
+// Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
+// (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size), so no call the preload intercepts can
+// lose its bytes. Names compare without leading '_' and a "_chk" suffix (fortify entry points,
+// other tracers' spellings).
 namespace {
-
+constexpr std::string_view bare_call_name(std::string_view n) {
+  while (!n.empty() && n.front() == '_') n.remove_prefix(1);
+  if (n.size() > 4 && n.substr(n.size() - 4) == "_chk") n.remove_suffix(4);
+  return n;
+}
+constexpr SizeKind kBytes_RET = kRet;
+constexpr SizeKind kBytes_RET_TIMES_SIZE = kRetTimesSize;
+constexpr SizeKind kBytes_NONE = kNoSize;
+constexpr SizeKind kBytes_NO_EVENT = kNoSize;
 }  // namespace
 
-// Byte rule (docs/index.md): every data call the preload (src/preload/posix.cpp, stdio.cpp)
-// records under these names; tests/test_reader_foreign.py checks that list against the preload.
 SizeKind size_kind_of(std::string_view n) {
-  while (!n.empty() && n.front() == '_') n.remove_prefix(1);
-  if (n.size() > 4 && n.compare(n.size() - 4, 4, "_chk") == 0) n.remove_suffix(4);
-  static const char* ret_names[] = {"read",     "pread",     "pread64",  "readv",      "preadv",
-                                    "preadv64", "preadv2",   "preadv64v2", "write",    "pwrite",
-                                    "pwrite64", "writev",    "pwritev",  "pwritev64",  "pwritev2",
-                                    "pwritev64v2", "read64", "write64"};
-  for (auto* r : ret_names)
-    if (n == r) return kRet;
-  if (n == "fread" || n == "fwrite" || n == "fread_unlocked" || n == "fwrite_unlocked") return kRetTimesSize;
+  n = bare_call_name(n);
+#define DFT_CALL(interface, name, ret, params, bytes) \
+  if (kBytes_##bytes != kNoSize && n == bare_call_name(#name)) return kBytes_##bytes;
+#include "../format/calls.def"
+#undef DFT_CALL
+  // Names other tracers (DFTracer 1.x/2.x) record for calls the preload does not intercept.
+  if (n == "read64" || n == "write64") return kRet;
+  if (n == "fread_unlocked" || n == "fwrite_unlocked") return kRetTimesSize;
   return kNoSize;
 }
 
@@ -61,55 +72,10 @@ bool parse_int_text(std::string_view s, int64_t& out) {
   return r.ec == std::errc() && r.ptr == e;
 }
 
-void append_json_string(std::string& o, std::string_view s) {
-  o += '"';
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += ch;
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else {
-      o += ch;
-    }
-  }
-  o += '"';
-}
-
 std::string double_text(double d) {
   char b[32];
   auto r = std::to_chars(b, b + sizeof b, d);
   return std::string(b, r.ptr);
-}
-
-// Replaces invalid UTF-8 sequences with U+FFFD.
-void repair_utf8(const char* p, size_t n, std::string& out) {
-  out.clear();
-  size_t i = 0;
-  auto cont = [&](size_t k) { return k < n && (static_cast<unsigned char>(p[k]) & 0xc0) == 0x80; };
-  while (i < n) {
-    unsigned char c = static_cast<unsigned char>(p[i]);
-    size_t len = 0;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xc2 && c <= 0xdf && cont(i + 1)) len = 2;
-    else if (c >= 0xe0 && c <= 0xef && cont(i + 1) && cont(i + 2)) {
-      unsigned char c1 = static_cast<unsigned char>(p[i + 1]);
-      if (!((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f))) len = 3;
-    } else if (c >= 0xf0 && c <= 0xf4 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-      unsigned char c1 = static_cast<unsigned char>(p[i + 1]);
-      if (!((c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 > 0x8f))) len = 4;
-    }
-    if (len) {
-      out.append(p + i, len);
-      i += len;
-    } else {
-      out += "\xef\xbf\xbd";
-      ++i;
-    }
-  }
 }
 
 struct Staged {
@@ -679,7 +645,7 @@ struct Parser::Impl {
     // One object per line: anything after its closing brace (e.g. a second '}') is invalid.
     if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return false;
     if (!has_name) return false;
-    bool is_meta = ph == "M" || (has_cat && cat == "dftracer");
+    bool is_meta = ph == "M" || (has_cat && cat == format::kTracerCategory);
     if (is_meta) {
       meta_record(name, cat, ph, pid, tid, ts, has_ts, dur, has_dur, ctx, out);
       return true;
@@ -806,7 +772,7 @@ struct Parser::Impl {
     }
     if (!lit1('}') || (q != e && *q != '\n')) return nullptr;
     ++fast_lines;
-    if ((ph.size() == 1 && ph[0] == 'M') || (cat.size() == 8 && std::memcmp(cat.data(), "dftracer", 8) == 0))
+    if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
     else
       commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
@@ -815,7 +781,7 @@ struct Parser::Impl {
 
   bool repaired(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
     std::string fixed;
-    repair_utf8(p, n, fixed);
+    json::repair_utf8(p, n, fixed);
     ++out.replaced_utf8_lines;
     scratch.assign(fixed);
     scratch.append(simdjson::SIMDJSON_PADDING, ' ');
@@ -842,14 +808,14 @@ struct Parser::Impl {
     a = "{";
     for (size_t i = 0; i < staged.size(); ++i) {
       if (i) a += ',';
-      append_json_string(a, staged[i].key);
+      json::append_quoted(a, staged[i].key);
       a += ':';
       const Staged& s = staged[i];
       if (s.is_null) a += "null";
       else if (s.type == ArgType::Int) a += std::to_string(s.i);
       else if (s.type == ArgType::Float) a += double_text(s.d);
       else if (!s.s.empty() && (s.s.front() == '{' || s.s.front() == '[')) a += s.s;
-      else append_json_string(a, s.s);
+      else json::append_quoted(a, s.s);
     }
     a += '}';
     if (ph == "M" && k && v) {

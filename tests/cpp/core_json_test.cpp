@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core_test_util.h"
 #include "gzip_member.h"
-#include "json.h"
+#include "../../src/format/json_text.h"
+#include "../../src/format/member.h"
 
 using namespace dftracer;
 
@@ -177,4 +179,141 @@ TEST(CoreJson, FastEscapeMatchesScalarOnAllBytePairs) {
       }
     }
   }
+}
+
+// The tracer's string bytes did not change when json.h moved to src/format/json_text.h: every
+// output below was recorded from the pre-move src/core/json.h (commit 8e61ef2) with write_quoted.
+TEST(FormatJson, TracerBytesUnchangedOnTrickyInputs) {
+  const std::vector<std::pair<std::string, std::string>> golden = {
+    {std::string("quote\" back\\slash /solidus", 26),
+     std::string("\"quote\\\" back\\\\slash /solidus\"", 30)},
+    {std::string("nul\x00mid", 7),
+     std::string("\"nul\\u0000mid\"", 14)},
+    {std::string("ctl \x01\x02\x1f\x7f nl\x0a tab\x09 cr\x0d bs\x08 ff\x0c end", 33),
+     std::string("\"ctl \\u0001\\u0002\\u001f\x7f nl\\n tab\\t cr\\r bs\\b ff\\f end\"", 55)},
+    {std::string("utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok", 22),
+     std::string("\"utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok\"", 24)},
+    {std::string("stray \x80\xbf\xff\xfe cont", 15),
+     std::string("\"stray \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd cont\"", 25)},
+    {std::string("trunc \xc3", 7),
+     std::string("\"trunc \xef\xbf\xbd\"", 11)},
+    {std::string("trunc3 \xe2\x82", 9),
+     std::string("\"trunc3 \xef\xbf\xbd\xef\xbf\xbd\"", 15)},
+    {std::string("trunc4 \xf0\x9f\x98", 10),
+     std::string("\"trunc4 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 18)},
+    {std::string("overlong \xc0\xaf \xc1\xbf \xe0\x80\xaf \xf0\x80\x80\xaf", 23),
+     std::string("\"overlong \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 47)},
+    {std::string("lone surrogates \xed\xa0\x80 \xed\xbf\xbf and pair \xed\xa0\xbd\xed\xb8\x80", 39),
+     std::string("\"lone surrogates \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd and pair \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 65)},
+    {std::string("above max \xf4\x90\x80\x80 \xf5\x80\x80\x80 \xf8\x88\x80\x80\x80", 25),
+     std::string("\"above max \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 53)},
+    {std::string("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"bbbbbbbbbbbbb\xe2\x82\xac" "ccccccccccccccccc\xff\x0a", 76),
+     std::string("\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\\"bbbbbbbbbbbbb\xe2\x82\xac" "ccccccccccccccccc\xef\xbf\xbd\\n\"", 82)},
+    {std::string("/path/to/\"weird\\file\"\x01.npz", 26),
+     std::string("\"/path/to/\\\"weird\\\\file\\\"\\u0001.npz\"", 36)},
+  };
+  for (const auto& [in, want] : golden) {
+    std::string out(json::max_escaped(in.size()) + 2, '\0');
+    out.resize(static_cast<size_t>(json::write_quoted(&out[0], in) - out.data()));
+    EXPECT_EQ(out, want);
+    EXPECT_EQ("\"" + esc_ref(in) + "\"", want);  // the scalar reference agrees
+    std::string appended = "x";
+    json::append_quoted(appended, in);  // the reader's path
+    EXPECT_EQ(appended, "x" + want);
+  }
+}
+
+// repair_utf8 keeps every valid sequence and control byte and replaces each byte of an invalid
+// sequence with U+FFFD, the rule of the escaper: repairing first changes no escaped output, and
+// a repaired string is its own repair.
+TEST(FormatJson, RepairUtf8FollowsTheEscaperRule) {
+  std::string r;
+  json::repair_utf8("a\xff\"\n\xed\xa0\x80\xc3\xa9", 9, r);
+  EXPECT_EQ(r, "a\xef\xbf\xbd\"\n\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9");
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; b += 5) {
+      std::string in = "q";
+      in += static_cast<char>(a);
+      in += static_cast<char>(b);
+      in += "\x80\xa0z";
+      json::repair_utf8(in.data(), in.size(), r);
+      ASSERT_EQ(esc(r), esc(in)) << a << " " << b;
+      std::string again;
+      json::repair_utf8(r.data(), r.size(), again);
+      ASSERT_EQ(again, r) << a << " " << b;
+    }
+  }
+}
+
+// The member header layout of docs/format.md, byte by byte, and its parser's bounds.
+TEST(FormatMember, EncodeIsTheDocumentedLayout) {
+  using namespace dftracer::format;
+  unsigned char h[kMemberHeaderSize];
+  encode_member_header(h, 0x01020304u, 0x0a0b0c0du, 7);
+  const unsigned char want[kMemberHeaderSize] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3, 20, 0, 'D', 'F', 16, 0,
+                                                 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a, 7, 0, 0, 0, 1, 0, 0, 0};
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(h), sizeof h), std::string(reinterpret_cast<const char*>(want), sizeof want));
+  MemberHeader p = parse_member_header(h, sizeof h);
+  ASSERT_TRUE(p.ok);
+  EXPECT_TRUE(p.df);
+  EXPECT_EQ(p.header_size, kMemberHeaderSize);
+  EXPECT_EQ(p.fields.member_size, 0x01020304u);
+  EXPECT_EQ(p.fields.text_size, 0x0a0b0c0du);
+  EXPECT_EQ(p.fields.lines, 7u);
+  EXPECT_EQ(p.fields.version, 1u);
+  unsigned char t[kMemberTrailerSize];
+  encode_member_trailer(t, 0xdeadbeefu, 5);
+  EXPECT_EQ(load_u32(t), 0xdeadbeefu);
+  EXPECT_EQ(load_u32(t + 4), 5u);
+  // The encoder's members carry exactly this header.
+  MemberEncoder enc(6);
+  std::string m;
+  ASSERT_TRUE(enc.encode("a\nbb\n", 5, &m));
+  encode_member_header(h, static_cast<uint32_t>(m.size()), 5, 2);
+  EXPECT_EQ(m.substr(0, kMemberHeaderSize), std::string(reinterpret_cast<char*>(h), sizeof h));
+}
+
+TEST(FormatMember, ParseChecksBoundsAndFlags) {
+  using namespace dftracer::format;
+  unsigned char h[64];
+  encode_member_header(h, 100, 50, 3);
+  for (size_t n = 0; n < kMemberHeaderSize; ++n) {  // cut anywhere: never ok, never reads past n
+    MemberHeader p = parse_member_header(h, n);
+    EXPECT_FALSE(p.ok) << n;
+    EXPECT_FALSE(p.df) << n;
+    EXPECT_NE(p.why, nullptr) << n;
+  }
+  unsigned char bad[kMemberHeaderSize];
+  std::memcpy(bad, h, sizeof bad);
+  bad[1] = 0x8c;
+  EXPECT_STREQ(parse_member_header(bad, sizeof bad).why, "no gzip magic (1f 8b)");
+  std::memcpy(bad, h, sizeof bad);
+  bad[3] |= 0x20;
+  EXPECT_STREQ(parse_member_header(bad, sizeof bad).why, "reserved FLG bits set");
+  std::memcpy(bad, h, sizeof bad);
+  bad[kVersionOffset] = 2;  // a future version: a gzip member, but not one to hop over
+  MemberHeader v2 = parse_member_header(bad, sizeof bad);
+  EXPECT_TRUE(v2.ok);
+  EXPECT_FALSE(v2.df);
+  std::memcpy(bad, h, sizeof bad);
+  store_u32(bad + kMemberSizeOffset, kMinMemberSize - 1);
+  EXPECT_FALSE(parse_member_header(bad, sizeof bad).df);
+  // A foreign header: FNAME "f" and FHCRC after our subfield.
+  unsigned char foreign[64];
+  std::memcpy(foreign, h, kMemberHeaderSize);
+  foreign[3] = kFlagExtra | kFlagName | kFlagHeaderCrc;
+  foreign[kMemberHeaderSize] = 'f';
+  foreign[kMemberHeaderSize + 1] = 0;
+  MemberHeader f = parse_member_header(foreign, kMemberHeaderSize + 4);
+  EXPECT_TRUE(f.ok);
+  EXPECT_TRUE(f.df);
+  EXPECT_EQ(f.header_size, kMemberHeaderSize + 4);
+  EXPECT_FALSE(parse_member_header(foreign, kMemberHeaderSize + 1).ok);  // FNAME unterminated
+  EXPECT_FALSE(parse_member_header(foreign, kMemberHeaderSize + 3).ok);  // FHCRC cut
+  // Plain gzip (no FEXTRA): ok, no 'DF'.
+  const unsigned char plain[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  MemberHeader g = parse_member_header(plain, sizeof plain);
+  EXPECT_TRUE(g.ok);
+  EXPECT_FALSE(g.df);
+  EXPECT_EQ(g.header_size, 10u);
 }

@@ -15,6 +15,8 @@
 
 #include <simdjson.h>
 
+#include "../../src/format/member.h"
+
 extern char** environ;
 
 namespace dft_test {
@@ -111,40 +113,40 @@ int run_child(const std::map<std::string, std::string>& env, const std::function
   return run_child_capture(env, fn, nullptr);
 }
 
-static uint32_t le32(const unsigned char* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
+using namespace dftracer::format;
 
 std::vector<Member> walk_members(const std::string& bytes, uint64_t* tail_bytes) {
   std::vector<Member> out;
   const unsigned char* b = reinterpret_cast<const unsigned char*>(bytes.data());
   uint64_t off = 0, n = bytes.size();
-  while (off + 32 <= n) {
+  while (off + kMemberHeaderSize <= n) {
     const unsigned char* h = b + off;
-    if (h[0] != 0x1f || h[1] != 0x8b || h[2] != 8 || h[3] != 4 || h[10] != 20 || h[11] != 0 || h[12] != 'D' ||
-        h[13] != 'F' || h[14] != 16 || h[15] != 0)
-      break;
+    // The writer's header must be exactly the layout's encoding of the fields it claims.
+    MemberHeader parsed = parse_member_header(h, kMemberHeaderSize);
+    if (!parsed.ok || !parsed.df || parsed.header_size != kMemberHeaderSize) break;
+    unsigned char want[kMemberHeaderSize];
+    encode_member_header(want, parsed.fields.member_size, parsed.fields.text_size, parsed.fields.lines);
+    if (std::memcmp(h, want, kMemberHeaderSize) != 0) break;
     Member m;
     m.offset = off;
-    m.csize = le32(h + 16);
-    m.usize = le32(h + 20);
-    m.lines = le32(h + 24);
-    m.version = le32(h + 28);
-    if (m.csize < 40 || off + m.csize > n) break;  // incomplete member (killed mid-write)
+    m.csize = parsed.fields.member_size;
+    m.usize = parsed.fields.text_size;
+    m.lines = parsed.fields.lines;
+    m.version = parsed.fields.version;
+    if (m.csize < kMemberHeaderSize + kMemberTrailerSize || off + m.csize > n) break;  // cut (killed mid-write)
     z_stream zs{};
     inflateInit2(&zs, -15);
     m.data.resize(m.usize);
-    zs.next_in = const_cast<Bytef*>(h + 32);
-    zs.avail_in = m.csize - 40;
+    zs.next_in = const_cast<Bytef*>(h + kMemberHeaderSize);
+    zs.avail_in = m.csize - kMemberHeaderSize - kMemberTrailerSize;
     zs.next_out = reinterpret_cast<Bytef*>(m.data.data());
     zs.avail_out = m.usize;
     int rc = inflate(&zs, Z_FINISH);
     bool ok = rc == Z_STREAM_END && zs.total_out == m.usize && zs.avail_in == 0;
     inflateEnd(&zs);
     uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(m.data.data()), m.usize));
-    const unsigned char* tr = h + m.csize - 8;
-    m.inflated_ok = ok && le32(tr) == crc && le32(tr + 4) == m.usize;
+    const unsigned char* tr = h + m.csize - kMemberTrailerSize;
+    m.inflated_ok = ok && load_u32(tr) == crc && load_u32(tr + 4) == m.usize;
     m.real_lines = static_cast<uint32_t>(std::count(m.data.begin(), m.data.end(), '\n'));
     out.push_back(std::move(m));
     off += out.back().csize;

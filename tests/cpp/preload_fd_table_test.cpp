@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fd_table.h"
-#include "json.h"
+#include "../../src/format/json_text.h"
 
 using dftracer::preload::FdTable;
 using dftracer::preload::PathRef;

@@ -1,11 +1,18 @@
-// Compact JSON writing straight into a byte buffer (no allocation, no bounds checks: callers
-// reserve max_escaped() / kMaxNumber bytes first).
+// JSON text of the trace format (docs/format.md, "Lines"): string escaping (RFC 8259) with UTF-8
+// validation and repair (RFC 3629; every byte of an invalid sequence becomes U+FFFD), and compact
+// numbers. The only implementation: the tracer core formats events with it, the preload builds
+// its fname fragments with it, the reader repairs and re-escapes strings with it.
+//
+// The write_* functions write straight into a byte buffer (no allocation, no bounds checks:
+// callers reserve max_escaped() / kMaxNumber bytes first); append_quoted() and repair_utf8()
+// append to a std::string (the reader's cold paths). Header-only, C++17.
 #pragma once
 
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #if defined(__SSE2__)
@@ -201,6 +208,36 @@ inline char* write_quoted(char* out, std::string_view s) {
   out = write_escaped(out, s.data(), s.size());
   *out++ = '"';
   return out;
+}
+
+// Appends s as a quoted JSON string (same bytes as write_quoted) to o.
+inline void append_quoted(std::string& o, std::string_view s) {
+  size_t at = o.size();
+  o.resize(at + max_escaped(s.size()) + 2);
+  char* end = write_quoted(&o[at], s);
+  o.resize(static_cast<size_t>(end - o.data()));
+}
+
+// out = p[0..n) with every byte of an invalid UTF-8 sequence replaced by U+FFFD (the rule of
+// write_escaped, without escaping: control bytes, '"' and '\\' are kept).
+inline void repair_utf8(const char* p, size_t n, std::string& out) {
+  out.clear();
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(p);
+  const unsigned char* end = s + n;
+  while (s < end) {
+    const unsigned char* run = s;
+    while (s < end && *s < 0x80) ++s;  // ASCII copies as is
+    out.append(reinterpret_cast<const char*>(run), static_cast<size_t>(s - run));
+    if (s >= end) break;
+    size_t len = utf8_seq_len(s, end);
+    if (len) {
+      out.append(reinterpret_cast<const char*>(s), len);
+      s += len;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++s;
+    }
+  }
 }
 
 inline int decimal_digits(uint64_t v) {
