@@ -867,8 +867,8 @@ class DFAnalyzer:
         thread plus the partials (interval unions, histograms)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
-            done = self._map(_summary_batch_task, self._batches, "summarizing", **kw)
-            done += self._map(_summary_files_task, self._groups, "summarizing", **kw)
+            done = self._map(_summary_batch_task, self._batches, "loading", **kw)
+            done += self._map(_summary_files_task, self._groups, "loading", **kw)
             self._metadata = _concat_metadata([d[1] for d in done])
             infos = [d[2] for d in done]
             part = _summary.combine_partials([d[0] for d in done])
@@ -876,7 +876,7 @@ class DFAnalyzer:
             c = self._client
             futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)
             futs += c.map(_summary_files_task, self._groups, pure=False, **kw)
-            self._wait(futs, "summarizing")
+            self._wait(futs, "loading")
             infos = c.gather(c.map(_pick, futs, [2] * len(futs)))
             self._metadata_futures = c.map(_pick, futs, [1] * len(futs))
             self._metadata = None
