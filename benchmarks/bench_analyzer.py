@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     logging.getLogger("distributed").setLevel(logging.ERROR)
     w = a.workers
     sets = []
-    for src in a.sources.split(","):
+    for src in [s for s in a.sources.split(",") if s]:
         gen = preload_traces if src == "preload" else generator_traces
         sets.append((src, a.events, gen(a.data, a.events, a.files), True))
     for n in [int(x) for x in a.scale.split(",") if x]:

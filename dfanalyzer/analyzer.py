@@ -415,9 +415,11 @@ class DFAnalyzer:
     io_cats, compute_cats, app_io_cats : sequence of str
         Categories of I/O, compute and application-level I/O events for :meth:`summary`.
     client : distributed.Client, optional
-        Cluster to use. Otherwise the active default client, else
-        ``setup_dask_cluster(scheduler_address, scheduler_file, n_workers)`` (closed by
-        :meth:`close`).
+        Cluster to use. Otherwise ``setup_dask_cluster(scheduler_address, scheduler_file)`` when
+        a scheduler is given, else the active default client, else none: indexing and a
+        streamed :meth:`summary` run in a pool of ``n_workers`` threads (default: usable cores)
+        in this process, and ``setup_dask_cluster(n_workers=n_workers)`` starts on first use of
+        :attr:`client` (events, views, insights, plots); :meth:`close` closes it.
     progress : bool
         Show a rich progress bar on stderr while indexing and loading.
     query : str, optional
@@ -434,7 +436,7 @@ class DFAnalyzer:
     Attributes
     ----------
     events : dask.dataframe.DataFrame
-        One row per non-metadata record (``docs/analyzer.md``: columns, dtypes, units µs/bytes).
+        Loaded and persisted on first access. One row per non-metadata record (``docs/analyzer.md``: columns, dtypes, units µs/bytes).
     metadata : pandas.DataFrame
         The ``ph: "M"`` records (lazy; gathered on first access).
     stats : dict
