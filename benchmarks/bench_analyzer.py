@@ -1,53 +1,143 @@
 #!/usr/bin/env python3
-"""DFAnalyzer end-to-end benchmark against a naive Dask baseline, in one run.
+"""DFAnalyzer end to end against LLNL dftracer-utils and a naive Dask bag, same files, one run.
 
-    PYTHONPATH=$PWD python benchmarks/bench_analyzer.py [--sizes 1000000,10000000] [--files 16]
-        [--workers 1,2] [--baseline-events 200000] [--repeat 2] [--core-only] [--data DIR] [--json OUT]
+    python benchmarks/bench_analyzer.py [--events 2000000] [--files 16] [--sources preload,generator]
+        [--workers 2] [--repeat 3] [--scale 10000000,100000000] [--data DIR] [--json OUT]
 
-Synthetic traces come from ``benchmarks/gen_traces.py`` (our gzip member format), generated once
-into ``--data`` (default ``build/bench-analyzer``) and reused. For every size and worker count a
-fresh ``LocalCluster`` (worker processes, 1 thread each) runs:
+Traces (generated once into ``--data``, default ``build/bench-analyzer``, and reused):
 
-* ours: ``DFAnalyzer(files, force_index=True)`` (index + load + balanced repartition + persist),
-  then ``events.shape[0].compute()`` -> "load" time; then ``summary()`` -> "summary" time;
-  best (smallest) of ``--repeat`` runs, each a fresh analyzer with a forced index rebuild;
-  with ``--core-only`` also ``DFAnalyzer(..., args=())`` (only the 12 core columns);
-* memory: the held partitions' ``memory_usage(deep=True)`` summed, divided by events;
-* baseline (naive, as in the paper's comparisons): ``dask.bag.read_text`` + ``json.loads`` +
-  flatten args + ``to_dataframe`` + ``shape[0].compute()`` on a ``--baseline-events`` subset
-  (same generator, same files count; best of ``--repeat``), scaled by its events/s rate. Ratio = our events/s over the
-  baseline's events/s at the same worker count.
+* ``preload``: our LD_PRELOAD tracer on real processes: ``--files`` runs of
+  ``dd if=in.bin of=out.bin bs=64 count=K`` (K = events / files / 2; one ``read`` and one
+  ``write`` event per block), written by the tracer's member writer;
+* ``generator``: ``benchmarks/gen_traces.py`` (our member format, a POSIX/STDIO/app mix with args).
 
-Rates are events/s per core (worker count = cores used). Prints a markdown table.
+Cold (each a fresh process, wall clock of the whole command, indexes removed first; the order
+of the three is rotated every repeat, medians reported):
+
+* ours: ``python -m dfanalyzer.cli summary DIR --json --workers W --no-progress``;
+* dftracer-utils (PyPI, LLNL): ``Indexer(files, force_rebuild=True).ensure_indexed()`` then
+  ``TraceViewer(files).collect().to_pandas()`` (the loader the paper's successors use);
+* naive: a ``LocalCluster`` of W worker processes, ``dask.bag.read_text`` + ``json.loads`` +
+  ``to_dataframe`` + row count.
+
+Warm (in this process, indexes cached): ``DFAnalyzer(files, args=()).summary()`` with the
+thread pool (no cluster) and with a running ``LocalCluster`` of W processes (cluster up);
+events/s per core = events / wall / W. Memory: ``memory_usage(deep=True)`` of the persisted
+``events`` (``args=()``, what the summary reads) per event.
+
+``--scale N,...``: generator traces of N events, ours only (cold and warm); the peers are not
+run at that size (``--scale-peers`` runs them too).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.append(ROOT)  # an explicit PYTHONPATH (e.g. a build of the package) wins
-sys.path.insert(0, HERE)
 
 
-def traces(data: str, events: int, files: int) -> list:
+# ----------------------------------------------------------------------------- traces
+def preload_traces(data: str, events: int, files: int) -> list:
+    d = os.path.join(data, f"preload-e{events}-f{files}")
+    done = os.path.join(d, ".done")
+    if not os.path.exists(done):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        work = os.path.join(d, "work")
+        os.makedirs(work)
+        with open(os.path.join(work, "in.bin"), "wb") as f:
+            f.write(os.urandom(1 << 20))
+        pre = subprocess.run([sys.executable, "-m", "dftracer", "--preload-path"], capture_output=True,
+                             text=True, check=True, cwd="/").stdout.strip()
+        blocks = max(1, events // files // 2)
+        t = time.perf_counter()
+        for i in range(files):
+            env = dict(os.environ, LD_PRELOAD=pre, DFTRACER_ENABLE="1", DFTRACER_DATA_DIR="all",
+                       DFTRACER_LOG_FILE=os.path.join(d, f"dd-{i}"))
+            # a regular input file large enough for every block (/dev/zero is not traced)
+            need = blocks * 64
+            src = os.path.join(work, "in.bin")
+            if os.path.getsize(src) < need:
+                with open(src, "ab") as f:
+                    f.truncate(need)
+            subprocess.run(["dd", f"if={src}", f"of={os.path.join(work, 'out.bin')}", "bs=64",
+                            f"count={blocks}"], env=env, check=True, stderr=subprocess.DEVNULL)
+        shutil.rmtree(work)
+        open(done, "w").close()
+        print(f"# preload: {files} dd runs of {blocks:,} blocks in {time.perf_counter() - t:.1f} s", flush=True)
+    return sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+
+
+def generator_traces(data: str, events: int, files: int) -> list:
+    sys.path.insert(0, HERE)
     import gen_traces
 
-    d = os.path.join(data, f"e{events}-f{files}")
+    d = os.path.join(data, f"gen-e{events}-f{files}")
     done = os.path.join(d, ".done")
     if not os.path.exists(done):
         shutil.rmtree(d, ignore_errors=True)
         t = time.perf_counter()
         gen_traces.generate(d, events, files, fmt="member")
         open(done, "w").close()
-        print(f"# generated {events:,} events in {files} files in {time.perf_counter() - t:.1f} s", flush=True)
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pfw.gz"))
+        print(f"# generator: {events:,} events in {files} files in {time.perf_counter() - t:.1f} s", flush=True)
+    return sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+
+
+def _clear_indexes(d: str) -> None:
+    for p in glob.glob(os.path.join(d, "*.zindex*")):
+        os.unlink(p)
+    shutil.rmtree(os.path.join(d, "utils-index"), ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- cold commands
+def _run(cmd, cwd) -> tuple:
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[:4]} failed:\n{p.stderr[-3000:]}")
+    return dt, p.stdout
+
+
+def cold_ours(d: str, workers: int) -> tuple:
+    _clear_indexes(d)
+    dt, out = _run([sys.executable, "-m", "dfanalyzer.cli", "summary", d, "--json", "--workers", str(workers),
+                    "--no-progress"], "/")
+    return dt, json.loads(out)["events"]
+
+
+def cold_utils(d: str, workers: int) -> tuple:
+    _clear_indexes(d)
+    dt, out = _run([sys.executable, os.path.abspath(__file__), "--_utils", d], "/")
+    return dt, int(out.split()[-1])
+
+
+def cold_bag(d: str, workers: int) -> tuple:
+    dt, out = _run([sys.executable, os.path.abspath(__file__), "--_bag", d, str(workers)], "/")
+    return dt, int(out.split()[-1])
+
+
+def _utils_main(d: str) -> None:
+    from dftracer.utils import Indexer, TraceViewer, set_log_level
+
+    try:
+        set_log_level("error")
+    except Exception:
+        pass
+    files = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+    ix = os.path.join(d, "utils-index")
+    Indexer(files=files, index_dir=ix, force_rebuild=True).ensure_indexed()
+    df = TraceViewer(files, index_path=ix).collect().to_pandas()
+    print(len(df))
 
 
 def _flatten(rec: dict) -> dict:
@@ -57,94 +147,126 @@ def _flatten(rec: dict) -> dict:
 
 
 def _is_event(line: str) -> bool:
-    return line.startswith("{")
+    return line.startswith("{") and '"ph":"M"' not in line
 
 
-def baseline(client, paths) -> tuple:
-    import dask.bag as db
-
-    t = time.perf_counter()
-    bag = db.read_text(paths).filter(_is_event).map(json.loads).map(_flatten)
-    df = bag.to_dataframe()
-    n = int(df.shape[0].compute())
-    return n, time.perf_counter() - t
-
-
-def ours(client, paths, args=None) -> dict:
-    from dfanalyzer import DFAnalyzer
-
-    t = time.perf_counter()
-    an = DFAnalyzer(paths, client=client, force_index=True, args=args)
-    n = int(an.events.shape[0].compute())
-    t_load = time.perf_counter() - t
-    t = time.perf_counter()
-    s = an.summary(show=False)
-    t_sum = time.perf_counter() - t
-    mem = int(an.events.map_partitions(lambda p: p.memory_usage(deep=True).sum()).sum().compute())
-    core = [c for c in an.events.columns if c in ("name", "cat", "ph", "hostname", "fname", "pid", "tid",
-                                                      "ts", "dur", "te", "size", "offset")]
-    mem_core = int(an.events[core].map_partitions(lambda p: p.memory_usage(deep=True).sum()).sum().compute())
-    assert s.events > 0
-    r = {"events": n, "load_s": t_load, "summary_s": t_sum, "bytes_per_event": mem / n,
-         "core_bytes_per_event": mem_core / n, "columns": len(an.events.columns),
-         "partitions": an.stats["partitions"], "batches": an.stats["batches"]}
-    an.close()
-    return r
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000000,10000000")
-    ap.add_argument("--files", type=int, default=16)
-    ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--baseline-events", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the best is kept")
-    ap.add_argument("--core-only", action="store_true", help="also run with args=() (12 core columns)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-analyzer"))
-    ap.add_argument("--json", default=None, help="also write the results here")
-    a = ap.parse_args(argv)
+def _bag_main(d: str, workers: int) -> None:
     import logging
 
+    import dask.bag as db
     from distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    sizes = [int(x) for x in a.sizes.split(",")]
-    workers = [int(x) for x in a.workers.split(",")]
-    sets = {n: traces(a.data, n, a.files) for n in sizes}
-    base_paths = traces(a.data, a.baseline_events, a.files)
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            Client(cl):
+        files = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+        bag = db.read_text(files).filter(_is_event).map(json.loads).map(_flatten)
+        print(int(bag.to_dataframe().shape[0].compute()))
+
+
+# ----------------------------------------------------------------------------- warm, memory
+def warm_ours(paths, workers: int, client=None) -> tuple:
+    from dfanalyzer import DFAnalyzer
+
+    t = time.perf_counter()
+    with DFAnalyzer(paths, args=(), client=client, n_workers=workers) as an:
+        n = an.summary(show=False).events
+    return time.perf_counter() - t, n
+
+
+def held_bytes_per_event(paths, client) -> float:
+    from dfanalyzer import DFAnalyzer
+
+    with DFAnalyzer(paths, args=(), client=client) as an:
+        ev = an.events
+        mem = int(ev.map_partitions(lambda p: p.memory_usage(deep=True).sum()).sum().compute())
+        return mem / an.stats["events"]
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--sources", default="preload,generator")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scale", default="", help="comma separated event counts, ours only")
+    ap.add_argument("--scale-peers", action="store_true", help="also run the peers at --scale sizes")
+    ap.add_argument("--no-memory", action="store_true", help="skip the persisted-frame bytes/event")
+    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-analyzer"))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--_utils", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_bag", nargs=2, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a._utils:
+        _utils_main(a._utils)
+        return 0
+    if a._bag:
+        _bag_main(a._bag[0], int(a._bag[1]))
+        return 0
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    w = a.workers
+    sets = []
+    for src in [s for s in a.sources.split(",") if s]:
+        gen = preload_traces if src == "preload" else generator_traces
+        sets.append((src, a.events, gen(a.data, a.events, a.files), True))
+    for n in [int(x) for x in a.scale.split(",") if x]:
+        sets.append(("generator", n, generator_traces(a.data, n, a.files), a.scale_peers))
+    cold = {"ours": cold_ours, "dftracer-utils": cold_utils, "naive bag": cold_bag}
     rows = []
-    for w in workers:
+    for src, n, paths, peers in sets:
+        d = os.path.dirname(paths[0])
+        names = list(cold) if peers else ["ours"]
+        times = {k: [] for k in names}
+        events = {}
+        for r in range(max(1, a.repeat)):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for k in order:
+                dt, ev = cold[k](d, w)
+                times[k].append(dt)
+                events[k] = ev
+                print(f"# {src} {n:,} cold {k}: {dt:.2f} s, {ev:,} rows", flush=True)
+        _clear_indexes(d)
+        warm_ours(paths, w)  # builds the indexes
+        t_thr = statistics.median(warm_ours(paths, w)[0] for _ in range(max(1, a.repeat)))
+        from distributed import Client, LocalCluster
+
         with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
                 Client(cl) as client:
-            bn, bt = min((baseline(client, base_paths) for _ in range(max(1, a.repeat))), key=lambda x: x[1])
-            brate = bn / bt
-            print(f"# baseline w={w}: {bn:,} events in {bt:.2f} s = {brate / w:,.0f} events/s/core", flush=True)
-            for n, args in [(n, x) for n in sizes for x in ([None, ()] if a.core_only else [None])]:
-                runs = [ours(client, sets[n], args) for _ in range(max(1, a.repeat))]
-                r = min(runs, key=lambda x: x["load_s"] + x["summary_s"])
-                r.update(workers=w, baseline_events=bn, baseline_s=bt, args="all" if args is None else "none",
-                         all_load_s=[x["load_s"] for x in runs], all_summary_s=[x["summary_s"] for x in runs])
-                rate = r["events"] / r["load_s"]
-                r["events_per_s_per_core"] = rate / w
-                r["e2e_events_per_s_per_core"] = r["events"] / (r["load_s"] + r["summary_s"]) / w
-                r["baseline_events_per_s_per_core"] = brate / w
-                r["ratio"] = rate / brate
-                rows.append(r)
-                print(f"# ours w={w} n={n:,} args={r['args']}: load {r['load_s']:.2f} s, summary {r['summary_s']:.2f} s, "
-                      f"{r['events_per_s_per_core']:,.0f} ev/s/core, x{r['ratio']:.1f}, "
-                      f"{r['bytes_per_event']:.1f} B/event", flush=True)
+            warm_ours(paths, w, client)  # workers import dfanalyzer once
+            t_cl = statistics.median(warm_ours(paths, w, client)[0] for _ in range(max(1, a.repeat)))
+            bpe = None if a.no_memory else held_bytes_per_event(paths, client)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        row = {"source": src, "events": events["ours"], "files": len(paths), "workers": w,
+               "cold_s": med, "cold_all_s": times, "rows": events,
+               "warm_threads_s": t_thr, "warm_cluster_s": t_cl,
+               "warm_threads_events_per_s_per_core": events["ours"] / t_thr / w,
+               "warm_cluster_events_per_s_per_core": events["ours"] / t_cl / w,
+               "held_bytes_per_event": bpe,
+               "date": time.strftime("%Y-%m-%d %H:%M"), "loadavg": os.getloadavg()}
+        rows.append(row)
+        print(f"# {src} {n:,} warm: threads {t_thr:.2f} s, cluster up {t_cl:.2f} s; held {bpe} B/event",
+              flush=True)
     print()
-    print("| events | workers | args | load s | summary s | load ev/s/core | load+summary ev/s/core | "
-          "baseline ev/s/core | ratio (load) | bytes/event held | bytes/event (12 core cols) |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| source | events | cold ours s | cold dftracer-utils s | cold naive bag s | ours ÷ utils | "
+          "bag ÷ ours | warm s (threads / cluster up) | warm ev/s/core (threads / cluster) | B/event held |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['events']:,} | {r['workers']} | {r['args']} | {r['load_s']:.2f} | {r['summary_s']:.2f} | "
-              f"{r['events_per_s_per_core']:,.0f} | {r['e2e_events_per_s_per_core']:,.0f} | "
-              f"{r['baseline_events_per_s_per_core']:,.0f} | {r['ratio']:.1f}x | {r['bytes_per_event']:.1f} | "
-              f"{r['core_bytes_per_event']:.1f} |")
+        c = r["cold_s"]
+        u, b = c.get("dftracer-utils"), c.get("naive bag")
+        f = (lambda x: f"{x:.2f}" if x is not None else "—")
+        print(f"| {r['source']} | {r['events']:,} | {c['ours']:.2f} | {f(u)} | {f(b)} | "
+              f"{f(c['ours'] / u if u else None)} | {f(b / c['ours'] if b else None)} | "
+              f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "
+              f"{r['warm_threads_events_per_s_per_core'] / 1e6:.2f} M / {r['warm_cluster_events_per_s_per_core'] / 1e6:.2f} M | "
+              f"{f(r['held_bytes_per_event'])} |")
+    print(f"\n# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+        with open(a.json, "w") as fh:
+            json.dump(rows, fh, indent=2)
     return 0
 
 

@@ -1,22 +1,31 @@
 """DFAnalyzer: load DFTracer traces into a Dask DataFrame and summarise them (paper §IV, Fig. 2).
 
-Pipeline, every step a Dask task on the cluster (``docs/analyzer.md`` has the details):
+Pipeline (``docs/analyzer.md`` has the details):
 
-1. index every trace file in parallel, one task per file (``dfanalyzer.reader.build_index``);
-2. collect per-checkpoint stats (lines, uncompressed bytes) from the indexes;
-3. plan batches ``(file, first checkpoint, last checkpoint)`` of about ``batch_size_mb``
-   uncompressed (balanced within each file), aligned to checkpoints so nothing is inflated twice;
-4. load each batch through the C++ reader into a pandas DataFrame (one task per batch, kept on
-   the workers) and compute the union schema of all args columns from the loaded batches;
-5. repartition by the exact row counts: the balanced batches themselves become the partitions
-   (small neighbours packed, oversized ones sliced), each aligned to the union schema (exact
-   ``meta``) on the worker that holds it, without copying events; persisted behind
-   ``analyzer.events``.
+0. files of at most ``small_file_mb`` are grouped, several hundred per task, read whole;
+1. every other trace file is indexed, one task per file (``dfanalyzer.reader.build_index``);
+2. per-checkpoint stats (lines, uncompressed bytes) come from the indexes;
+3. batches ``(file, first checkpoint, last checkpoint)`` of about ``batch_size_mb``
+   uncompressed are planned (balanced within each file), aligned to checkpoints so nothing is
+   inflated twice.
 
-``dd.from_map`` cannot take futures of already loaded batches and needs the exact ``meta``
-before anything is parsed, while the args columns are only known after parsing; so batches are
-loaded with ``client.map`` and the DataFrame is built from the persisted, schema-aligned
-partitions with ``dd.from_delayed(futures, meta=meta)``.
+Steps 0-3 run in the constructor. Then, on demand:
+
+* :meth:`DFAnalyzer.summary` before the events are loaded streams: each batch is loaded with the
+  core columns only, reduced to a summary partial and dropped, so no frame is ever held;
+* the first use of :attr:`DFAnalyzer.events` (views, insights, plots) loads every batch through
+  the C++ reader into a pandas DataFrame (one task per batch, kept on the workers), merges the
+  batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the exact row
+  counts: the balanced batches themselves become the partitions (small neighbours packed,
+  oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker that
+  holds it, without copying events, persisted.
+
+Where it runs: on the given ``client`` / scheduler / active default client; otherwise indexing
+and the streamed summary run in a thread pool of this process (the C++ reader releases the GIL),
+and an embedded ``LocalCluster`` of worker processes is started only when the events must be
+held. The schema comes from the loaded batches, one parse per event; a schema computed up front
+(``reader.scan``, one more parse of every file) would make ``dd.from_map`` possible but double
+the parse work of a cold run.
 """
 
 from __future__ import annotations
@@ -30,28 +39,14 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
+from . import schema as _schema
 from . import summary as _summary
+from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = ["DFAnalyzer", "plan_batches", "plan_file_groups", "plan_partitions", "union_schema", "align_frame",
            "expand_patterns"]
 
-# Core event columns and their dtypes (see docs/analyzer.md and docs/design.md).
-CATEGORY = "category"
-CORE_COLUMNS: Tuple[Tuple[str, str], ...] = (
-    ("name", CATEGORY),
-    ("cat", CATEGORY),
-    ("ph", CATEGORY),
-    ("hostname", CATEGORY),
-    ("fname", CATEGORY),
-    ("pid", "int64"),
-    ("tid", "int64"),
-    ("ts", "int64"),
-    ("dur", "int64"),
-    ("te", "int64"),
-    ("size", "Int64"),
-    ("offset", "Int64"),
-)
-_CORE = dict(CORE_COLUMNS)
+_CORE = _schema.CORE_KINDS
 _INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
 
 
@@ -207,110 +202,6 @@ def _plan_kept_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[st
     return out
 
 
-# ----------------------------------------------------------------------------- schema
-def _kind(dtype) -> str:
-    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype) or dtype == object:
-        return "category"
-    if pd.api.types.is_bool_dtype(dtype):
-        return "Int64"
-    if pd.api.types.is_integer_dtype(dtype):
-        return "Int64"
-    if pd.api.types.is_float_dtype(dtype):
-        return "Float64"
-    return "category"
-
-
-def frame_schema(df: pd.DataFrame) -> Dict[str, str]:
-    """Column → kind (``category``, ``Int64``, ``Float64``) of the args columns of one batch."""
-    return {c: _kind(t) for c, t in df.dtypes.items() if c not in _CORE}
-
-
-def union_schema(schemas: Sequence[Dict[str, str]]) -> Dict[str, str]:
-    """Merge per-batch args schemas: Int64 ∪ Float64 → Float64; anything ∪ category → category.
-
-    Column order is the order of first appearance.
-    """
-    out: Dict[str, str] = {}
-    for s in schemas:
-        for c, k in s.items():
-            have = out.get(c)
-            if have is None or have == k:
-                out[c] = k
-            elif "category" in (have, k):
-                out[c] = "category"
-            else:
-                out[c] = "Float64"
-    return out
-
-
-def make_meta(schema: Dict[str, str]) -> pd.DataFrame:
-    """Empty DataFrame with the exact dtypes of ``DFAnalyzer.events`` (unknown categories)."""
-    from dask.dataframe.utils import clear_known_categories
-
-    cols = {}
-    for c, t in list(CORE_COLUMNS) + list(schema.items()):
-        cols[c] = _empty(t, 0)
-    return clear_known_categories(pd.DataFrame(cols))
-
-
-def _empty(kind: str, n: int):
-    """All-null column of ``n`` rows of the given kind."""
-    if kind == CATEGORY:
-        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=_STR))
-    if kind == "Int64":
-        return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
-    if kind == "Float64":
-        return pd.arrays.FloatingArray(np.zeros(n, dtype=np.float64), np.ones(n, dtype=bool))
-    return np.zeros(n, dtype=kind)
-
-
-_STR = pd.Index([], dtype=str).dtype
-
-
-def _str_index(values) -> pd.Index:
-    return pd.Index([str(v) for v in values], dtype=_STR)
-
-
-def _cast(col: pd.Series, kind: str):
-    dt = col.dtype
-    if kind == CATEGORY:
-        if isinstance(dt, pd.CategoricalDtype):
-            if dt.categories.dtype == _STR:
-                return col
-            # same codes, categories as the one string dtype every partition uses
-            return pd.Categorical.from_codes(col.cat.codes.to_numpy(), categories=_str_index(dt.categories))
-        vals = col.astype(object).where(col.notna(), None)
-        vals = vals.map(lambda v: v if v is None or isinstance(v, str) else str(v)).to_numpy(dtype=object)
-        codes, uniq = pd.factorize(vals)
-        return pd.Categorical.from_codes(codes, categories=_str_index(uniq))
-    return col if str(dt) == kind else col.astype(kind)
-
-
-def align_frame(df: pd.DataFrame, schema: Dict[str, str]) -> pd.DataFrame:
-    """Columns of ``df`` in ``events`` order with the union dtypes; missing columns are null."""
-    n = len(df)
-    if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
-        df = df.reset_index(drop=True)
-    cols = {}
-    for c, kind in list(CORE_COLUMNS) + list(schema.items()):
-        cols[c] = _cast(df[c], kind) if c in df.columns else _empty(kind, n)
-    return pd.DataFrame(cols, index=pd.RangeIndex(n), copy=False)
-
-
-def _unify_categories(frames: List[pd.DataFrame]) -> List[pd.DataFrame]:
-    if len(frames) < 2:
-        return frames
-    cat_cols = [c for c, t in frames[0].dtypes.items() if isinstance(t, pd.CategoricalDtype)]
-    for c in cat_cols:
-        cats = [f[c].cat.categories for f in frames]
-        if all(cats[0].equals(x) and cats[0].dtype == x.dtype for x in cats[1:]):
-            continue
-        union = pd.Index(pd.unique(np.concatenate([np.asarray(x, dtype=object) for x in cats])), dtype=_STR)
-        for f in frames:
-            f[c] = f[c].cat.set_categories(union)
-    return frames
-
-
 # ----------------------------------------------------------------------------- tasks (workers)
 def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tuple = ()) -> dict:
     """Index one file; never raises (errors are returned and counted as lost bytes).
@@ -432,8 +323,8 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             for f, n in zip(files, np.bincount(ev["_dfa_file"].to_numpy(), minlength=len(files))):
                 f["rows"] = int(n)
             ev = ev.drop(columns=["_dfa_file"])
-        if keep_args is not None:
-            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args]]
+        if keep_args is not None:  # as in _load_task
+            ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
         info = {"rows": int(len(ev)), "schema": frame_schema(ev), "skipped_lines": int(b.skipped_lines),
                 "lost_bytes": int(b.lost_bytes), "warnings": [], "error": None, "files": files}
         return ev, b.metadata, info
@@ -458,7 +349,7 @@ def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
               for (ev, _, _), a, z in slices if ev is not None]
     if not frames:
         return align_frame(pd.DataFrame(), schema)
-    frames = _unify_categories(frames)
+    frames = _schema.unify_categories(frames)
     if len(frames) == 1:
         return frames[0]
     return pd.concat(frames, ignore_index=True)
@@ -470,6 +361,21 @@ def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame()
     frames = [f.astype({c: object for c, t in f.dtypes.items() if isinstance(t, pd.CategoricalDtype)}) for f in frames]
     return pd.concat(frames, ignore_index=True)
+
+
+def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats):
+    """Load one batch (core columns and the summary's aggregate columns only) and reduce it to a
+    summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`)."""
+    ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
+    part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+    return part, md, info
+
+
+def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):
+    """:func:`_summary_batch_task` for a group of small files (:func:`_load_files_task`)."""
+    ev, md, info = _load_files_task(paths, keep_args=frozenset(), query=query)
+    part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+    return part, md, info
 
 
 def _summary_partial(df, io_cats, compute_cats, app_io_cats):
@@ -509,9 +415,11 @@ class DFAnalyzer:
     io_cats, compute_cats, app_io_cats : sequence of str
         Categories of I/O, compute and application-level I/O events for :meth:`summary`.
     client : distributed.Client, optional
-        Cluster to use. Otherwise the active default client, else
-        ``setup_dask_cluster(scheduler_address, scheduler_file, n_workers)`` (closed by
-        :meth:`close`).
+        Cluster to use. Otherwise ``setup_dask_cluster(scheduler_address, scheduler_file)`` when
+        a scheduler is given, else the active default client, else none: indexing and a
+        streamed :meth:`summary` run in a pool of ``n_workers`` threads (default: usable cores)
+        in this process, and ``setup_dask_cluster(n_workers=n_workers)`` starts on first use of
+        :attr:`client` (events, views, insights, plots); :meth:`close` closes it.
     progress : bool
         Show a rich progress bar on stderr while indexing and loading.
     query : str, optional
@@ -528,7 +436,7 @@ class DFAnalyzer:
     Attributes
     ----------
     events : dask.dataframe.DataFrame
-        One row per non-metadata record (``docs/analyzer.md``: columns, dtypes, units µs/bytes).
+        Loaded and persisted on first access. One row per non-metadata record (``docs/analyzer.md``: columns, dtypes, units µs/bytes).
     metadata : pandas.DataFrame
         The ``ph: "M"`` records (lazy; gathered on first access).
     stats : dict
@@ -581,36 +489,81 @@ class DFAnalyzer:
             args = [args]
         self.args = None if args is None else frozenset(args)
         self._own_client = False
-        self.client = self._get_client(client, n_workers, scheduler_address, scheduler_file)
+        self._n_workers = n_workers
+        self._client = self._get_client(client, n_workers, scheduler_address, scheduler_file)
+        self._pool = None  # in-process threads when no cluster is given (see _use_threads)
+        self._closed = False
+        self._events = None
+        self._final_parts: list = []
+        self._stats: Optional[dict] = None
+        self._notes: List[str] = []
+        self._schema: Optional[Dict[str, str]] = None
         self._metadata_futures = []
         self._metadata = None
-        self._load(force_index)
+        self._index_and_plan(force_index)
 
     # -- cluster ------------------------------------------------------------------------------
     def _get_client(self, client, n_workers, scheduler_address, scheduler_file):
+        """The given client, a client of the given scheduler, the active default client, or None:
+        then nothing is started now (an embedded cluster starts on first use of :attr:`client`)."""
         if client is not None:
             return client
         if scheduler_address is None and scheduler_file is None:
+            import sys
+
+            if "distributed" not in sys.modules:
+                return None  # no client can exist
             from distributed import default_client
 
             try:
                 return default_client()
             except ValueError:
-                pass
+                return None
         from .cluster import setup_dask_cluster
 
         self._own_client = True
-        return setup_dask_cluster(
-            scheduler_address=scheduler_address, scheduler_file=scheduler_file, n_workers=n_workers
-        )
+        return setup_dask_cluster(scheduler_address=scheduler_address, scheduler_file=scheduler_file)
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` of the analysis. Without a given client, scheduler or
+        default client, an embedded ``LocalCluster`` (``n_workers`` worker processes) is started
+        on first access, i.e. only when the events are held in memory (:attr:`events`, views,
+        insights, plots); :meth:`summary` alone never starts it. None after :meth:`close`."""
+        if self._client is None and not self._closed:
+            from .cluster import setup_dask_cluster
+
+            self._own_client = True
+            self._client = setup_dask_cluster(n_workers=self._n_workers)
+        return self._client
+
+    @property
+    def _use_threads(self) -> bool:
+        """Work runs in this process's thread pool (no cluster) until a cluster exists: the C++
+        reader releases the GIL while it inflates and parses, so threads use every core without
+        the start-up (about 1 s) and pickling of worker processes."""
+        return self._client is None
+
+    def _thread_pool(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from .cluster import usable_cores
+
+            self._pool = ThreadPoolExecutor(max_workers=self._n_workers or usable_cores())
+        return self._pool
 
     def close(self) -> None:
         """Release the events held on the workers; close the cluster if this analyzer started it."""
-        self._final = []
-        self.events = None
-        if self._own_client and self.client is not None:
-            self.client.close()
-            self.client = None
+        self._closed = True
+        self._final_parts = []
+        self._events = None
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._own_client and self._client is not None:
+            self._client.close()
+        self._client = None
 
     def __enter__(self):
         return self
@@ -619,7 +572,12 @@ class DFAnalyzer:
         self.close()
 
     def _wait(self, futures, what: str):
-        from distributed import as_completed, wait
+        """Wait for Dask or ``concurrent.futures`` futures, with a rich progress bar on stderr when
+        ``progress``."""
+        if self._use_threads or not futures:
+            from concurrent.futures import as_completed, wait
+        else:
+            from distributed import as_completed, wait
 
         if not self.progress or not futures:
             wait(futures)
@@ -636,18 +594,34 @@ class DFAnalyzer:
             for _ in as_completed(futures):
                 bar.advance(task)
 
+    def _map(self, fn, items: Sequence, what: str, **kwargs) -> list:
+        """``[fn(item, **kwargs) for item in items]`` in parallel: on the cluster when there is
+        one, else in the thread pool; results in order."""
+        if not items:
+            return []
+        if self._use_threads:
+            pool = self._thread_pool()
+            futures = [pool.submit(fn, x, **kwargs) for x in items]
+            self._wait(futures, what)
+            return [f.result() for f in futures]
+        c = self._client
+        futures = c.map(fn, items, pure=False, **kwargs)
+        self._wait(futures, what)
+        return c.gather(futures)
+
     def _threads(self) -> int:
+        if self._use_threads:
+            from .cluster import usable_cores
+
+            return self._n_workers or usable_cores()
         try:
-            return max(1, sum(self.client.nthreads().values()))
+            return max(1, sum(self._client.nthreads().values()))
         except Exception:
             return 1
 
     # -- pipeline -----------------------------------------------------------------------------
-    def _load(self, force_index: bool) -> None:
-        import dask.dataframe as dd
-        from distributed import futures_of
-
-        c = self.client
+    def _index_and_plan(self, force_index: bool) -> None:
+        """Steps (0)-(3): group the small files, index the others, plan the load batches."""
         threads = self._threads()
         batch_bytes = self.batch_size_mb * 2**20
         # (0) small files (at most small_file_mb compressed) are read whole in groups, one task per
@@ -663,17 +637,25 @@ class DFAnalyzer:
         big = [f for f in self.files if not 0 <= sizes[f] <= limit]
         small_total = sum(sizes[f] for f in small)
         group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
-        groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
+        self._groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
         # (1) index every other file, one task per file
-        idx_f = c.map(_index_task, big, index_dir=self.index_dir, force=force_index,
-                      pushdown=self._pushdown, pure=False)
-        self._wait(idx_f, "indexing")
-        indexes = c.gather(idx_f)
-        del idx_f
+        self._indexes = self._map(_index_task, big, "indexing", index_dir=self.index_dir, force=force_index,
+                                  pushdown=self._pushdown)
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
-        good = [i for i in indexes if i["error"] is None]
+        good = [i for i in self._indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
-        batches = _plan_kept_batches(good, min(batch_bytes, max(1, share)))
+        self._batches = _plan_kept_batches(good, min(batch_bytes, max(1, share)))
+        self._n_small = len(small)
+
+    def _load(self) -> None:
+        """Steps (4)-(5): load every batch on the cluster and persist the partitions of
+        :attr:`events` (called on first use of the events)."""
+        import dask.dataframe as dd
+        from distributed import futures_of
+
+        c = self.client
+        threads = self._threads()
+        batches, groups = self._batches, self._groups
         # (4) load every batch and every group of small files on the workers
         load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query,
                        pure=False)
@@ -693,19 +675,57 @@ class DFAnalyzer:
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
         plan = plan_partitions(rows, target)
         slices = [[(load_f[b], a, z) for b, a, z in part] for part in plan]
-        self._final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
-        self._wait(self._final, "partitioning")
+        final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
+        self._wait(final, "partitioning")
         del load_f, slices
-        self.schema = schema
+        self._schema = schema
         # persist: the collection's graph is then just the held partitions (no from_delayed
         # wrapper tasks run again by every later computation)
-        events = dd.from_delayed(self._final, meta=meta, verify_meta=False).persist()
-        self._final = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
-        self.events = events
-        self._build_stats(indexes, batches, infos)
-        self.stats["small_files"] = len(small)
+        events = dd.from_delayed(final, meta=meta, verify_meta=False).persist()
+        self._final_parts = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
+        self._events = events
+        self._metadata = None
+        self._build_stats(infos, partitions=len(self._final_parts))
 
-    def _build_stats(self, indexes, batches, infos) -> None:
+    def _ensure_loaded(self) -> None:
+        if self._events is None and not self._closed:
+            self._load()
+
+    @property
+    def events(self):
+        """The events as a persisted Dask DataFrame (loaded on first access; see the class
+        docstring). None after :meth:`close`."""
+        self._ensure_loaded()
+        return self._events
+
+    @property
+    def _final(self) -> list:
+        """The futures of the held partitions of :attr:`events`, in order."""
+        self._ensure_loaded()
+        return self._final_parts
+
+    @property
+    def schema(self) -> Dict[str, str]:
+        """Args column → kind of :attr:`events` (``dfanalyzer.schema``)."""
+        self._ensure_loaded()
+        return self._schema
+
+    @property
+    def stats(self) -> dict:
+        """Load statistics (class docstring); computed by the first load or streamed summary."""
+        if self._stats is None:
+            self._ensure_loaded()
+        return self._stats
+
+    @property
+    def notes(self) -> List[str]:
+        """Messages for the user (class docstring)."""
+        if self._stats is None:
+            self._ensure_loaded()
+        return self._notes
+
+    def _build_stats(self, infos, partitions: int) -> None:
+        indexes, batches = self._indexes, self._batches
         per = {
             i["path"]: {
                 "path": i["path"],
@@ -751,17 +771,18 @@ class DFAnalyzer:
                     "warnings": list(f["warnings"]) + ([f"{f['path']}: not loaded: {err}"] if err else []),
                 }
         per = {f: per[f] for f in self.files if f in per}  # in file order
-        self.notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
-        self.notes += [w for i in indexes for w in i.get("warnings", [])]
+        self._notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
+        self._notes += [w for i in indexes for w in i.get("warnings", [])]
         df = pd.DataFrame(list(per.values()))
-        self.stats = {
+        self._stats = {
             "files": len(self.files),
             "events": int(df["events"].sum()),
             "lines": int(df["lines"].sum()),
             "compressed_bytes": int(df["compressed_bytes"].sum()),
             "uncompressed_bytes": int(df["uncompressed_bytes"].sum()),
             "batches": len(batches),
-            "partitions": len(self._final),
+            "partitions": partitions,
+            "small_files": self._n_small,
             "skipped_lines": int(df["skipped_lines"].sum()),
             "lost_bytes": int(df["lost_bytes"].sum()),
             "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
@@ -776,6 +797,8 @@ class DFAnalyzer:
     def metadata(self) -> pd.DataFrame:
         """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once)."""
         if self._metadata is None:
+            if not self._metadata_futures:
+                self._ensure_loaded()
             self._metadata = _concat_metadata(self.client.gather(self._metadata_futures))
             self._metadata_futures = []
         return self._metadata
@@ -809,18 +832,26 @@ class DFAnalyzer:
         ]
 
     def summary(self, show: bool = True, console=None) -> _summary.Summary:
-        """Compute the paper's Figure 6 summary (exact; a tree reduction on the cluster).
+        """Compute the paper's Figure 6 summary (exact; per-batch partials merged by a tree reduction).
+
+        When :attr:`events` is not loaded yet, the summary is streamed: every batch is loaded,
+        reduced to its partial and dropped (no frame is held, no cluster is started when none
+        was given); otherwise it runs over the held partitions.
 
         Prints the rich panel when ``show`` (to ``console`` or a new ``rich.console.Console``)
         and returns a :class:`~dfanalyzer.summary.Summary`; semantics in ``docs/analyzer.md``.
         """
-        c = self.client
         io, cp, app = self.io_cats, self.compute_cats, self.app_io_cats
-        # futures straight on the held partitions: no collection graph to build or optimise
-        level = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self._final]
-        while len(level) > 1:
-            level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-        result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
+        if self._events is None and not self._closed:
+            part = self._streamed_partial(io, cp, app)
+            result = _summary.finish(part, self.skipped_files())
+        else:
+            c = self.client
+            # futures straight on the held partitions: no collection graph to build or optimise
+            level = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self._final]
+            while len(level) > 1:
+                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
+            result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
         result.warnings = self.input_warnings()
         if show:
             if console is None:
@@ -829,6 +860,35 @@ class DFAnalyzer:
                 console = Console()
             console.print(result.panel())
         return result
+
+    def _streamed_partial(self, io, cp, app) -> _summary.Partial:
+        """The summary's partial state without holding the events: one task per batch (and per
+        group of small files) loads it, keeps the core columns, reduces it to a
+        :class:`~dfanalyzer.summary.Partial` and drops it; the partials are merged by a tree
+        reduction. Also fills :attr:`stats` and :attr:`metadata`. Peak memory: one batch per
+        thread plus the partials (interval unions, histograms)."""
+        kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
+        if self._use_threads:
+            done = self._map(_summary_batch_task, self._batches, "loading", **kw)
+            done += self._map(_summary_files_task, self._groups, "loading", **kw)
+            self._metadata = _concat_metadata([d[1] for d in done])
+            infos = [d[2] for d in done]
+            part = _summary.combine_partials([d[0] for d in done])
+        else:
+            c = self._client
+            futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)
+            futs += c.map(_summary_files_task, self._groups, pure=False, **kw)
+            self._wait(futs, "loading")
+            infos = c.gather(c.map(_pick, futs, [2] * len(futs)))
+            self._metadata_futures = c.map(_pick, futs, [1] * len(futs))
+            self._metadata = None
+            level = c.map(_pick, futs, [0] * len(futs))
+            del futs
+            while len(level) > 1:
+                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
+            part = level[0].result() if level else _summary.Partial()
+        self._build_stats(infos, partitions=0)
+        return part
 
     def plot_timeline(self, outdir: str, bins: int = 100) -> List[str]:
         """Save the paper's Figure 8a/8b timelines as PNGs in ``outdir``; returns their paths.
@@ -942,7 +1002,7 @@ class DFAnalyzer:
         return _report.write_report(self, path, config=config, top=top, bins=bins, title=title)
 
     def __repr__(self) -> str:
-        s = getattr(self, "stats", None)
+        s = self._stats
         if not s:
             return f"DFAnalyzer(files={len(self.files)})"
         return (

@@ -216,9 +216,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     err = Console(stderr=True)
     progress = err.is_terminal and not args.no_progress
-    client, status = _start_cluster(args)
-    if client is None:
-        return status
+    # a scheduler is reached now; the embedded cluster is not started at all for the summary
+    # (streamed in this process's threads), only for --plot, which needs the events held
+    client = None
+    if args.scheduler or args.scheduler_file:
+        client, status = _start_cluster(args)
+        if client is None:
+            return status
+    analyzer = None
     try:
         analyzer = DFAnalyzer(
             args.patterns,
@@ -230,6 +235,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             app_io_cats=args.app_io_cats,
             args=(),  # the summary and the plots use only the core columns
             client=client,
+            n_workers=args.workers,
             progress=progress,
             query=args.filter,
         )
@@ -254,8 +260,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, TimeoutError) as exc:  # the embedded cluster (--plot) could not start
+        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
+        return 1
     finally:
-        client.close()
+        if analyzer is not None:
+            analyzer.close()
+        if client is not None:
+            client.close()
     return 0
 
 

@@ -30,51 +30,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
 
 from . import _reader
+from . import schema
 
 __all__ = [
-    "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "empty_events_frame",
-    "checkpoint_stats", "index_path", "load_batch", "load_files", "read_checkpoints", "read_lines",
-    "read_lines_checked", "scan",
-    "scan_arg_columns",
+    "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "checkpoint_stats", "index_path",
+    "load_batch", "load_files", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
 ]
 
 ReaderError = _reader.ReaderError
 
-#: Core event columns and their pandas dtypes, in frame order.
-EVENT_META: Dict[str, str] = {
-    "name": "category", "cat": "category", "ph": "category", "hostname": "category",
-    "fname": "category", "pid": "int64", "tid": "int64", "ts": "int64", "dur": "int64",
-    "te": "int64", "size": "Int64", "offset": "Int64",
-}
-CORE_COLUMNS = list(EVENT_META)
-_CATEGORICAL = {"name", "cat", "ph", "hostname", "fname"}
-
-#: Columns of ``Batch.metadata``.
-METADATA_COLUMNS = ["name", "cat", "ph", "pid", "tid", "ts", "dur", "key", "value", "args"]
-
-
-def _dtype(d: str):
-    if d == "category" or d == "string":
-        return pd.CategoricalDtype(pd.Index([], dtype=object))
-    return pd.Int64Dtype() if d == "Int64" else pd.Float64Dtype() if d == "Float64" else np.dtype(d)
-
-
-def empty_events_frame(arg_columns: Optional[Mapping[str, str]] = None) -> pd.DataFrame:
-    """An empty events frame with the exact column dtypes (usable as Dask ``meta``).
-
-    ``arg_columns`` maps args keys to ``"Int64" | "Float64" | "string"`` (as returned by
-    :func:`scan_arg_columns`); string args are categorical like ``name``.
-    """
-    cols = {c: pd.Series([], dtype=_dtype(d)) for c, d in EVENT_META.items()}
-    for k, d in sorted((arg_columns or {}).items()):
-        cols[k] = pd.Series([], dtype=_dtype(d))
-    return pd.DataFrame(cols)
+#: Core event columns and their kinds (``dfanalyzer.schema``), in frame order.
+EVENT_META: Dict[str, str] = dict(schema.CORE_COLUMNS)
+CORE_COLUMNS = list(schema.CORE_NAMES)
 
 
 @dataclass
@@ -90,48 +63,24 @@ class Batch:
     header_mismatches: int = 0      # members read by plain inflation because their header lied
 
 
-def _categorical(codes: np.ndarray, categories: list) -> pd.Categorical:
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
-
-
 def _nullable(values: np.ndarray, mask: np.ndarray):
     if values.dtype.kind == "f":
         return pd.arrays.FloatingArray(values, mask, copy=False)
     return pd.arrays.IntegerArray(values, mask, copy=False)
 
 
-def _conform(df: pd.DataFrame, arg_columns: Mapping[str, str]) -> pd.DataFrame:
-    """Give ``df`` exactly the args columns of ``arg_columns`` (missing -> null, cast dtypes)."""
-    n = len(df)
-    out = {c: df[c] for c in CORE_COLUMNS}
-    for k, d in sorted(arg_columns.items()):
-        dt = _dtype(d)
-        if k not in df.columns:
-            out[k] = pd.Series(pd.array([None] * n, dtype=dt) if d != "string" else
-                               pd.Categorical([None] * n), index=df.index)
-            continue
-        s = df[k]
-        if d == "string" and not isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype("string").astype("category")
-        elif d != "string" and s.dtype != dt:
-            s = s.astype(dt)
-        out[k] = s
-    return pd.DataFrame(out, index=df.index)
-
-
-def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir: Optional[str] = None,
-               arg_columns: Optional[Mapping[str, str]] = None) -> Batch:
+def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir: Optional[str] = None) -> Batch:
     """Decompress and parse checkpoints ``[first_checkpoint, last_checkpoint]`` of ``path``.
 
-    Columns are NumPy views of C++ buffers (no copy). With ``arg_columns`` the frame gets exactly
-    those args columns (Dask meta from :func:`scan_arg_columns`). Raises :class:`ReaderError`
+    Columns are NumPy views of C++ buffers (no copy); args columns are those the batch's events
+    have (kinds and union rule in :mod:`dfanalyzer.schema`). Raises :class:`ReaderError`
     (an ``OSError``) for unreadable files and ``IndexError`` for a bad checkpoint range.
     """
     r = _reader.load_batch(os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir)
-    return _batch(r, path, arg_columns)
+    return _batch(r, path)
 
 
-def load_files(paths: List[str], arg_columns: Optional[Mapping[str, str]] = None):
+def load_files(paths: List[str]):
     """Read and parse many small files whole into one :class:`Batch` (one call, no SQLite index).
 
     Each file is indexed in memory only (reading a small file whole costs less than an index
@@ -148,26 +97,25 @@ def load_files(paths: List[str], arg_columns: Optional[Mapping[str, str]] = None
                                  % (f["path"], f["skipped_lines"]))
         if f["unresolved_hashes"]:
             f["warnings"].append("%s: %d file/host hashes without a FH/HH record" % (f["path"], f["unresolved_hashes"]))
-    return _batch(r, None, arg_columns), files
+    return _batch(r, None), files
 
 
-def _batch(r: dict, path: Optional[str], arg_columns: Optional[Mapping[str, str]]) -> Batch:
+def _batch(r: dict, path: Optional[str]) -> Batch:
     core = r["core"]
     n = r["rows"]
     data = {}
     for c in CORE_COLUMNS:
         v = core[c]
-        if c in _CATEGORICAL:
-            data[c] = _categorical(*v)
-        elif c in ("size", "offset"):
+        if c in schema.CATEGORICAL_CORE:
+            data[c] = schema.categorical(*v)
+        elif c in schema.NULLABLE_CORE:
             data[c] = _nullable(*v)
         else:
             data[c] = v
     for key, dtype, payload in r["args"]:
-        data[key] = _categorical(*payload) if dtype == "string" else _nullable(*payload)
+        kind = schema.kind_of_reader(dtype)
+        data[key] = schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload)
     events = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
-    if arg_columns is not None:
-        events = _conform(events, arg_columns)
     m = r["metadata"]
     metadata = pd.DataFrame({
         "name": pd.Series(m["name"], dtype=object), "cat": pd.Series(m["cat"], dtype=object),
@@ -202,14 +150,10 @@ def build_index(path: str, index_dir: Optional[str] = None, force: bool = False,
 
 def scan(path: str, index_dir: Optional[str] = None) -> dict:
     """:func:`build_index` plus one parse pass: ``events``, ``metadata_records``,
-    ``skipped_lines`` and ``arg_columns`` ([(key, dtype)]). Cached in the index."""
+    ``skipped_lines`` and ``arg_columns`` ([(key, reader dtype)]). Cached in the index. (The
+    analyzer does not need it: it takes each batch's args columns from the batch itself and
+    merges them with :func:`dfanalyzer.schema.union_schema`.)"""
     return _reader.scan(os.fspath(path), index_dir)
-
-
-def scan_arg_columns(path: str, index_dir: Optional[str] = None) -> Dict[str, str]:
-    """Args columns of ``path`` -> ``"Int64" | "Float64" | "string"``; one parse of the file the
-    first time, then read from the index."""
-    return dict(scan(path, index_dir)["arg_columns"])
 
 
 def read_lines(path: str, first_line: int, n_lines: int, index_dir: Optional[str] = None) -> List[str]:

@@ -113,14 +113,22 @@ def test_member_format_hop_and_read(tmp_path):
     assert str(ev["flops"].dtype) == "Float64" and str(ev["epoch"].dtype) == "Int64"
 
 
-def test_scan_arg_columns_gives_exact_meta(tmp_path):
+def test_batches_aligned_to_union_schema_match_meta(tmp_path):
+    """The one schema path: each batch's args kinds, merged by the union rule, give partitions
+    whose dtypes are exactly the Dask meta (dfanalyzer.schema)."""
+    from dfanalyzer import schema as S
+
     paths = gen_traces.generate(str(tmp_path), 5000, files=1, fmt="member", member_bytes=64 << 10)
-    cols = R.scan_arg_columns(paths[0])
-    assert cols["flops"] == "Float64" and cols["mode"] == "string" and cols["arg_size"] == "Int64"
-    meta = R.empty_events_frame(cols)
-    b = R.load_batch(paths[0], 1, 1, arg_columns=cols)
-    assert list(b.events.columns) == list(meta.columns)
-    assert [str(t) for t in b.events.dtypes] == [str(t) for t in meta.dtypes]
+    batches = [R.load_batch(paths[0], i, i).events for i in (0, 1)]
+    kinds = S.union_schema([S.frame_schema(ev) for ev in batches])
+    assert kinds["flops"] == "Float64" and kinds["mode"] == "category" and kinds["arg_size"] == "Int64"
+    meta = S.make_meta(kinds)
+    for ev in batches:
+        got = S.align_frame(ev, kinds)
+        assert list(got.columns) == list(meta.columns)
+        assert [str(t) for t in got.dtypes] == [str(t) for t in meta.dtypes]
+    assert R.scan(paths[0])["events"] == sum(map(len, batches)) + len(
+        R.load_batch(paths[0], 2, len(R.build_index(paths[0])["checkpoints"]) - 1).events)
 
 
 def test_inflate_kind_random_access(tmp_path):

@@ -1,0 +1,189 @@
+"""The events schema, defined once: core columns, the dtype vocabulary and the union rule.
+
+Used by :mod:`dfanalyzer.reader` (building frames from the C++ reader's columns) and
+:mod:`dfanalyzer.analyzer` (aligning batches into partitions, Dask ``meta``).
+
+Dtype vocabulary (a *kind* per column):
+
+============  =====================================================================
+kind          pandas dtype
+============  =====================================================================
+``category``  ``CategoricalDtype`` over ``str`` categories (text: names, paths, args
+              strings); the C++ reader calls this kind ``"string"``
+``Int64``     nullable 64-bit integer (``pd.Int64Dtype``)
+``Float64``   nullable 64-bit float (``pd.Float64Dtype``)
+``int64``     non-null 64-bit integer (numpy)
+============  =====================================================================
+
+Core columns (``CORE_COLUMNS``, frame order; meanings and units in ``dfanalyzer.reader`` and
+``docs/analyzer.md``): ``name cat ph hostname fname`` category; ``pid tid`` int64; ``ts dur te``
+int64 µs; ``size offset`` Int64 bytes. Every other column is an args key with kind ``Int64``,
+``Float64`` or ``category``.
+
+Union rule (:func:`union_schema`), for one args key seen with different kinds in different
+batches: equal kinds stay; ``Int64`` ∪ ``Float64`` → ``Float64``; anything ∪ ``category`` →
+``category`` (numbers are then written as text, e.g. ``"3"``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "CATEGORY", "CORE_COLUMNS", "CORE_NAMES", "CATEGORICAL_CORE", "NULLABLE_CORE", "kind_of_reader", "categorical",
+    "kind_of", "pandas_dtype", "frame_schema", "union_schema", "empty_column", "make_meta", "cast_column",
+    "align_frame", "unify_categories",
+]
+
+CATEGORY = "category"
+#: Core event columns and their kinds, in frame order.
+CORE_COLUMNS: Tuple[Tuple[str, str], ...] = (
+    ("name", CATEGORY),
+    ("cat", CATEGORY),
+    ("ph", CATEGORY),
+    ("hostname", CATEGORY),
+    ("fname", CATEGORY),
+    ("pid", "int64"),
+    ("tid", "int64"),
+    ("ts", "int64"),
+    ("dur", "int64"),
+    ("te", "int64"),
+    ("size", "Int64"),
+    ("offset", "Int64"),
+)
+CORE_NAMES: Tuple[str, ...] = tuple(c for c, _ in CORE_COLUMNS)
+CORE_KINDS: Dict[str, str] = dict(CORE_COLUMNS)
+CATEGORICAL_CORE = frozenset(c for c, k in CORE_COLUMNS if k == CATEGORY)
+NULLABLE_CORE = frozenset(c for c, k in CORE_COLUMNS if k in ("Int64", "Float64"))
+
+_STR = pd.Index([], dtype=str).dtype  # the one dtype of every categorical's categories
+_READER_KINDS = {"string": CATEGORY, "Int64": "Int64", "Float64": "Float64"}
+
+
+def kind_of_reader(dtype: str) -> str:
+    """Kind of an args column as the C++ reader names it (``"string"``, ``"Int64"``,
+    ``"Float64"``). Raises ``ValueError`` for any other name."""
+    try:
+        return _READER_KINDS[dtype]
+    except KeyError:
+        raise ValueError(f"unknown reader dtype {dtype!r}") from None
+
+
+def kind_of(dtype) -> str:
+    """Kind of a pandas/numpy dtype: text and categoricals → ``category``, booleans and
+    integers → ``Int64``, floats → ``Float64``, anything else → ``category``."""
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype) or dtype == object:
+        return CATEGORY
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
+        return "Int64"
+    if pd.api.types.is_float_dtype(dtype):
+        return "Float64"
+    return CATEGORY
+
+
+def pandas_dtype(kind: str):
+    """The pandas dtype of a kind (categories of unknown values for ``category``)."""
+    if kind == CATEGORY:
+        return pd.CategoricalDtype(pd.Index([], dtype=_STR))
+    if kind == "Int64":
+        return pd.Int64Dtype()
+    if kind == "Float64":
+        return pd.Float64Dtype()
+    return np.dtype(kind)
+
+
+def frame_schema(df: pd.DataFrame) -> Dict[str, str]:
+    """Args column → kind for the non-core columns of ``df``, in column order."""
+    return {c: kind_of(t) for c, t in df.dtypes.items() if c not in CORE_KINDS}
+
+
+def union_schema(schemas: Sequence[Mapping[str, str]]) -> Dict[str, str]:
+    """Merge args schemas by the union rule (module docstring); column order is the order of
+    first appearance."""
+    out: Dict[str, str] = {}
+    for s in schemas:
+        for c, k in s.items():
+            have = out.get(c)
+            if have is None or have == k:
+                out[c] = k
+            elif CATEGORY in (have, k):
+                out[c] = CATEGORY
+            else:
+                out[c] = "Float64"
+    return out
+
+
+def empty_column(kind: str, n: int):
+    """All-null column of ``n`` rows of ``kind`` (zeros for the non-null ``int64``)."""
+    if kind == CATEGORY:
+        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=_STR))
+    if kind == "Int64":
+        return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+    if kind == "Float64":
+        return pd.arrays.FloatingArray(np.zeros(n, dtype=np.float64), np.ones(n, dtype=bool))
+    return np.zeros(n, dtype=kind)
+
+
+def make_meta(schema: Mapping[str, str]) -> pd.DataFrame:
+    """Empty frame with the exact dtypes of ``DFAnalyzer.events`` (core columns, then the args
+    columns of ``schema``), categories marked unknown for Dask."""
+    from dask.dataframe.utils import clear_known_categories
+
+    cols = {c: empty_column(k, 0) for c, k in list(CORE_COLUMNS) + list(schema.items())}
+    return clear_known_categories(pd.DataFrame(cols))
+
+
+def categorical(codes: np.ndarray, categories) -> pd.Categorical:
+    """A ``category`` column from integer ``codes`` (-1 = null) into ``categories`` (str), no copy
+    of the codes and no validation (the C++ reader's codes are in range)."""
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_STR), validate=False)
+
+
+def _str_index(values) -> pd.Index:
+    return pd.Index([str(v) for v in values], dtype=_STR)
+
+
+def cast_column(col: pd.Series, kind: str):
+    """``col`` as ``kind``; a categorical keeps its codes and gets ``str`` categories."""
+    dt = col.dtype
+    if kind == CATEGORY:
+        if isinstance(dt, pd.CategoricalDtype):
+            if dt.categories.dtype == _STR:
+                return col
+            return pd.Categorical.from_codes(col.cat.codes.to_numpy(), categories=_str_index(dt.categories))
+        vals = col.astype(object).where(col.notna(), None)
+        vals = vals.map(lambda v: v if v is None or isinstance(v, str) else str(v)).to_numpy(dtype=object)
+        codes, uniq = pd.factorize(vals)
+        return pd.Categorical.from_codes(codes, categories=_str_index(uniq))
+    return col if str(dt) == kind else col.astype(kind)
+
+
+def align_frame(df: pd.DataFrame, schema: Mapping[str, str]) -> pd.DataFrame:
+    """Columns of ``df`` in ``events`` order with the kinds of ``schema``; missing columns are
+    null; the index becomes a ``RangeIndex`` from 0."""
+    n = len(df)
+    if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
+        df = df.reset_index(drop=True)
+    cols = {}
+    for c, kind in list(CORE_COLUMNS) + list(schema.items()):
+        cols[c] = cast_column(df[c], kind) if c in df.columns else empty_column(kind, n)
+    return pd.DataFrame(cols, index=pd.RangeIndex(n), copy=False)
+
+
+def unify_categories(frames: List[pd.DataFrame]) -> List[pd.DataFrame]:
+    """Give every categorical column the same categories in all ``frames`` (aligned frames,
+    same columns), so that they concatenate without falling back to object; in place."""
+    if len(frames) < 2:
+        return frames
+    cat_cols = [c for c, t in frames[0].dtypes.items() if isinstance(t, pd.CategoricalDtype)]
+    for c in cat_cols:
+        cats = [f[c].cat.categories for f in frames]
+        if all(cats[0].equals(x) and cats[0].dtype == x.dtype for x in cats[1:]):
+            continue
+        union = pd.Index(pd.unique(np.concatenate([np.asarray(x, dtype=object) for x in cats])), dtype=_STR)
+        for f in frames:
+            f[c] = f[c].cat.set_categories(union)
+    return frames
