@@ -13,11 +13,11 @@
 
 namespace dftracer {
 
-void ThreadBuffer::lock(int who) noexcept {
-  while (busy.exchange(who, std::memory_order_acquire)) {
+void ThreadBuffer::lock_slow(int who) noexcept {
+  do {
     for (int i = 0; i < 64 && busy.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
     if (busy.load(std::memory_order_relaxed)) sched_yield();
-  }
+  } while (busy.exchange(who, std::memory_order_acquire));
 }
 
 bool ThreadBuffer::try_lock_other() noexcept {
@@ -66,9 +66,8 @@ void TracerImpl::buffer_dtor(void* p) {
   set_current_thread_buffer(nullptr);
 }
 
-// Room for `need` more bytes: drain first, then grow (for one event larger than the buffer).
-void TracerImpl::ensure(ThreadBuffer* b, size_t need) {
-  if (b->size + need <= b->cap) return;
+// No room for `need` more bytes: drain first, then grow (for one event larger than the buffer).
+void TracerImpl::make_room(ThreadBuffer* b, size_t need) {
   drain_locked(b);
   if (need > b->cap) {
     size_t cap = b->cap;

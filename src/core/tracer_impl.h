@@ -83,7 +83,11 @@ struct ThreadBuffer {
   uint32_t nev = 0;                  // events ("X"/"i") in buf since the last drain (metadata lines excluded)
   IdsPrefix ids;                     // ,"pid":P,"tid":T,"ts":
 
-  void lock(int who = 1) noexcept;
+  void lock(int who = 1) noexcept {
+    if (__builtin_expect(busy.exchange(who, std::memory_order_acquire) == 0, 1)) return;
+    lock_slow(who);
+  }
+  void lock_slow(int who) noexcept;  // contended: spin, then yield
   // Another thread's try: spins briefly, never waits for an owner that may be blocked.
   bool try_lock_other() noexcept;
   void unlock() noexcept { busy.store(0, std::memory_order_release); }
@@ -194,7 +198,11 @@ class TracerImpl {
   }
   ThreadBuffer* new_buffer();
   static void buffer_dtor(void* p);
-  void ensure(ThreadBuffer* b, size_t need);
+  // Room for `need` more bytes in b (inline fast path of the event path).
+  void ensure(ThreadBuffer* b, size_t need) {
+    if (__builtin_expect(b->size + need > b->cap, 0)) make_room(b, need);
+  }
+  void make_room(ThreadBuffer* b, size_t need);
   // The one hand-over of a thread buffer to the chunk (caller holds buf_mu and the buffer).
   void hand_over_locked(ThreadBuffer* b);
   void drain_locked(ThreadBuffer* b);
