@@ -13,7 +13,6 @@ import sys
 from importlib import resources
 
 PRELOAD_NAME = "libdftracer_preload.so"
-CORE_NAME = "libdftracer_core.so"
 
 
 def _candidates(name: str) -> list[str]:
@@ -45,8 +44,3 @@ def _find(name: str) -> str:
 def preload_library() -> str:
     """Absolute path of libdftracer_preload.so (raises FileNotFoundError)."""
     return _find(PRELOAD_NAME)
-
-
-def core_library() -> str:
-    """Absolute path of libdftracer_core.so (raises FileNotFoundError)."""
-    return _find(CORE_NAME)

@@ -111,17 +111,23 @@ DISABLED_APP = """
     log.finalize(); log.finalize()
     with open("{tmp}/data.bin", "wb") as fh:
         fh.write(b"abc")
-    assert "dftracer._dftracer" not in sys.modules, "compiled module imported while disabled"
+    # The core decides (one parser); with no switch variable set it is not even loaded.
+    import os
+    loaded = "dftracer._dftracer" in sys.modules
+    assert loaded == ("DFTRACER_ENABLE" in os.environ), loaded
     print("done")
 """
 
 
-@pytest.mark.parametrize("value", [None, "0", "off"])
+@pytest.mark.parametrize("value", [None, "0", "off", ""])
 def test_disabled_mode_creates_no_files(tmp_path, value):
     extra = {} if value is None else {"DFTRACER_ENABLE": value}
-    run_app(tmp_path, DISABLED_APP.format(tmp=tmp_path), enable=False,
-            DFTRACER_LOG_FILE=tmp_path / "trace", DFTRACER_DATA_DIR=tmp_path, **extra)
+    proc = run_app(tmp_path, DISABLED_APP.format(tmp=tmp_path), enable=False,
+                   DFTRACER_LOG_FILE=tmp_path / "trace", DFTRACER_DATA_DIR=tmp_path, **extra)
     assert sorted(os.listdir(tmp_path)) == ["app.py", "data.bin"]
+    # An empty DFTRACER_ENABLE= is the core's call for every API: warned about, tracing off.
+    warned = "invalid value '' for DFTRACER_ENABLE" in proc.stderr
+    assert warned == (value == ""), proc.stderr
 
 
 def test_disabled_decorator_returns_the_function_itself(tmp_path):

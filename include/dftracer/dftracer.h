@@ -21,12 +21,14 @@
 
 #include <stdint.h>
 
+#include "dftracer/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Non-zero while tracing is on. Read it through dftracer_c_is_active(). */
-extern int dftracer_active_flag;
+extern DFTRACER_EXPORT int dftracer_active_flag;
 
 static inline int dftracer_c_is_active(void) {
   return __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED);
@@ -36,35 +38,35 @@ static inline int dftracer_c_is_active(void) {
  * ("x.pfw" or "x.pfw.gz"; the suffix is replaced by ours) or NULL for
  * <DFTRACER_LOG_FILE>-<hostname>-<pid>.pfw.gz. data_dirs: ":"-separated directories or "all",
  * NULL for DFTRACER_DATA_DIR. process_id: optional rank, recorded as metadata "process_id". */
-void dftracer_c_init(const char* log_file, const char* data_dirs, const int* process_id);
+DFTRACER_EXPORT void dftracer_c_init(const char* log_file, const char* data_dirs, const int* process_id);
 /* Flush and close the trace file. Safe to call twice; later events are dropped. */
-void dftracer_c_fini(void);
+DFTRACER_EXPORT void dftracer_c_fini(void);
 /* Wall-clock time in µs since the epoch. */
-int64_t dftracer_c_time_us(void);
+DFTRACER_EXPORT int64_t dftracer_c_time_us(void);
 
 typedef struct dftracer_region dftracer_region_t; /* opaque open region */
 
 /* Open a region at now(); returns NULL when tracing is off. name/cat must outlive the region. */
-dftracer_region_t* dftracer_c_region_begin(const char* name, const char* cat);
+DFTRACER_EXPORT dftracer_region_t* dftracer_c_region_begin(const char* name, const char* cat);
 /* Add a tag (args entry) to an open region; NULL region is ignored. key/value are copied. */
-void dftracer_c_region_update_int(dftracer_region_t* r, const char* key, int64_t value);
-void dftracer_c_region_update_uint(dftracer_region_t* r, const char* key, uint64_t value);
-void dftracer_c_region_update_double(dftracer_region_t* r, const char* key, double value);
-void dftracer_c_region_update_bool(dftracer_region_t* r, const char* key, int value);
-void dftracer_c_region_update_str(dftracer_region_t* r, const char* key, const char* value);
-void dftracer_c_region_update_strn(dftracer_region_t* r, const char* key, const char* value, uint64_t len);
+DFTRACER_EXPORT void dftracer_c_region_update_int(dftracer_region_t* r, const char* key, int64_t value);
+DFTRACER_EXPORT void dftracer_c_region_update_uint(dftracer_region_t* r, const char* key, uint64_t value);
+DFTRACER_EXPORT void dftracer_c_region_update_double(dftracer_region_t* r, const char* key, double value);
+DFTRACER_EXPORT void dftracer_c_region_update_bool(dftracer_region_t* r, const char* key, int value);
+DFTRACER_EXPORT void dftracer_c_region_update_str(dftracer_region_t* r, const char* key, const char* value);
+DFTRACER_EXPORT void dftracer_c_region_update_strn(dftracer_region_t* r, const char* key, const char* value, uint64_t len);
 /* Close the region: writes one complete event (dur = now - start, µs) and frees r. */
-void dftracer_c_region_end(dftracer_region_t* r);
+DFTRACER_EXPORT void dftracer_c_region_end(dftracer_region_t* r);
 /* Close the region as an instant event ("ph":"i", ts = its start) with its tags; frees r. */
-void dftracer_c_region_end_instant(dftracer_region_t* r);
+DFTRACER_EXPORT void dftracer_c_region_end_instant(dftracer_region_t* r);
 /* One complete event with explicit start ts and duration, µs. */
-void dftracer_c_log_complete(const char* name, const char* cat, int64_t ts_us, int64_t dur_us);
+DFTRACER_EXPORT void dftracer_c_log_complete(const char* name, const char* cat, int64_t ts_us, int64_t dur_us);
 /* Instant events at now(); the _int/_str forms carry one tag. */
-void dftracer_c_instant(const char* name, const char* cat);
-void dftracer_c_instant_int(const char* name, const char* cat, const char* key, int64_t value);
-void dftracer_c_instant_str(const char* name, const char* cat, const char* key, const char* value);
+DFTRACER_EXPORT void dftracer_c_instant(const char* name, const char* cat);
+DFTRACER_EXPORT void dftracer_c_instant_int(const char* name, const char* cat, const char* key, int64_t value);
+DFTRACER_EXPORT void dftracer_c_instant_str(const char* name, const char* cat, const char* key, const char* value);
 /* Metadata record {"ph":"M","name":key,"args":{"name":key,"value":value}}. */
-void dftracer_c_metadata(const char* key, const char* value);
+DFTRACER_EXPORT void dftracer_c_metadata(const char* key, const char* value);
 
 #ifdef __cplusplus
 }

@@ -130,7 +130,7 @@ void dftracer_c_region_end_instant(dftracer_region_t* r) {
 
 void dftracer_c_log_complete(const char* name, const char* cat, int64_t ts_us, int64_t dur_us) {
   Tracer* t = Tracer::instance();
-  if (t->active()) t->log_complete(name ? name : "", cat ? cat : "", ts_us, dur_us < 0 ? 0 : dur_us, nullptr);
+  if (t->active()) t->log_complete(name ? name : "", cat ? cat : "", ts_us, dur_us, nullptr);
 }
 
 void dftracer_c_instant(const char* name, const char* cat) {

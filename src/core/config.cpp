@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "paths.h"
 #include "tracer.h"
 
 namespace dftracer {
@@ -89,12 +90,6 @@ bool parse_init(std::string_view v, InitMode* out) {
   else if (s == "preload") *out = InitMode::PRELOAD;
   else return false;
   return true;
-}
-
-std::string cwd() {
-  char buf[4096];
-  if (getcwd(buf, sizeof(buf))) return buf;
-  return "/";
 }
 
 // Apply one setting given as text. `key` is the env var name (used in warnings).
@@ -221,37 +216,6 @@ const char* real_getenv(const char* k) { return std::getenv(k); }
 
 }  // namespace
 
-std::string normalize_path(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    size_t j = i;
-    while (j < path.size() && path[j] != '/') ++j;
-    std::string_view part = path.substr(i, j - i);
-    if (part.empty() || part == ".") {
-    } else if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-    } else {
-      parts.push_back(part);
-    }
-    i = j;
-  }
-  std::string out;
-  for (auto p : parts) {
-    out += '/';
-    out.append(p.data(), p.size());
-  }
-  if (out.empty()) out = "/";
-  return out;
-}
-
-bool path_has_prefix(std::string_view path, std::string_view dir) noexcept {
-  if (dir == "/") return !path.empty() && path[0] == '/';
-  if (path.size() < dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
-  return path.size() == dir.size() || path[dir.size()] == '/';
-}
-
 std::vector<std::string> parse_data_dirs(std::string_view spec, bool* all) {
   std::vector<std::string> dirs;
   *all = false;
@@ -268,7 +232,7 @@ std::vector<std::string> parse_data_dirs(std::string_view spec, bool* all) {
       continue;
     }
     if (e[0] != '/') {
-      if (base.empty()) base = cwd();
+      if (base.empty()) base = paths::cwd();
       e = base + "/" + e;
     }
     std::string n = normalize_path(e);
@@ -303,8 +267,7 @@ Config load_config(const char* (*getenv_fn)(const char*)) {
   }
   if (c.config_error) c.enable = false;
   // Resolve the log prefix to an absolute path.
-  if (c.log_file[0] != '/') c.log_file = cwd() + "/" + c.log_file;
-  c.log_file = normalize_path(c.log_file);
+  c.log_file = paths::absolute(c.log_file);
   // Data dirs: unset means "all" (never silently trace nothing).
   if (c.data_dirs_raw.empty()) {
     c.trace_all = true;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../format/member.h"
+#include "dftracer/export.h"
 
 struct libdeflate_compressor;
 
@@ -27,7 +28,7 @@ using format::kSubfieldVersion;
 // Levels 2..9 always use the general deflater: libdeflate (whole-buffer, 2-3x faster than zlib at
 // the same level) when built with it, zlib otherwise. All write the same member layout (raw
 // deflate that any inflater reads).
-class MemberEncoder {
+class DFTRACER_EXPORT MemberEncoder {
  public:
   explicit MemberEncoder(int level);
  static const char* backend();  // "libdeflate" or "zlib" (levels 2..9)
@@ -72,6 +73,6 @@ class MemberEncoder {
 };
 
 // Counts '\n' bytes.
-uint32_t count_lines(const char* data, size_t n);
+DFTRACER_EXPORT uint32_t count_lines(const char* data, size_t n);
 
 }  // namespace dftracer

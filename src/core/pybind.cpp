@@ -69,17 +69,60 @@ PYBIND11_MODULE(_dftracer, m) {
           return py::cast<std::string>(py::str(s));
         };
         std::optional<std::string> lf = to_str(log_file), dd = to_str(data_dirs);
-        int pid = process_id.is_none() ? 0 : py::cast<int>(process_id);
+        if (lf && lf->empty()) lf.reset();
+        if (dd && dd->empty()) dd.reset();
+        int pid = process_id.is_none() ? -1 : py::cast<int>(process_id);
         Tracer* t = Tracer::instance();
         {
           py::gil_scoped_release release;
-          t->initialize(lf ? lf->c_str() : nullptr, dd ? dd->c_str() : nullptr, process_id.is_none() ? nullptr : &pid);
+          t->initialize(lf ? lf->c_str() : nullptr, dd ? dd->c_str() : nullptr, pid < 0 ? nullptr : &pid);
         }
         return t->active();
       },
       py::arg("log_file") = py::none(), py::arg("data_dirs") = py::none(), py::arg("process_id") = py::none(),
-      "Start tracing if DFTRACER_ENABLE is set; returns True if tracing is on. A second call keeps the "
-      "instance (a new log_file renames the output).");
+      "Start tracing if the configuration enables it; returns True if tracing is on. log_file: trace "
+      "name (str or path-like; None or '' for DFTRACER_LOG_FILE); data_dirs: ':'-separated traced "
+      "prefixes (None or '' for DFTRACER_DATA_DIR); process_id: recorded as metadata 'process_id' "
+      "(None or negative: none; events keep the OS pid). The core creates the log directory. A second "
+      "call keeps the instance (a new log_file renames the output).");
+
+  m.def(
+      "config",
+      []() {
+        // The core's parsed configuration (one parser for every API: the Python layer reads its
+        // decisions from here instead of parsing the environment itself).
+        const dftracer::Config& c = dftracer::config();
+        static const char* const kLevels[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+        py::dict d;
+        d["enable"] = c.enable;
+        d["enable_set"] = c.enable_set;
+        d["init"] = c.init == dftracer::InitMode::PRELOAD ? "PRELOAD" : "FUNCTION";
+        d["log_file"] = c.log_file;
+        py::list dirs;
+        if (!c.trace_all)
+          for (const std::string& dir : c.data_dirs) dirs.append(dir);
+        d["data_dirs"] = dirs;
+        d["trace_all"] = c.trace_all;
+        d["inc_metadata"] = c.inc_metadata;
+        d["compression"] = c.compression;
+        d["compression_level"] = c.compression_level;
+        d["write_buffer_size"] = c.write_buffer_size;
+        d["disable_io"] = c.disable_io;
+        d["disable_posix"] = c.disable_posix;
+        d["disable_stdio"] = c.disable_stdio;
+        d["bind_signals"] = c.bind_signals;
+        d["flush_interval_ms"] = c.flush_interval_ms;
+        d["set_core_affinity"] = c.set_core_affinity;
+        d["log_level"] = kLevels[static_cast<int>(c.log_level)];
+        d["config_file"] = c.config_file;
+        d["config_error"] = c.config_error;
+        return d;
+      },
+      "The core's configuration (docs/configuration.md), parsed once per process from the "
+      "DFTRACER_CONFIGURATION YAML file and DFTRACER_* variables: a dict with enable, init "
+      "('FUNCTION'/'PRELOAD'), log_file (absolute prefix), data_dirs (list of absolute paths, empty "
+      "with trace_all), flush_interval_ms, write_buffer_size (bytes), compression_level, log_level, "
+      "config_error, ... . Under the preload, enable already includes DFTRACER_INIT=PRELOAD.");
 
   m.def("is_active", []() { return Tracer::instance()->active(); }, "True while events are recorded.");
   m.def("get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
@@ -93,12 +136,12 @@ PYBIND11_MODULE(_dftracer, m) {
         std::string_view n = as_view(name.ptr(), &keep);
         std::string_view c = as_view(cat.ptr(), &keep);
         if (args.is_none()) {
-          t->log_complete(n, c, start, dur < 0 ? 0 : dur, nullptr);
+          t->log_complete(n, c, start, dur, nullptr);
           return;
         }
         ArgList a;
         fill_args(args.ptr(), &a, &keep);
-        t->log_complete(n, c, start, dur < 0 ? 0 : dur, &a);
+        t->log_complete(n, c, start, dur, &a);
       },
       py::arg("name"), py::arg("cat"), py::arg("start"), py::arg("dur"), py::arg("args") = py::none(),
       "Complete event (\"ph\":\"X\"): start and dur in µs; args values int/float/bool/str (others str()-ed).");

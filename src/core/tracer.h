@@ -18,11 +18,12 @@
 #include <vector>
 
 #include "dftracer/dftracer.h"  // dftracer_active_flag (the one-load "is tracing on" word)
+#include "dftracer/export.h"    // DFTRACER_EXPORT: the library is built with -fvisibility=hidden
 
 namespace dftracer {
 
 // Wall-clock time in µs since the epoch (clock_gettime(CLOCK_REALTIME), a vDSO call).
-int64_t now_us() noexcept;
+DFTRACER_EXPORT int64_t now_us() noexcept;
 
 enum class InitMode { FUNCTION, PRELOAD };
 enum class LogLevel { ERROR = 0, WARN = 1, INFO = 2, DEBUG = 3 };
@@ -52,23 +53,23 @@ struct Config {
   std::string config_file;                   // DFTRACER_CONFIGURATION
   bool config_error = false;                 // bad YAML: tracing forced off
 };
-const Config& config();
+DFTRACER_EXPORT const Config& config();
 // Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded
 // process, DFTRACER_INIT=PRELOAD enables tracing unless DFTRACER_ENABLE was given explicitly
 // (so DFTRACER_ENABLE=0 still wins). Returns config().enable afterwards.
-bool enable_for_preload() noexcept;
+DFTRACER_EXPORT bool enable_for_preload() noexcept;
 
 // Parse a configuration from a YAML file (may be empty) and an environment lookup; exposed for
 // tests.  Warnings go to stderr (one per bad key).
-Config load_config(const char* (*getenv_fn)(const char*));
+DFTRACER_EXPORT Config load_config(const char* (*getenv_fn)(const char*));
 
 // Split a ":"-separated list, resolve relative entries against the cwd, normalise ("." "..", "//",
 // trailing "/"). Sets *all when an entry is "all".
-std::vector<std::string> parse_data_dirs(std::string_view spec, bool* all);
+DFTRACER_EXPORT std::vector<std::string> parse_data_dirs(std::string_view spec, bool* all);
 // Lexical normalisation of an absolute path (no symlink resolution).
-std::string normalize_path(std::string_view path);
+DFTRACER_EXPORT std::string normalize_path(std::string_view path);
 // Component-aware prefix test: "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc".
-bool path_has_prefix(std::string_view path, std::string_view dir) noexcept;
+DFTRACER_EXPORT bool path_has_prefix(std::string_view path, std::string_view dir) noexcept;
 
 // Event arguments ("args" object). Fixed capacity, no allocation; string values are views and
 // must stay valid until the log_* call returns.  Extra entries beyond kCapacity are dropped.
@@ -184,18 +185,21 @@ class ArgList {
 
 // Thread-local re-entry marker: while a guard is alive on a thread (and always on the tracer's
 // writer thread) in_tracer() is true and the preload wrappers must not trace.
-struct ReentryGuard {
+struct DFTRACER_EXPORT ReentryGuard {
   ReentryGuard() noexcept;
   ~ReentryGuard() noexcept;
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
 };
-bool in_tracer() noexcept;
+DFTRACER_EXPORT bool in_tracer() noexcept;
+
+// Phase of an event: "ph":"X" (complete: ts and dur) or "ph":"i" (instant: ts only, "s":"t").
+enum class Phase : uint8_t { Complete, Instant };
 
 class TracerImpl;
 
 // The per-process tracer. All members are thread safe and never throw.
-class Tracer {
+class DFTRACER_EXPORT Tracer {
  public:
   // Lazily created, never destroyed, never null.
   static Tracer* instance() noexcept;
@@ -211,17 +215,21 @@ class Tracer {
   // old ones.  A call after finalize() starts a new file.
   void initialize(const char* log_file, const char* data_dirs, const int* process_id) noexcept;
 
-  // Complete event ("ph":"X"): ts and dur in µs. args may be null. File events carry args "fname".
-  void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
-                    const ArgList* args) noexcept {
-    log_complete(name, cat, ts, dur, args, false);
-  }
-  // Same; plain_name_cat = the caller checked that name and cat need no JSON escaping
+  // One event of the given phase: ts in µs; dur in µs for Phase::Complete (a negative duration,
+  // e.g. the wall clock stepped back, is written as 0), ignored for Phase::Instant. args may be
+  // null. plain_name_cat = the caller checked that name and cat need no JSON escaping
   // (json::is_plain, e.g. string literals of the preload), so they are copied as they are.
-  void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
-                    const ArgList* args, bool plain_name_cat) noexcept;
-  // Instant event ("ph":"i", "s":"t").
-  void log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept;
+  void log_event(Phase phase, std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
+                 const ArgList* args, bool plain_name_cat) noexcept;
+  // Complete event ("ph":"X"): ts and dur in µs. args may be null. File events carry args "fname".
+  void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur, const ArgList* args,
+                    bool plain_name_cat = false) noexcept {
+    log_event(Phase::Complete, name, cat, ts, dur, args, plain_name_cat);
+  }
+  // Instant event ("ph":"i", "s":"t") at ts µs.
+  void log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept {
+    log_event(Phase::Instant, name, cat, ts, 0, args, false);
+  }
   // Metadata record ("ph":"M", name=key, args {"name":key,"value":value}).
   void log_metadata(std::string_view key, std::string_view value) noexcept;
 
@@ -229,10 +237,11 @@ class Tracer {
   // Tracing continues.  The preload calls this before exec*().
   void flush() noexcept;
   // Flush, close the file, stop the writer thread; later events are dropped. Idempotent.
-  // Called at exit (atexit), by the preload's exit/_exit wrappers, and on bound signals.
+  // Called at exit (atexit), by the preload's exit/_exit wrappers and by the Python layer. The
+  // flush signals (signals::is_flush_signal) are blocked on the calling thread meanwhile, so a
+  // SIGTERM arriving during finalize (e.g. a pool's terminate()) is delivered once the file is
+  // complete.
   void finalize() noexcept;
-  // Same as finalize(); name for exit-path hooks.
-  void on_exit() noexcept { finalize(); }
 
   // True if the absolute path is inside a data dir (component aware) or, with "all", outside
   // /proc, /sys, /dev and the trace output.  Relative paths are resolved against the cwd.
@@ -252,11 +261,8 @@ class Tracer {
   bool yield_fd(int fd) noexcept;
 
   // Diagnostics for tests and the Python layer.
-  uint64_t events_logged() const noexcept;   // ids reserved since initialize (>= events + M records)
   bool failed() const noexcept;              // output could not be written: tracing stopped
   int pid() const noexcept;                  // cached getpid() (updated after fork)
-
-  TracerImpl* impl() const noexcept { return impl_; }
 
  private:
   Tracer();
@@ -264,7 +270,7 @@ class Tracer {
 };
 
 // Cached kernel thread id of the calling thread.
-int current_tid() noexcept;
+DFTRACER_EXPORT int current_tid() noexcept;
 
 // Signal handling of the tracer (one mechanism for the preload library, the Python binding and
 // the C/C++ APIs; docs/format.md "Crash behaviour"). With DFTRACER_BIND_SIGNALS (default on),
@@ -279,16 +285,16 @@ int current_tid() noexcept;
 namespace signals {
 // SIGHUP SIGINT SIGQUIT SIGABRT SIGPIPE SIGTERM SIGXCPU (all end the process by default; SIGKILL
 // cannot be caught: the writer's timed flush, DFTRACER_FLUSH_INTERVAL, bounds what it loses).
-bool is_flush_signal(int sig) noexcept;
+DFTRACER_EXPORT bool is_flush_signal(int sig) noexcept;
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 // The preload library wraps sigaction(); the core must install its handler with libc's.
-void set_real_sigaction(SigactionFn fn) noexcept;
+DFTRACER_EXPORT void set_real_sigaction(SigactionFn fn) noexcept;
 // The application's sigaction() on a flush signal, as the preload wrapper forwards it. Returns
 // false if the tracer does not manage `sig` (the caller then calls the real sigaction). Otherwise
 // performs the call on the application's view of the action (old = what the application set last,
 // or the action found at initialize), keeps the tracer's handler in the kernel (or SIG_IGN if the
 // application asks for it), sets *rc to 0 (or -1 with errno) and returns true.
-bool app_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept;
+DFTRACER_EXPORT bool app_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept;
 }  // namespace signals
 
 }  // namespace dftracer

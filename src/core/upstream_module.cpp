@@ -203,14 +203,13 @@ PYBIND11_MODULE(dftracer, m) {
         collect(float_args, Kind::FLOAT, "float_args", &tags, &keep);
         std::string_view n = as_view(name.ptr(), &keep);
         std::string_view c = as_view(cat.ptr(), &keep);
-        int64_t dur = duration < 0 ? 0 : duration;
         if (tags.empty()) {
-          t->log_complete(n, c, start_time, dur, nullptr);
+          t->log_complete(n, c, start_time, duration, nullptr);
           return;
         }
         ArgList args;
         for (const Tag& tag : tags) add_tag(tag, &args, &keep);
-        t->log_complete(n, c, start_time, dur, &args);
+        t->log_complete(n, c, start_time, duration, &args);
       },
       py::arg("name"), py::arg("cat"), py::arg("start_time"), py::arg("duration"), py::arg("int_args") = py::none(),
       py::arg("string_args") = py::none(), py::arg("float_args") = py::none(), py::arg("relations") = py::none(),
@@ -256,7 +255,7 @@ PYBIND11_MODULE(dftracer, m) {
       []() {
         py::object api = python_api();
         if (!api.is_none()) {
-          api.attr("_finalize_core")();  // holds SIGTERM/SIGINT back while the file is completed
+          api.attr("_finalize_core")();  // the core holds the flush signals back meanwhile
           return;
         }
         py::gil_scoped_release release;

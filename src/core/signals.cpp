@@ -1,0 +1,233 @@
+// Signal handling of the tracer (tracer.h, namespace signals): one handler for the flush signals,
+// installed by initialize() (DFTRACER_BIND_SIGNALS), shared by the preload library, the Python
+// modules and the C/C++ APIs; and the deferral of fatal signals while a thread holds tracer locks.
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "tracer_impl.h"
+
+namespace dftracer {
+
+namespace {
+// While t_defer > 0 this thread holds tracer locks that the writer needs, so a signal whose
+// default action ends the process is held in t_pending_sig and re-raised by the last ~SignalDefer.
+thread_local int t_defer = 0;
+thread_local volatile sig_atomic_t t_pending_sig = 0;
+}  // namespace
+
+void defer_signals_begin() noexcept { ++t_defer; }
+
+void defer_signals_end() noexcept {
+  if (--t_defer == 0 && t_pending_sig != 0) {
+    int sig = t_pending_sig;
+    t_pending_sig = 0;
+    raise(sig);  // the tracer's handler runs again, now without our locks held
+  }
+}
+
+SignalDefer::SignalDefer() noexcept { defer_signals_begin(); }
+SignalDefer::~SignalDefer() noexcept { defer_signals_end(); }
+
+// Called from a signal handler: ask the writer thread for a flush (async-signal-safe: atomics,
+// sem_post, nanosleep). wait: until the writer has written every event buffered now (~2 s max).
+void TracerImpl::signal_flush(bool wait) noexcept {
+  if (state.load() != ACTIVE || !writer_running.load()) return;
+  uint64_t mine = flush_requested.fetch_add(1) + 1;
+  sem_post(&wake);
+  if (!wait) return;
+  for (int i = 0; i < kSignalFlushWaitMs && flush_done.load() < mine && writer_running.load(); ++i) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+namespace signals {
+namespace {
+constexpr int kFlushSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGPIPE, SIGTERM, SIGXCPU};
+constexpr int kMaxSig = 65;
+
+// Per signal: the action the application sees (two slots, switched atomically, so a handler never
+// reads a half-written one), whether the tracer manages the signal, and whether our handler is in
+// the kernel (not when the application asked for SIG_IGN).
+struct Slot {
+  struct sigaction app[2];
+  std::atomic<int> cur{0};
+  std::atomic<bool> managed{false};
+  std::atomic<bool> installed{false};
+};
+Slot g_slots[kMaxSig];
+std::atomic<bool> g_slot_lock{false};
+SigactionFn g_real_sigaction = &::sigaction;
+
+bool is_ign(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_IGN; }
+bool is_dfl(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL; }
+
+void on_signal(int sig, siginfo_t* info, void* ctx);
+
+// Our handler with the application's flags and mask (so its handler runs as it asked).
+struct sigaction ours_for(const struct sigaction& app) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = &on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (!is_dfl(app) && !is_ign(app)) {
+    sa.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER));
+    sa.sa_mask = app.sa_mask;
+  }
+  for (int s : kFlushSignals) sigaddset(&sa.sa_mask, s);  // one flush at a time
+  return sa;
+}
+
+// All signals blocked while the slot lock is held: a handler on this thread cannot spin on it.
+struct SlotLock {
+  sigset_t old;
+  SlotLock() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    while (g_slot_lock.exchange(true, std::memory_order_acquire)) sched_yield();
+  }
+  ~SlotLock() noexcept {
+    g_slot_lock.store(false, std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+};
+
+void set_app_locked(Slot& sl, const struct sigaction& a) {
+  int next = 1 - sl.cur.load(std::memory_order_relaxed);
+  sl.app[next] = a;
+  sl.cur.store(next, std::memory_order_release);
+}
+
+// The application's action took effect in the kernel: restore the default and re-raise. Inside
+// the handler the signal is blocked, so it is delivered when the handler returns.
+void reraise_default(int sig) {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  g_slots[sig].installed.store(false);
+  g_real_sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
+void on_signal(int sig, siginfo_t* info, void* ctx) {
+  int saved = errno;
+  Slot& sl = g_slots[sig];
+  struct sigaction app = sl.app[sl.cur.load(std::memory_order_acquire)];
+  bool dfl = is_dfl(app);
+  TracerImpl* t = g_impl;
+  // A vfork or raw clone child shares or copied our memory without the atfork handlers: hands off.
+  bool own = t && static_cast<int>(syscall(SYS_getpid)) == t->pid && t->state.load() == ACTIVE;
+  if (own) {
+    ReentryGuard guard;
+    ThreadBuffer* b = current_thread_buffer();
+    if (dfl) {
+      if (t_defer > 0) {  // this thread holds locks the writer needs
+        t_pending_sig = sig;
+        errno = saved;
+        return;
+      }
+      if (b && b->busy.load(std::memory_order_relaxed) == 1) {
+        // Interrupted while formatting an event into this thread's buffer (only the owner
+        // takes it as 1): finish it first; log_event re-raises when it unlocks the buffer.
+        b->pending_sig = sig;
+        errno = saved;
+        return;
+      }
+      t->signal_flush(true);
+    } else if (!is_ign(app)) {
+      // The application's handler decides (it may _exit): write what is buffered first, unless
+      // this thread holds a tracer lock (then the flush is only requested, not waited for).
+      bool holding = t_defer > 0 || (b && b->busy.load(std::memory_order_relaxed) == 1);
+      t->signal_flush(!holding);
+    }
+  }
+  if (dfl) {
+    reraise_default(sig);
+  } else if (!is_ign(app)) {
+    if (app.sa_flags & SA_RESETHAND) {
+      SlotLock lock;
+      struct sigaction d;
+      std::memset(&d, 0, sizeof(d));
+      d.sa_handler = SIG_DFL;
+      sigemptyset(&d.sa_mask);
+      set_app_locked(sl, d);
+    }
+    errno = saved;
+    if (app.sa_flags & SA_SIGINFO) app.sa_sigaction(sig, info, ctx);
+    else app.sa_handler(sig);
+  }
+  errno = saved;
+}
+
+}  // namespace
+
+// initialize(): take over the flush signals (once per process; handlers survive fork).
+void install() noexcept {
+  for (int sig : kFlushSignals) {
+    Slot& sl = g_slots[sig];
+    if (sl.managed.load()) continue;
+    SlotLock lock;
+    struct sigaction cur;
+    if (g_real_sigaction(sig, nullptr, &cur) != 0) continue;
+    set_app_locked(sl, cur);
+    sl.managed.store(true);
+    if (is_ign(cur)) continue;  // ignored stays ignored (and is inherited across exec)
+    struct sigaction sa = ours_for(cur);
+    if (g_real_sigaction(sig, &sa, nullptr) == 0) sl.installed.store(true);
+  }
+}
+
+void block_flush_signals(sigset_t* old) noexcept {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kFlushSignals) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+bool is_flush_signal(int sig) noexcept {
+  for (int s : kFlushSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+void set_real_sigaction(SigactionFn fn) noexcept {
+  if (fn) g_real_sigaction = fn;
+}
+
+bool app_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept {
+  if (sig <= 0 || sig >= kMaxSig || !g_slots[sig].managed.load()) return false;
+  Slot& sl = g_slots[sig];
+  SlotLock lock;
+  if (old) *old = sl.app[sl.cur.load()];
+  *rc = 0;
+  if (act) {
+    int r;
+    if (is_ign(*act)) {
+      r = g_real_sigaction(sig, act, nullptr);
+      if (r == 0) sl.installed.store(false);
+    } else {
+      struct sigaction sa = ours_for(*act);
+      r = g_real_sigaction(sig, &sa, nullptr);
+      if (r == 0) sl.installed.store(true);
+    }
+    if (r != 0) {
+      *rc = -1;  // errno from the real call
+      return true;
+    }
+    set_app_locked(sl, *act);
+  }
+  return true;
+}
+}  // namespace signals
+
+}  // namespace dftracer
