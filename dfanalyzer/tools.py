@@ -1,7 +1,8 @@
 """Command-line tools over the trace index (docs/index.md).
 
-``dftracer-index FILE...``  build or refresh indexes; print lines, events, compressed and
-                            uncompressed bytes and checkpoints per file (plus a total row).
+``dftracer-index FILE... [--json]``  build or refresh indexes; print kind, lines, events,
+                            compressed and uncompressed bytes and checkpoints per file (plus a
+                            total row) as a ``rich`` table, or as JSON with ``--json``.
 ``dftracer-cat FILE [--lines A:B]``  print lines A..B (1-based, inclusive, like ``sed -n A,Bp``)
                             decompressing only the checkpoints that hold them.
 
@@ -13,13 +14,14 @@ any file; ``dftracer-cat``: in the requested lines); 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import List, Optional
 
 from . import reader
 
-__all__ = ["index_main", "cat_main", "damage_report"]
+__all__ = ["index_main", "cat_main", "damage_report", "INDEX_COLUMNS"]
 
 
 def damage_report(path: str, lost_lines: int, lost_bytes: int, skipped_lines: int = 0,
@@ -37,18 +39,29 @@ def damage_report(path: str, lost_lines: int, lost_bytes: int, skipped_lines: in
     return "%s: %s" % (path, "; ".join(parts)) if parts else None
 
 
+#: Per-file columns of ``dftracer-index`` (table headers and ``--json`` keys): index kind
+#: (member | inflate | plain), lines, events, bytes (compressed = on disk), checkpoints.
+INDEX_COLUMNS = ("kind", "lines", "events", "compressed_bytes", "uncompressed_bytes", "checkpoints")
+
+
 def index_main(argv: Optional[List[str]] = None) -> int:
+    """``dftracer-index``: build or refresh the index of each file and report it.
+
+    stdout: a ``rich`` table (one row per file, a total row when there are several), or with
+    ``--json`` one JSON document ``{"files": [{"file": str, "kind": str, "lines": int, "events":
+    int, "compressed_bytes": int, "uncompressed_bytes": int, "checkpoints": int}, ...], "total":
+    {... same integer keys, "files": int}}`` (files that could not be read are left out). Damage
+    and errors go to stderr. Returns the exit status (module docstring).
+    """
     ap = argparse.ArgumentParser(prog="dftracer-index", description="Build or refresh trace indexes.")
     ap.add_argument("files", nargs="+")
     ap.add_argument("--index-dir", default=None, help="directory for the .zindex files")
     ap.add_argument("--force", action="store_true", help="rebuild even if the index is valid")
+    ap.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     a = ap.parse_args(argv)
     rc = 0
-    tot = [0, 0, 0, 0, 0]
-    a.files = _unique_files(a.files)
-    print("%-60s %8s %10s %10s %14s %16s %11s" % ("file", "kind", "lines", "events", "compressed_B",
-                                                   "uncompressed_B", "checkpoints"))
-    for f in a.files:
+    rows = []
+    for f in _unique_files(a.files):
         try:
             if a.force:
                 reader.build_index(f, a.index_dir, force=True)
@@ -57,18 +70,49 @@ def index_main(argv: Optional[List[str]] = None) -> int:
             print("dftracer-index: %s" % e, file=sys.stderr)
             rc = 1
             continue
-        row = [s["lines"], s["events"], s["compressed_bytes"], s["uncompressed_bytes"], len(s["checkpoints"])]
-        tot = [x + y for x, y in zip(tot, row)]
-        print("%-60s %8s %10d %10d %14d %16d %11d" % ((f, s["kind"]) + tuple(row)))
+        rows.append({"file": f, "kind": s["kind"], "lines": s["lines"], "events": s["events"],
+                     "compressed_bytes": s["compressed_bytes"], "uncompressed_bytes": s["uncompressed_bytes"],
+                     "checkpoints": len(s["checkpoints"])})
         msg = damage_report(f, s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"],
                             s["read_header_mismatches"])
         if msg:
             print("dftracer-index: " + msg, file=sys.stderr)
         if s["read_lost_lines"] or s["read_lost_bytes"]:
             rc = 1
-    if len(a.files) > 1:
-        print("%-60s %8s %10d %10d %14d %16d %11d" % (("total (%d files)" % len(a.files), "") + tuple(tot)))
+    total = {k: sum(r[k] for r in rows) for k in INDEX_COLUMNS[1:]}
+    total["files"] = len(rows)
+    if a.json:
+        json.dump({"files": rows, "total": total}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print_index_table(rows, total)
     return rc
+
+
+def _print_index_table(rows: List[dict], total: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
+    table.add_column("file", overflow="fold", min_width=16)  # a long path wraps in a narrow terminal; never cut
+    cells = [[r["kind"]] + ["{:,}".format(r[k]) for k in INDEX_COLUMNS[1:]] for r in rows]
+    total_cells = [""] + ["{:,}".format(total[k]) for k in INDEX_COLUMNS[1:]]
+    for i, col in enumerate(INDEX_COLUMNS):
+        # wide enough for every value: a narrow terminal wraps the file column, never a number
+        width = max([len(col), len(total_cells[i])] + [len(c[i]) for c in cells])
+        table.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True, min_width=width)
+    for r, c in zip(rows, cells):
+        table.add_row(r["file"], *c)
+    if len(rows) > 1:
+        table.add_section()
+        table.add_row("total (%d files)" % len(rows), *total_cells, style="bold")
+    console = Console(file=sys.stdout)
+    need = Console(file=sys.stdout, width=100_000).measure(table)
+    # piped or redirected: one line per row; a terminal: its width, but never a column cut off
+    width = max(console.width, need.minimum) if console.is_terminal else need.maximum
+    if width != console.width:
+        console = Console(file=sys.stdout, width=width)
+    console.print(table)
 
 
 def _unique_files(paths: List[str]) -> List[str]:
