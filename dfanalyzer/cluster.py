@@ -3,6 +3,9 @@
 The analysis pipeline (paper Section IV, Figure 2) runs as Dask tasks; this module only decides
 *where* those tasks run. It uses Dask distributed and dask-jobqueue (``SLURMCluster``), never a
 scheduler of its own. The YAML keys are documented in ``docs/cluster.md``.
+
+``python -m dfanalyzer.cluster start|stop`` runs a ``SLURMCluster`` as a detached service shared
+through a scheduler file (``dfanalyzer.slurm_service``; ``scripts/start_dask_slurm.sh`` wraps it).
 """
 
 from __future__ import annotations
@@ -196,14 +199,15 @@ def _check_slurm(cfg: dict, where: str) -> None:
             raise _bad(where, "scheduler_options", "a mapping", cfg["scheduler_options"])
 
 
-def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0"):
+def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0", security=None):
     """Build a ``dask_jobqueue.SLURMCluster`` from a ``cluster: slurm`` config, submitting no job.
 
     The scheduler starts in this process; call ``cluster.scale(...)`` (or use
     :func:`setup_dask_cluster`) to submit worker jobs, ``cluster.job_script()`` to see the batch
     script. ``memory`` is per job; each job runs ``processes`` workers of ``cores/processes``
     threads. The dashboard listens on ``dashboard_address`` unless the config sets
-    ``dashboard_address``. Raises ``ValueError`` for a bad config.
+    ``dashboard_address``. ``security``: a ``distributed.security.Security`` (TLS) for the
+    scheduler and, through the job script, the workers. Raises ``ValueError`` for a bad config.
     """
     from dask_jobqueue import SLURMCluster
 
@@ -218,6 +222,8 @@ def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0
     kwargs.setdefault("processes", 1)
     dashboard = kwargs.pop("dashboard_address", dashboard_address)
     kwargs["scheduler_options"] = {"dashboard_address": dashboard, **kwargs.get("scheduler_options", {})}
+    if security is not None:
+        kwargs["security"] = security
     return SLURMCluster(**kwargs)
 
 
@@ -346,3 +352,14 @@ def setup_dask_cluster(
         local_kwargs["memory_limit"] = cfg["memory_limit"]
     # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
     return Client(**local_kwargs)
+
+
+def main(argv=None) -> int:
+    """``python -m dfanalyzer.cluster start|stop``: see :mod:`dfanalyzer.slurm_service`."""
+    from .slurm_service import main as service_main
+
+    return service_main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,8 @@
 """Integration test: a one-node Slurm on this host (slurmctld + slurmd + munged), Dask workers
-submitted with sbatch by scripts/start_dask_slurm.sh and by dask-jobqueue's SLURMCluster, and the
-same analysis run there and on a LocalCluster must give identical results.
+submitted by dask-jobqueue's SLURMCluster, through the detached service of
+``python -m dfanalyzer.cluster start`` (scripts/start_dask_slurm.sh) and through
+``setup_dask_cluster(config=...)``, and the same analysis run there and on a LocalCluster must
+give identical results.
 
 Needs root and Debian's slurm-wlm + munge (scripts/slurm_local_setup.sh installs them if missing).
 """
@@ -134,7 +136,7 @@ def _env():
 
 
 class TestScripts:
-    """scripts/start_dask_slurm.sh -> dask scheduler + sbatch'ed dask workers -> stop_dask_slurm.sh."""
+    """scripts/start_dask_slurm.sh -> SLURMCluster service + sbatch'ed dask workers -> stop_dask_slurm.sh."""
 
     @pytest.fixture(scope="class")
     def dask_slurm(self, slurm_node, tmp_path_factory):
@@ -142,7 +144,7 @@ class TestScripts:
         sched = work / "scheduler.json"
         state = work / "scheduler.state"
         proc = subprocess.run(
-            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "2", "-c", "1",
+            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "2", "-c", "1", "-m", "1GB",
              "-p", PARTITION, "-t", "00:20:00", "--timeout", "300"],
             env=_env(), capture_output=True, text=True, timeout=400,
         )
@@ -161,7 +163,9 @@ class TestScripts:
         assert sorted(where.values()) == sorted(jobs)
         script = Path(dask_slurm["info"]["JOB_SCRIPT"]).read_text()
         assert Path(dask_slurm["info"]["JOB_SCRIPT"]).parent.parent == dask_slurm["work"]
-        assert f"worker --scheduler-file {dask_slurm['scheduler_file']} --nthreads 1" in script
+        address = json.loads(dask_slurm["scheduler_file"].read_text())["address"]
+        assert f"#SBATCH -p {PARTITION}" in script.splitlines() and "#SBATCH -t 00:20:00" in script.splitlines()
+        assert f"distributed.cli.dask_worker {address} " in script and "--nthreads 1 " in script
 
     def test_plain_dask_computation_matches_local(self, dask_slurm, local_reference):
         with setup_dask_cluster(scheduler_file=str(dask_slurm["scheduler_file"])) as client:
@@ -194,7 +198,7 @@ class TestScripts:
 def test_start_script_fails_cleanly_on_bad_partition(slurm_node, tmp_path):
     sched = tmp_path / "s.json"
     proc = subprocess.run(
-        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "1", "-p", "no_such_partition",
+        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "1", "-m", "1GB", "-p", "no_such_partition",
          "--timeout", "60"],
         env=_env(), capture_output=True, text=True, timeout=120,
     )
@@ -202,13 +206,14 @@ def test_start_script_fails_cleanly_on_bad_partition(slurm_node, tmp_path):
     assert "sbatch failed" in proc.stderr and "invalid partition" in proc.stderr.lower()
     assert not sched.exists() and not (tmp_path / "s.state").exists()
     (log,) = tmp_path.glob("dask-slurm.*/dask-scheduler.log")  # the run's private directory
-    assert "Scheduler at:" in log.read_text()
+    assert "sbatch failed" in log.read_text()
+    assert not _squeue_ids()  # nothing was submitted
 
 
 def test_start_script_never_writes_through_planted_links(tmp_path):
-    """Links planted at the names the script used to write (state temp file, scheduler log, job
-    script) are left alone: files are created with mktemp in a private directory. A stand-in
-    sbatch that rejects the job makes the script stop right after writing them (no Slurm needed)."""
+    """Links planted at the names the service writes (state temp file, scheduler log, job script)
+    are left alone: files are created with mktemp in a private directory. A stand-in sbatch that
+    rejects the job makes the service stop right after writing them (no Slurm needed)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
@@ -222,7 +227,8 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
     os.symlink(tmp_path / "absent", work / "s.state.tmp2")  # a dangling one too
     env = _env()
     env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
-    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "--timeout", "30"],
+    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB",
+                           "--timeout", "30"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
     assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
@@ -230,19 +236,24 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
     assert all((work / n).is_symlink() for n in ("s.state.tmp", "dask-scheduler.log", "dask-worker.sbatch"))
     (run,) = work.glob("dask-slurm.*")
     assert run.stat().st_mode & 0o777 == 0o700
-    assert "Scheduler at:" in (run / "dask-scheduler.log").read_text()
-    assert "worker --scheduler-file" in (run / "dask-worker.sbatch").read_text()
+    assert "sbatch failed: sbatch: error: invalid partition" in (run / "dask-scheduler.log").read_text()
+    assert "distributed.cli.dask_worker tcp://" in (run / "dask-worker.sbatch").read_text()
     assert not (work / "s.state").exists() and not (work / "s.json").exists()
 
 
 def test_script_option_errors(tmp_path):
-    for args, msg in ((["-n", "0"], "--workers"), (["--bogus"], "unknown option '--bogus'"),
-                      (["-c"], "option -c needs a value")):
+    for args, msg in ((["-n", "0", "-m", "1GB"], "--workers must be a positive integer, got 0"),
+                      (["--bogus"], "unrecognized arguments: --bogus"),
+                      (["-c"], "argument -c/--cores: expected one argument"),
+                      ([], "give the memory per job: -m/--memory"),
+                      (["-m", "1GB", "-t", "5400x"], "key 'walltime' must be a Slurm time string"),
+                      (["-m", "1GB", "--tls-cert", "c.pem"], "--tls-ca-file, --tls-cert and --tls-key go together")):
         proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(tmp_path / "s.json"), *args],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 1 and msg in proc.stderr, (args, proc.stderr)
+                              env=_env(), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and msg in proc.stderr, (args, proc.stderr)
+    assert os.listdir(tmp_path) == []  # a usage error writes nothing
     proc = subprocess.run([str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(tmp_path / "none.json")],
-                          capture_output=True, text=True, timeout=60)
+                          env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "no state file" in proc.stderr
 
 
