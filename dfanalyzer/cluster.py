@@ -4,8 +4,8 @@ The analysis pipeline (paper Section IV, Figure 2) runs as Dask tasks; this modu
 *where* those tasks run. It uses Dask distributed and dask-jobqueue (``SLURMCluster``), never a
 scheduler of its own. The YAML keys are documented in ``docs/cluster.md``.
 
-``python -m dfanalyzer.cluster start|stop`` runs a ``SLURMCluster`` as a detached service shared
-through a scheduler file (``dfanalyzer.slurm_service``; ``scripts/start_dask_slurm.sh`` wraps it).
+``python -m dfanalyzer.slurm start|stop`` runs a ``SLURMCluster`` from :func:`make_slurm_cluster` as
+a detached service shared through a scheduler file (``scripts/start_dask_slurm.sh`` wraps it).
 """
 
 from __future__ import annotations
@@ -352,14 +352,3 @@ def setup_dask_cluster(
         local_kwargs["memory_limit"] = cfg["memory_limit"]
     # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
     return Client(**local_kwargs)
-
-
-def main(argv=None) -> int:
-    """``python -m dfanalyzer.cluster start|stop``: see :mod:`dfanalyzer.slurm_service`."""
-    from .slurm_service import main as service_main
-
-    return service_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

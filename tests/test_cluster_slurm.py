@@ -1,6 +1,6 @@
 """Integration test: a one-node Slurm on this host (slurmctld + slurmd + munged), Dask workers
 submitted by dask-jobqueue's SLURMCluster, through the detached service of
-``python -m dfanalyzer.cluster start`` (scripts/start_dask_slurm.sh) and through
+``python -m dfanalyzer.slurm start`` (scripts/start_dask_slurm.sh) and through
 ``setup_dask_cluster(config=...)``, and the same analysis run there and on a LocalCluster must
 give identical results.
 
@@ -286,3 +286,28 @@ class TestJobqueue:
                "jobs": 1, "wait_timeout": 10, "log_directory": str(tmp_path / "logs")}
         with pytest.raises(TimeoutError, match=r"0 of 1 Slurm workers.*1 job\(s\) could not be submitted"):
             setup_dask_cluster(config=cfg)
+
+
+def test_start_with_tls_puts_tls_on_scheduler_and_workers(tmp_path):
+    """--tls-ca-file/--tls-cert/--tls-key: the scheduler listens on tls://, the job script starts
+    the workers with the same files, no plain-TCP warning. A stand-in sbatch rejects the job (no
+    Slurm needed), so the service stops after writing the job script."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = _env()
+    env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
+    work = tmp_path / "work"
+    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB",
+                           "--tls-ca-file", str(cert), "--tls-cert", str(cert), "--tls-key", str(key)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
+    assert ", address tls://" in proc.stderr and "without TLS" not in proc.stderr
+    (script,) = work.glob("dask-slurm.*/dask-worker.sbatch")
+    text = script.read_text()
+    assert f"--tls-ca-file {cert} --tls-cert {cert} --tls-key {key}" in text and " tls://" in text
+    assert not (work / "s.state").exists() and not (work / "s.json").exists()

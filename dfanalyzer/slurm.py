@@ -1,4 +1,4 @@
-"""A detached Dask-on-Slurm service: ``python -m dfanalyzer.cluster start|stop`` (docs/cluster.md).
+"""A detached Dask-on-Slurm service: ``python -m dfanalyzer.slurm start|stop`` (docs/cluster.md).
 
 ``start`` runs a ``dask_jobqueue.SLURMCluster`` (built by :func:`dfanalyzer.cluster.make_slurm_cluster`
 from a ``cluster: slurm`` config plus command-line overrides) in a background process of its own
@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import List, Optional
 
-PROG = "python -m dfanalyzer.cluster"
+PROG = "python -m dfanalyzer.slurm"
 _STATUS_FD_ENV = "DFA_SLURM_STATUS_FD"
 _TLS_WARNING = (
     "warning: the scheduler listens on all addresses in plain TCP without TLS; anyone who can reach "
@@ -34,7 +34,7 @@ _TLS_WARNING = (
 
 
 def _say(msg: str) -> None:
-    print("dfanalyzer.cluster: " + msg, file=sys.stderr, flush=True)
+    print("dfanalyzer.slurm: " + msg, file=sys.stderr, flush=True)
 
 
 class _Fail(Exception):
@@ -119,7 +119,7 @@ def _write_state(path: str, state: dict) -> None:
 
 
 def _is_service(pid: int) -> bool:
-    """True if ``pid`` is alive (not a zombie) and still runs ``dfanalyzer.cluster serve`` (pids get reused)."""
+    """True if ``pid`` is alive (not a zombie) and still runs ``dfanalyzer.slurm serve`` (pids get reused)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
             if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
@@ -128,7 +128,7 @@ def _is_service(pid: int) -> bool:
             argv = fh.read().split(b"\0")
     except (OSError, IndexError):
         return False
-    return b"dfanalyzer.cluster" in argv and b"serve" in argv
+    return b"dfanalyzer.slurm" in argv and b"serve" in argv
 
 
 def _squeue(job_ids: List[str]) -> List[str]:
@@ -222,7 +222,7 @@ def _start(a: argparse.Namespace) -> int:
     rfd, wfd = os.pipe()
     env = dict(os.environ, **{_STATUS_FD_ENV: str(wfd)})
     with open(log_path, "x", encoding="utf-8") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "dfanalyzer.cluster", "serve", spec_path],
+        proc = subprocess.Popen([sys.executable, "-m", "dfanalyzer.slurm", "serve", spec_path],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 pass_fds=(wfd,), start_new_session=True)
     os.close(wfd)
@@ -351,7 +351,7 @@ def _serve(spec_path: str) -> int:
         if not status.closed:
             msg = str(exc) if isinstance(exc, _Fail) else f"{type(exc).__name__}: {exc}"
             report("error", message=msg)
-            print(f"dfanalyzer.cluster serve: {msg}", file=sys.stderr, flush=True)
+            print(f"dfanalyzer.slurm serve: {msg}", file=sys.stderr, flush=True)
         return 1
     finally:
         if client is not None:
@@ -408,3 +408,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.command == "serve":
         return _serve(a.spec)
     return _start(a) if a.command == "start" else _stop(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
