@@ -24,9 +24,7 @@ __all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "u
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 # Keys accepted for ``cluster: local``.
-LOCAL_KEYS = frozenset(
-    {"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"}
-)
+LOCAL_KEYS = frozenset({"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"})
 # Keys accepted for ``cluster: slurm`` (names follow dask-jobqueue's SLURMCluster arguments).
 SLURM_KEYS = frozenset(
     {
@@ -103,8 +101,7 @@ def load_cluster_config(config: ConfigLike) -> dict:
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise ValueError(
-            f"{where}: unknown key {unknown[0]!r} for cluster: {kind} "
-            f"(allowed: {', '.join(sorted(allowed))})"
+            f"{where}: unknown key {unknown[0]!r} for cluster: {kind} (allowed: {', '.join(sorted(allowed))})"
         )
     (_check_local if kind == "local" else _check_slurm)(cfg, where)
     return cfg
@@ -169,17 +166,24 @@ def _check_slurm(cfg: dict, where: str) -> None:
     _int(cfg, "processes", where, 1)
     if cfg.get("processes") and cfg["processes"] > cfg["cores"]:
         raise _bad(where, "processes", f"<= cores ({cfg['cores']})", cfg["processes"])
-    for key in ("queue", "account", "job_mem", "job_name", "interface", "local_directory",
-                "log_directory", "python", "dashboard_address"):
+    for key in (
+        "queue",
+        "account",
+        "job_mem",
+        "job_name",
+        "interface",
+        "local_directory",
+        "log_directory",
+        "python",
+        "dashboard_address",
+    ):
         _str(cfg, key, where)
     _int(cfg, "job_cpu", where, 1)
     if "walltime" in cfg and cfg["walltime"] is not None:
         w = cfg["walltime"]
         if not isinstance(w, str) or not _WALLTIME.match(w):
             hint = " (quote it in YAML: 1:30:00 unquoted is the number 5400)" if isinstance(w, int) else ""
-            raise ValueError(
-                f"{where}: key 'walltime' must be a Slurm time string such as '01:30:00', got {w!r}{hint}"
-            )
+            raise ValueError(f"{where}: key 'walltime' must be a Slurm time string such as '01:30:00', got {w!r}{hint}")
     for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
         _str_list(cfg, key, where)
     _int(cfg, "n_workers", where, 0)
@@ -215,9 +219,7 @@ def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0
     if cfg["cluster"] != "slurm":
         raise ValueError(f"key 'cluster' must be 'slurm' here, got {cfg['cluster']!r}")
     kwargs = {
-        k: v
-        for k, v in cfg.items()
-        if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
+        k: v for k, v in cfg.items() if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
     }
     kwargs.setdefault("processes", 1)
     dashboard = kwargs.pop("dashboard_address", dashboard_address)

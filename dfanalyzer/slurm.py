@@ -47,33 +47,83 @@ class _Fail(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    ap = argparse.ArgumentParser(prog=PROG, description="Dask workers on Slurm (dask-jobqueue), shared through a scheduler file.")
+    ap = argparse.ArgumentParser(
+        prog=PROG, description="Dask workers on Slurm (dask-jobqueue), shared through a scheduler file."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     st = sub.add_parser("start", help="start the scheduler service and submit the worker jobs")
     st.add_argument("--config", help="YAML with cluster: slurm keys (docs/cluster.md); the options below override it")
-    st.add_argument("-f", "--scheduler-file", default=env("DFA_SCHEDULER_FILE", "dask-scheduler.json"),
-                    help="scheduler file, on a file system the nodes share [DFA_SCHEDULER_FILE] (./dask-scheduler.json)")
-    st.add_argument("-s", "--state-file", default=env("DFA_SLURM_STATE"),
-                    help="state file [DFA_SLURM_STATE] (the scheduler file with .json replaced by .state)")
-    st.add_argument("-n", "--workers", type=int, default=_env_int("DFA_SLURM_WORKERS"),
-                    help="worker jobs to submit, one worker each [DFA_SLURM_WORKERS] (config jobs, else 1)")
-    st.add_argument("-c", "--cores", type=int, default=_env_int("DFA_SLURM_CORES"),
-                    help="cores per job = worker threads [DFA_SLURM_CORES] (config cores, else 1)")
-    st.add_argument("-m", "--memory", default=env("DFA_SLURM_MEMORY"),
-                    help="memory per job, e.g. 8GB: worker memory limit and sbatch --mem [DFA_SLURM_MEMORY] (required unless in --config)")
-    st.add_argument("--mem", default=env("DFA_SLURM_MEM"), help="sbatch --mem in Slurm syntax, overriding --memory's [DFA_SLURM_MEM]")
+    st.add_argument(
+        "-f",
+        "--scheduler-file",
+        default=env("DFA_SCHEDULER_FILE", "dask-scheduler.json"),
+        help="scheduler file, on a file system the nodes share [DFA_SCHEDULER_FILE] (./dask-scheduler.json)",
+    )
+    st.add_argument(
+        "-s",
+        "--state-file",
+        default=env("DFA_SLURM_STATE"),
+        help="state file [DFA_SLURM_STATE] (the scheduler file with .json replaced by .state)",
+    )
+    st.add_argument(
+        "-n",
+        "--workers",
+        type=int,
+        default=_env_int("DFA_SLURM_WORKERS"),
+        help="worker jobs to submit, one worker each [DFA_SLURM_WORKERS] (config jobs, else 1)",
+    )
+    st.add_argument(
+        "-c",
+        "--cores",
+        type=int,
+        default=_env_int("DFA_SLURM_CORES"),
+        help="cores per job = worker threads [DFA_SLURM_CORES] (config cores, else 1)",
+    )
+    st.add_argument(
+        "-m",
+        "--memory",
+        default=env("DFA_SLURM_MEMORY"),
+        help="memory per job, e.g. 8GB: worker memory limit and sbatch --mem [DFA_SLURM_MEMORY] (required unless in --config)",
+    )
+    st.add_argument(
+        "--mem",
+        default=env("DFA_SLURM_MEM"),
+        help="sbatch --mem in Slurm syntax, overriding --memory's [DFA_SLURM_MEM]",
+    )
     st.add_argument("-p", "--partition", default=env("DFA_SLURM_PARTITION"), help="sbatch -p [DFA_SLURM_PARTITION]")
     st.add_argument("-A", "--account", default=env("DFA_SLURM_ACCOUNT"), help="sbatch -A [DFA_SLURM_ACCOUNT]")
-    st.add_argument("-t", "--time", default=env("DFA_SLURM_TIME"), help="walltime of each job [DFA_SLURM_TIME] (00:30:00)")
-    st.add_argument("-l", "--log-dir", default=env("DFA_SLURM_LOG_DIR"),
-                    help="where the run's private directory of logs is made [DFA_SLURM_LOG_DIR] (beside the scheduler file)")
-    st.add_argument("--port", type=int, default=_env_int("DFA_SCHEDULER_PORT", 0), help="scheduler port [DFA_SCHEDULER_PORT] (0: a free one)")
-    st.add_argument("--dashboard", default=env("DFA_DASHBOARD"), help="dashboard host:port [DFA_DASHBOARD] (127.0.0.1:0)")
+    st.add_argument(
+        "-t", "--time", default=env("DFA_SLURM_TIME"), help="walltime of each job [DFA_SLURM_TIME] (00:30:00)"
+    )
+    st.add_argument(
+        "-l",
+        "--log-dir",
+        default=env("DFA_SLURM_LOG_DIR"),
+        help="where the run's private directory of logs is made [DFA_SLURM_LOG_DIR] (beside the scheduler file)",
+    )
+    st.add_argument(
+        "--port",
+        type=int,
+        default=_env_int("DFA_SCHEDULER_PORT", 0),
+        help="scheduler port [DFA_SCHEDULER_PORT] (0: a free one)",
+    )
+    st.add_argument(
+        "--dashboard", default=env("DFA_DASHBOARD"), help="dashboard host:port [DFA_DASHBOARD] (127.0.0.1:0)"
+    )
     st.add_argument("--interface", help="network interface of scheduler and workers (ib0, hsn0)")
-    st.add_argument("--timeout", type=int, default=_env_int("DFA_SLURM_TIMEOUT"),
-                    help="seconds to wait for every worker [DFA_SLURM_TIMEOUT] (config wait_timeout, else 600)")
-    st.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                    help="extra #SBATCH directive, repeatable, e.g. --sbatch-arg=--qos=debug")
+    st.add_argument(
+        "--timeout",
+        type=int,
+        default=_env_int("DFA_SLURM_TIMEOUT"),
+        help="seconds to wait for every worker [DFA_SLURM_TIMEOUT] (config wait_timeout, else 600)",
+    )
+    st.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra #SBATCH directive, repeatable, e.g. --sbatch-arg=--qos=debug",
+    )
     st.add_argument("--python", help="Python that runs the workers on the nodes (default: this one)")
     st.add_argument("--tls-ca-file", default=env("DFA_TLS_CA_FILE"), help="TLS CA file [DFA_TLS_CA_FILE]")
     st.add_argument("--tls-cert", default=env("DFA_TLS_CERT"), help="TLS certificate [DFA_TLS_CERT]")
@@ -81,8 +131,12 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("stop", help="stop what start started (its jobs and its scheduler)")
     sp.add_argument("-f", "--scheduler-file", default=env("DFA_SCHEDULER_FILE", "dask-scheduler.json"))
     sp.add_argument("-s", "--state-file", default=env("DFA_SLURM_STATE"))
-    sp.add_argument("--timeout", type=int, default=_env_int("DFA_SLURM_TIMEOUT", 60),
-                    help="seconds to wait for the service and the jobs to end (60)")
+    sp.add_argument(
+        "--timeout",
+        type=int,
+        default=_env_int("DFA_SLURM_TIMEOUT", 60),
+        help="seconds to wait for the service and the jobs to end (60)",
+    )
     sv = sub.add_parser("serve")  # internal: the background process that start runs
     sv.add_argument("spec")
     return ap
@@ -149,9 +203,18 @@ def _config(a: argparse.Namespace) -> dict:
     cfg = load_cluster_config(a.config) if a.config else {"cluster": "slurm"}
     if cfg["cluster"] != "slurm":
         raise ValueError(f"{a.config}: key 'cluster' must be 'slurm' here, got {cfg['cluster']!r}")
-    for key, value in (("cores", a.cores), ("memory", a.memory), ("job_mem", a.mem), ("queue", a.partition),
-                       ("account", a.account), ("walltime", a.time), ("wait_timeout", a.timeout),
-                       ("dashboard_address", a.dashboard), ("interface", a.interface), ("python", a.python)):
+    for key, value in (
+        ("cores", a.cores),
+        ("memory", a.memory),
+        ("job_mem", a.mem),
+        ("queue", a.partition),
+        ("account", a.account),
+        ("walltime", a.time),
+        ("wait_timeout", a.timeout),
+        ("dashboard_address", a.dashboard),
+        ("interface", a.interface),
+        ("python", a.python),
+    ):
         if value is not None:
             cfg[key] = value
     if a.workers is not None:
@@ -185,8 +248,11 @@ def _tls(a: argparse.Namespace) -> Optional[dict]:
     for f in given:
         if not os.access(f, os.R_OK):
             raise ValueError(f"cannot read TLS file {f!r}")
-    return {"ca_file": os.path.abspath(a.tls_ca_file), "cert": os.path.abspath(a.tls_cert),
-            "key": os.path.abspath(a.tls_key)}
+    return {
+        "ca_file": os.path.abspath(a.tls_ca_file),
+        "cert": os.path.abspath(a.tls_cert),
+        "key": os.path.abspath(a.tls_key),
+    }
 
 
 def _start(a: argparse.Namespace) -> int:
@@ -204,7 +270,9 @@ def _start(a: argparse.Namespace) -> int:
     if os.path.exists(state_path):
         old = _read_state(state_path).get("SCHEDULER_PID", "")
         if old.isdigit() and _is_service(int(old)):
-            _say(f"a service from {state_path} is still running (pid {old}); stop it first: {PROG} stop -s {state_path}")
+            _say(
+                f"a service from {state_path} is still running (pid {old}); stop it first: {PROG} stop -s {state_path}"
+            )
             return 1
         os.unlink(state_path)
     if os.path.lexists(sched_file):
@@ -222,9 +290,15 @@ def _start(a: argparse.Namespace) -> int:
     rfd, wfd = os.pipe()
     env = dict(os.environ, **{_STATUS_FD_ENV: str(wfd)})
     with open(log_path, "x", encoding="utf-8") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "dfanalyzer.slurm", "serve", spec_path],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                pass_fds=(wfd,), start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dfanalyzer.slurm", "serve", spec_path],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=(wfd,),
+            start_new_session=True,
+        )
     os.close(wfd)
     deadline = time.monotonic() + cfg.get("wait_timeout", 600) + 120
     ok = False
@@ -285,19 +359,34 @@ def _serve(spec_path: str) -> int:
     sched_file, state_path, run_dir = spec["scheduler_file"], spec["state_file"], spec["run_dir"]
     security = None
     if tls:
-        security = Security(tls_ca_file=tls["ca_file"], require_encryption=True,
-                            **{f"tls_{role}_{part}": tls[part] for role in ("scheduler", "worker", "client")
-                               for part in ("cert", "key")})
+        security = Security(
+            tls_ca_file=tls["ca_file"],
+            require_encryption=True,
+            **{
+                f"tls_{role}_{part}": tls[part]
+                for role in ("scheduler", "worker", "client")
+                for part in ("cert", "key")
+            },
+        )
         # Jobs inherit this environment (sbatch --export=ALL): the same config for every client.
-        os.environ.update({"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
-                           "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": tls["ca_file"]})
+        os.environ.update(
+            {
+                "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": tls["ca_file"],
+            }
+        )
         for role in ("CLIENT", "WORKER", "SCHEDULER"):
             os.environ[f"DASK_DISTRIBUTED__COMM__TLS__{role}__CERT"] = tls["cert"]
             os.environ[f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY"] = tls["key"]
     cfg["scheduler_options"] = {**(cfg.get("scheduler_options") or {}), "scheduler_file": sched_file}
-    state = {"SCHEDULER_FILE": sched_file, "SCHEDULER_PID": os.getpid(),
-             "SCHEDULER_LOG": os.path.join(run_dir, "dask-scheduler.log"), "LOG_DIR": run_dir,
-             "JOB_SCRIPT": os.path.join(run_dir, "dask-worker.sbatch"), "JOB_IDS": ""}
+    state = {
+        "SCHEDULER_FILE": sched_file,
+        "SCHEDULER_PID": os.getpid(),
+        "SCHEDULER_LOG": os.path.join(run_dir, "dask-scheduler.log"),
+        "LOG_DIR": run_dir,
+        "JOB_SCRIPT": os.path.join(run_dir, "dask-worker.sbatch"),
+        "JOB_IDS": "",
+    }
     _write_state(state_path, state)
     cluster = client = None
     try:
@@ -334,13 +423,17 @@ def _serve(spec_path: str) -> int:
                     break
                 queued = _squeue([j.job_id for j in jobs])
                 if len(queued) * processes + have < expected:
-                    raise _Fail(f"{n_jobs - len(queued)} worker job(s) ended before connecting "
-                                f"(logs: {cfg['log_directory']}/*-<jobid>.err)")
+                    raise _Fail(
+                        f"{n_jobs - len(queued)} worker job(s) ended before connecting "
+                        f"(logs: {cfg['log_directory']}/*-<jobid>.err)"
+                    )
             if stop:
                 raise _Fail("stopped before the workers connected")
             if time.monotonic() > deadline:
-                raise _Fail(f"only {have} of {expected} workers connected within {cfg.get('wait_timeout', 600)} s "
-                            f"(squeue: {' '.join(_squeue(state['JOB_IDS'].split())) or 'none queued'})")
+                raise _Fail(
+                    f"only {have} of {expected} workers connected within {cfg.get('wait_timeout', 600)} s "
+                    f"(squeue: {' '.join(_squeue(state['JOB_IDS'].split())) or 'none queued'})"
+                )
             time.sleep(1)
         report("ready", workers=have, jobs=state["JOB_IDS"].split())
         status.close()

@@ -11,6 +11,7 @@ lost, lines skipped, lying member headers; docs/index.md "Trust rules"). Exit st
 everything was read; 1 when a file could not be read or data was lost (``dftracer-index``: in
 any file; ``dftracer-cat``: in the requested lines); 2 for usage errors.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ from . import reader
 __all__ = ["index_main", "cat_main", "damage_report", "INDEX_COLUMNS"]
 
 
-def damage_report(path: str, lost_lines: int, lost_bytes: int, skipped_lines: int = 0,
-                  header_mismatches: int = 0) -> Optional[str]:
+def damage_report(
+    path: str, lost_lines: int, lost_bytes: int, skipped_lines: int = 0, header_mismatches: int = 0
+) -> Optional[str]:
     """One stderr line for what could not be read in ``path`` (None when nothing): the same
     wording as ``dfanalyzer summary`` uses for the same counts."""
     parts = []
@@ -34,8 +36,7 @@ def damage_report(path: str, lost_lines: int, lost_bytes: int, skipped_lines: in
     if skipped_lines:
         parts.append("%d lines skipped (invalid JSON or invalid values)" % skipped_lines)
     if header_mismatches:
-        parts.append("%d gzip member header(s) disagreed with their data (read by plain inflation)"
-                     % header_mismatches)
+        parts.append("%d gzip member header(s) disagreed with their data (read by plain inflation)" % header_mismatches)
     return "%s: %s" % (path, "; ".join(parts)) if parts else None
 
 
@@ -70,11 +71,20 @@ def index_main(argv: Optional[List[str]] = None) -> int:
             print("dftracer-index: %s" % e, file=sys.stderr)
             rc = 1
             continue
-        rows.append({"file": f, "kind": s["kind"], "lines": s["lines"], "events": s["events"],
-                     "compressed_bytes": s["compressed_bytes"], "uncompressed_bytes": s["uncompressed_bytes"],
-                     "checkpoints": len(s["checkpoints"])})
-        msg = damage_report(f, s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"],
-                            s["read_header_mismatches"])
+        rows.append(
+            {
+                "file": f,
+                "kind": s["kind"],
+                "lines": s["lines"],
+                "events": s["events"],
+                "compressed_bytes": s["compressed_bytes"],
+                "uncompressed_bytes": s["uncompressed_bytes"],
+                "checkpoints": len(s["checkpoints"]),
+            }
+        )
+        msg = damage_report(
+            f, s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"], s["read_header_mismatches"]
+        )
         if msg:
             print("dftracer-index: " + msg, file=sys.stderr)
         if s["read_lost_lines"] or s["read_lost_bytes"]:

@@ -89,8 +89,9 @@ def _alive(pid):
 def slurm_node():
     """Slurm up on this host; returns the node name."""
     subprocess.run([str(SCRIPTS / "slurm_local_setup.sh")], check=True, timeout=900)
-    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%n %T"], check=True,
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        ["sinfo", "-h", "-p", PARTITION, "-o", "%n %T"], check=True, capture_output=True, text=True
+    ).stdout.split()
     assert out[1] in ("idle", "mixed", "allocated"), out
     return out[0]
 
@@ -111,9 +112,21 @@ def test_local_reference_counts(local_reference):
 def _summary_cli(*extra, index_dir):
     """``dfanalyzer summary FIXTURES --json`` as a dict."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dfanalyzer.cli", "summary", str(FIXTURES / "*.pfw.gz"), "--json",
-         "--index-dir", str(index_dir), *extra],
-        env=_env(), capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "dfanalyzer.cli",
+            "summary",
+            str(FIXTURES / "*.pfw.gz"),
+            "--json",
+            "--index-dir",
+            str(index_dir),
+            *extra,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -144,9 +157,27 @@ class TestScripts:
         sched = work / "scheduler.json"
         state = work / "scheduler.state"
         proc = subprocess.run(
-            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "2", "-c", "1", "-m", "1GB",
-             "-p", PARTITION, "-t", "00:20:00", "--timeout", "300"],
-            env=_env(), capture_output=True, text=True, timeout=400,
+            [
+                str(SCRIPTS / "start_dask_slurm.sh"),
+                "-f",
+                str(sched),
+                "-n",
+                "2",
+                "-c",
+                "1",
+                "-m",
+                "1GB",
+                "-p",
+                PARTITION,
+                "-t",
+                "00:20:00",
+                "--timeout",
+                "300",
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=400,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         info = dict(line.split("=", 1) for line in state.read_text().splitlines())
@@ -187,8 +218,12 @@ class TestScripts:
     def test_stop_cancels_jobs_and_scheduler(self, dask_slurm):
         jobs = dask_slurm["info"]["JOB_IDS"].split()
         pid = int(dask_slurm["info"]["SCHEDULER_PID"])
-        proc = subprocess.run([str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(dask_slurm["scheduler_file"])],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(dask_slurm["scheduler_file"])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert not (_squeue_ids() & set(jobs))
         assert not _alive(pid)
@@ -198,9 +233,23 @@ class TestScripts:
 def test_start_script_fails_cleanly_on_bad_partition(slurm_node, tmp_path):
     sched = tmp_path / "s.json"
     proc = subprocess.run(
-        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "1", "-m", "1GB", "-p", "no_such_partition",
-         "--timeout", "60"],
-        env=_env(), capture_output=True, text=True, timeout=120,
+        [
+            str(SCRIPTS / "start_dask_slurm.sh"),
+            "-f",
+            str(sched),
+            "-n",
+            "1",
+            "-m",
+            "1GB",
+            "-p",
+            "no_such_partition",
+            "--timeout",
+            "60",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     assert "sbatch failed" in proc.stderr and "invalid partition" in proc.stderr.lower()
@@ -227,9 +276,13 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
     os.symlink(tmp_path / "absent", work / "s.state.tmp2")  # a dangling one too
     env = _env()
     env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
-    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB",
-                           "--timeout", "30"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB", "--timeout", "30"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
     assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
     assert "without TLS" in proc.stderr
@@ -242,18 +295,30 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
 
 
 def test_script_option_errors(tmp_path):
-    for args, msg in ((["-n", "0", "-m", "1GB"], "--workers must be a positive integer, got 0"),
-                      (["--bogus"], "unrecognized arguments: --bogus"),
-                      (["-c"], "argument -c/--cores: expected one argument"),
-                      ([], "give the memory per job: -m/--memory"),
-                      (["-m", "1GB", "-t", "5400x"], "key 'walltime' must be a Slurm time string"),
-                      (["-m", "1GB", "--tls-cert", "c.pem"], "--tls-ca-file, --tls-cert and --tls-key go together")):
-        proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(tmp_path / "s.json"), *args],
-                              env=_env(), capture_output=True, text=True, timeout=60)
+    for args, msg in (
+        (["-n", "0", "-m", "1GB"], "--workers must be a positive integer, got 0"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["-c"], "argument -c/--cores: expected one argument"),
+        ([], "give the memory per job: -m/--memory"),
+        (["-m", "1GB", "-t", "5400x"], "key 'walltime' must be a Slurm time string"),
+        (["-m", "1GB", "--tls-cert", "c.pem"], "--tls-ca-file, --tls-cert and --tls-key go together"),
+    ):
+        proc = subprocess.run(
+            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(tmp_path / "s.json"), *args],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2 and msg in proc.stderr, (args, proc.stderr)
     assert os.listdir(tmp_path) == []  # a usage error writes nothing
-    proc = subprocess.run([str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(tmp_path / "none.json")],
-                          env=_env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(tmp_path / "none.json")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "no state file" in proc.stderr
 
 
@@ -282,8 +347,15 @@ class TestJobqueue:
         _wait_jobs_gone(job_ids)  # closing the client closed the cluster and cancelled its jobs
 
     def test_workers_that_never_start_time_out(self, slurm_node, tmp_path):
-        cfg = {"cluster": "slurm", "queue": "no_such_partition", "cores": 1, "memory": "1GB",
-               "jobs": 1, "wait_timeout": 10, "log_directory": str(tmp_path / "logs")}
+        cfg = {
+            "cluster": "slurm",
+            "queue": "no_such_partition",
+            "cores": 1,
+            "memory": "1GB",
+            "jobs": 1,
+            "wait_timeout": 10,
+            "log_directory": str(tmp_path / "logs"),
+        }
         with pytest.raises(TimeoutError, match=r"0 of 1 Slurm workers.*1 job\(s\) could not be submitted"):
             setup_dask_cluster(config=cfg)
 
@@ -293,8 +365,26 @@ def test_start_with_tls_puts_tls_on_scheduler_and_workers(tmp_path):
     the workers with the same files, no plain-TCP warning. A stand-in sbatch rejects the job (no
     Slurm needed), so the service stops after writing the job script."""
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
@@ -302,9 +392,25 @@ def test_start_with_tls_puts_tls_on_scheduler_and_workers(tmp_path):
     env = _env()
     env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
     work = tmp_path / "work"
-    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB",
-                           "--tls-ca-file", str(cert), "--tls-cert", str(cert), "--tls-key", str(key)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            str(SCRIPTS / "start_dask_slurm.sh"),
+            "-f",
+            str(work / "s.json"),
+            "-m",
+            "1GB",
+            "--tls-ca-file",
+            str(cert),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
     assert ", address tls://" in proc.stderr and "without TLS" not in proc.stderr
     (script,) = work.glob("dask-slurm.*/dask-worker.sbatch")

@@ -10,8 +10,9 @@ import subprocess
 import sys
 from importlib import metadata
 
-import dftracer
 from conftest import ROOT, pythonpath_env
+
+import dftracer
 from dftracer import _dftracer
 
 
@@ -27,15 +28,18 @@ def test_every_reported_version_agrees(tmp_path):
     assert metadata.version("dftracer") == want
     assert _dftracer.__version__ == want
     env = pythonpath_env({k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")})
-    cli = subprocess.run([sys.executable, "-m", "dftracer", "--version"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    cli = subprocess.run(
+        [sys.executable, "-m", "dftracer", "--version"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert cli.returncode == 0 and cli.stdout == want + "\n"
 
     env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(tmp_path / "trace"))
-    code = ("from dftracer.python import dftracer, dft_fn\n"
-            "log = dftracer.initialize_log(None, None, -1)\n"
-            "dft_fn('APP').log(lambda: None)()\n"
-            "log.finalize()\n")
+    code = (
+        "from dftracer.python import dftracer, dft_fn\n"
+        "log = dftracer.initialize_log(None, None, -1)\n"
+        "dft_fn('APP').log(lambda: None)()\n"
+        "log.finalize()\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     (trace,) = tmp_path.glob("trace*.pfw.gz")
