@@ -50,23 +50,31 @@ def index_main(argv: Optional[List[str]] = None) -> int:
 
     stdout: a ``rich`` table (one row per file, a total row when there are several), or with
     ``--json`` one JSON document ``{"files": [{"file": str, "kind": str, "lines": int, "events":
-    int, "compressed_bytes": int, "uncompressed_bytes": int, "checkpoints": int}, ...], "total":
-    {... same integer keys, "files": int}}`` (files that could not be read are left out). Damage
-    and errors go to stderr. Returns the exit status (module docstring).
+    int | null, "compressed_bytes": int, "uncompressed_bytes": int, "checkpoints": int}, ...],
+    "total": {... same count keys, "files": int}}`` (files that could not be read are left out;
+    ``events`` is null, and "-" in the table, when the index does not know it yet and ``--scan``
+    was not given; a total with an unknown part is unknown). Damage and errors go to stderr.
+    Returns the exit status (module docstring).
     """
     ap = argparse.ArgumentParser(prog="dftracer-index", description="Build or refresh trace indexes.")
     ap.add_argument("files", nargs="+")
     ap.add_argument("--index-dir", default=None, help="directory for the .zindex files")
     ap.add_argument("--force", action="store_true", help="rebuild even if the index is valid")
+    ap.add_argument(
+        "--scan",
+        action="store_true",
+        help="also read and parse every line: events, skipped lines and damage only the data shows (CRC32)",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     a = ap.parse_args(argv)
     rc = 0
     rows = []
     for f in _unique_files(a.files):
         try:
-            if a.force:
-                reader.build_index(f, a.index_dir, force=True)
-            s = reader.scan(f, a.index_dir)
+            s = reader.build_index(f, a.index_dir, force=a.force)
+            scanned = a.scan or "events" not in s  # an index that cannot report events: scan
+            if scanned:
+                s = reader.scan(f, a.index_dir)
         except (OSError, ValueError) as e:
             print("dftracer-index: %s" % e, file=sys.stderr)
             rc = 1
@@ -82,14 +90,16 @@ def index_main(argv: Optional[List[str]] = None) -> int:
                 "checkpoints": len(s["checkpoints"]),
             }
         )
-        msg = damage_report(
-            f, s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"], s["read_header_mismatches"]
-        )
+        if scanned:  # what reading every checkpoint could not deliver
+            lost = (s["read_lost_lines"], s["read_lost_bytes"], s["skipped_lines"], s["read_header_mismatches"])
+        else:  # what the index build found: lost regions, a cut-short end, lying headers
+            lost = (s["lost_lines"], s["lost_bytes"] + s["truncated_bytes"], 0, s["header_mismatches"])
+        msg = damage_report(f, *lost)
         if msg:
             print("dftracer-index: " + msg, file=sys.stderr)
-        if s["read_lost_lines"] or s["read_lost_bytes"]:
+        if lost[0] or lost[1]:
             rc = 1
-    total = {k: sum(r[k] for r in rows) for k in INDEX_COLUMNS[1:]}
+    total = {k: None if any(r[k] is None for r in rows) else sum(r[k] for r in rows) for k in INDEX_COLUMNS[1:]}
     total["files"] = len(rows)
     if a.json:
         json.dump({"files": rows, "total": total}, sys.stdout, indent=1)
@@ -105,8 +115,8 @@ def _print_index_table(rows: List[dict], total: dict) -> None:
 
     table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
     table.add_column("file", overflow="fold", min_width=16)  # a long path wraps in a narrow terminal; never cut
-    cells = [[r["kind"]] + ["{:,}".format(r[k]) for k in INDEX_COLUMNS[1:]] for r in rows]
-    total_cells = [""] + ["{:,}".format(total[k]) for k in INDEX_COLUMNS[1:]]
+    cells = [[r["kind"]] + [_count(r[k]) for k in INDEX_COLUMNS[1:]] for r in rows]
+    total_cells = [""] + [_count(total[k]) for k in INDEX_COLUMNS[1:]]
     for i, col in enumerate(INDEX_COLUMNS):
         # wide enough for every value: a narrow terminal wraps the file column, never a number
         width = max([len(col), len(total_cells[i])] + [len(c[i]) for c in cells])
@@ -123,6 +133,11 @@ def _print_index_table(rows: List[dict], total: dict) -> None:
     if width != console.width:
         console = Console(file=sys.stdout, width=width)
     console.print(table)
+
+
+def _count(n: Optional[int]) -> str:
+    """A count for the table: thousands separators; "-" when unknown (None)."""
+    return "-" if n is None else "{:,}".format(n)
 
 
 def _unique_files(paths: List[str]) -> List[str]:
