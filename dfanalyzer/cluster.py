@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import dask.utils
+
+if TYPE_CHECKING:  # annotations only: distributed is imported when a client is made
+    from distributed import Client
 
 # distributed is imported where a client is made: `dfanalyzer summary` on a local machine runs
 # without a cluster, and importing distributed alone costs ~0.5 s of its start-up.
