@@ -257,7 +257,10 @@ def main(argv=None) -> int:
     for r in rows:
         c = r["cold_s"]
         u, b = c.get("dftracer-utils"), c.get("naive bag")
-        f = (lambda x: f"{x:.2f}" if x is not None else "—")
+
+        def f(x):
+            return f"{x:.2f}" if x is not None else "—"
+
         print(f"| {r['source']} | {r['events']:,} | {c['ours']:.2f} | {f(u)} | {f(b)} | "
               f"{f(c['ours'] / u if u else None)} | {f(b / c['ours'] if b else None)} | "
               f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "

@@ -3,15 +3,21 @@
 The analysis pipeline (paper Section IV, Figure 2) runs as Dask tasks; this module only decides
 *where* those tasks run. It uses Dask distributed and dask-jobqueue (``SLURMCluster``), never a
 scheduler of its own. The YAML keys are documented in ``docs/cluster.md``.
+
+``python -m dfanalyzer.slurm start|stop`` runs a ``SLURMCluster`` from :func:`make_slurm_cluster` as
+a detached service shared through a scheduler file (``scripts/start_dask_slurm.sh`` wraps it).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import dask.utils
+
+if TYPE_CHECKING:  # annotations only: distributed is imported when a client is made
+    from distributed import Client
 
 # distributed is imported where a client is made: `dfanalyzer summary` on a local machine runs
 # without a cluster, and importing distributed alone costs ~0.5 s of its start-up.
@@ -21,9 +27,7 @@ __all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "u
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 # Keys accepted for ``cluster: local``.
-LOCAL_KEYS = frozenset(
-    {"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"}
-)
+LOCAL_KEYS = frozenset({"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"})
 # Keys accepted for ``cluster: slurm`` (names follow dask-jobqueue's SLURMCluster arguments).
 SLURM_KEYS = frozenset(
     {
@@ -100,8 +104,7 @@ def load_cluster_config(config: ConfigLike) -> dict:
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise ValueError(
-            f"{where}: unknown key {unknown[0]!r} for cluster: {kind} "
-            f"(allowed: {', '.join(sorted(allowed))})"
+            f"{where}: unknown key {unknown[0]!r} for cluster: {kind} (allowed: {', '.join(sorted(allowed))})"
         )
     (_check_local if kind == "local" else _check_slurm)(cfg, where)
     return cfg
@@ -166,17 +169,24 @@ def _check_slurm(cfg: dict, where: str) -> None:
     _int(cfg, "processes", where, 1)
     if cfg.get("processes") and cfg["processes"] > cfg["cores"]:
         raise _bad(where, "processes", f"<= cores ({cfg['cores']})", cfg["processes"])
-    for key in ("queue", "account", "job_mem", "job_name", "interface", "local_directory",
-                "log_directory", "python", "dashboard_address"):
+    for key in (
+        "queue",
+        "account",
+        "job_mem",
+        "job_name",
+        "interface",
+        "local_directory",
+        "log_directory",
+        "python",
+        "dashboard_address",
+    ):
         _str(cfg, key, where)
     _int(cfg, "job_cpu", where, 1)
     if "walltime" in cfg and cfg["walltime"] is not None:
         w = cfg["walltime"]
         if not isinstance(w, str) or not _WALLTIME.match(w):
             hint = " (quote it in YAML: 1:30:00 unquoted is the number 5400)" if isinstance(w, int) else ""
-            raise ValueError(
-                f"{where}: key 'walltime' must be a Slurm time string such as '01:30:00', got {w!r}{hint}"
-            )
+            raise ValueError(f"{where}: key 'walltime' must be a Slurm time string such as '01:30:00', got {w!r}{hint}")
     for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
         _str_list(cfg, key, where)
     _int(cfg, "n_workers", where, 0)
@@ -196,14 +206,15 @@ def _check_slurm(cfg: dict, where: str) -> None:
             raise _bad(where, "scheduler_options", "a mapping", cfg["scheduler_options"])
 
 
-def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0"):
+def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0", security=None):
     """Build a ``dask_jobqueue.SLURMCluster`` from a ``cluster: slurm`` config, submitting no job.
 
     The scheduler starts in this process; call ``cluster.scale(...)`` (or use
     :func:`setup_dask_cluster`) to submit worker jobs, ``cluster.job_script()`` to see the batch
     script. ``memory`` is per job; each job runs ``processes`` workers of ``cores/processes``
     threads. The dashboard listens on ``dashboard_address`` unless the config sets
-    ``dashboard_address``. Raises ``ValueError`` for a bad config.
+    ``dashboard_address``. ``security``: a ``distributed.security.Security`` (TLS) for the
+    scheduler and, through the job script, the workers. Raises ``ValueError`` for a bad config.
     """
     from dask_jobqueue import SLURMCluster
 
@@ -211,13 +222,13 @@ def make_slurm_cluster(config: ConfigLike, dashboard_address: str = "127.0.0.1:0
     if cfg["cluster"] != "slurm":
         raise ValueError(f"key 'cluster' must be 'slurm' here, got {cfg['cluster']!r}")
     kwargs = {
-        k: v
-        for k, v in cfg.items()
-        if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
+        k: v for k, v in cfg.items() if k not in ("cluster", "n_workers", "jobs", "wait_timeout") and v is not None
     }
     kwargs.setdefault("processes", 1)
     dashboard = kwargs.pop("dashboard_address", dashboard_address)
     kwargs["scheduler_options"] = {"dashboard_address": dashboard, **kwargs.get("scheduler_options", {})}
+    if security is not None:
+        kwargs["security"] = security
     return SLURMCluster(**kwargs)
 
 

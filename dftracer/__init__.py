@@ -5,4 +5,6 @@ Importing this package does no work and does not load the compiled core. The tra
 ``DFTRACER_ENABLE``. See docs/python_api.md.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
+
+__all__ = ["__version__"]

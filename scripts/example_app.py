@@ -61,7 +61,7 @@ def main():
 
     data_dir = os.path.abspath(args.data_dir)
     paths = generate(data_dir, args.files, args.file_size)
-    for epoch in ai.pipeline.epoch.iter(range(2)):
+    for _epoch in ai.pipeline.epoch.iter(range(2)):
         with ai.data.item:
             nbytes = sum(read_file(p) for p in paths)
         compute(nbytes)

@@ -13,6 +13,11 @@ if [ -f scripts/install_dlio_deps.sh ]; then
   bash scripts/install_dlio_deps.sh
 fi
 
+# Style: clang-format and ruff (scripts/lint.sh; `bash scripts/lint.sh --fix` rewrites the files).
+# A difference fails the run at the end, after the tests.
+lint_rc=0
+PYTHON="$PY" bash scripts/lint.sh || lint_rc=$?
+
 # C++ tests: a plain CMake build (no pip), as users without pip would do.
 cmake -S . -B build/ctest -DCMAKE_BUILD_TYPE=Release -DDFTRACER_BUILD_TESTS=ON >/dev/null
 cmake --build build/ctest -j"$(nproc)"
@@ -24,3 +29,7 @@ export PYTHONSAFEPATH=1
 # libFuzzer runs (tests/test_reader_fuzz.py): fixed seed and input count per target, deterministic.
 export DFTRACER_FUZZ_SCALE=${DFTRACER_FUZZ_SCALE:-1}  # fixed seed and input count: deterministic
 "$PY" -m pytest tests -ra "$@"
+if [ "$lint_rc" -ne 0 ]; then
+  echo "test.sh: tests done, but scripts/lint.sh failed (exit $lint_rc): see its output above" >&2
+  exit "$lint_rc"
+fi

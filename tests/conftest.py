@@ -66,7 +66,7 @@ def read_trace(path, allow_truncated=False):
         try:
             rec = json.loads(text)
         except json.JSONDecodeError as exc:  # pragma: no cover - failure message
-            raise AssertionError(f"{path}:{i}: invalid JSON {text[:200]!r}: {exc}")
+            raise AssertionError(f"{path}:{i}: invalid JSON {text[:200]!r}: {exc}") from None
         assert isinstance(rec, dict), f"{path}:{i}: not an object"
         records.append(rec)
     return records

@@ -121,7 +121,7 @@ def epoch_reads(reread):
     tr = epochs_trainer([(1000, 9000)] * 3)
     epochs = [e for e in tr if e[0] == "epoch.block"]
     w = []
-    for e, (_, _, t, d, _) in enumerate(epochs):
+    for e, (_, _, t, _d, _) in enumerate(epochs):
         for i in range(10):
             f = f"/data/sample_{i if reread else e * 10 + i}.npz"
             w += seq_reads(f, 1, MiB, t + 10 + i * 100, dur=20, fd=11)

@@ -21,7 +21,9 @@ def test_quickstart_notebook_executes(tmp_path):
         else:
             os.environ.pop("PYTHONPATH", None)
     outs = {i: c.get("outputs", []) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
-    text = lambda i: "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outs[i])
+    def text(i):
+        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outs[i])
+
     assert "(49, " in text(3)  # 48 CM1 files + the legacy trace
     assert "Scheduler Allocation Details" in text(4)
     images = [o for o in outs[8] if "image/png" in o.get("data", {})]

@@ -1,6 +1,7 @@
 """Many small files (read whole in groups, no index files) and the same file reached by several
 paths (de-duplicated by device and inode) -- issue 15."""
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -99,10 +100,9 @@ def test_same_file_by_several_paths_loaded_once(tmp_path, dask_client):
 
 def test_dftracer_index_lists_a_file_once(tmp_path, capsys):
     d, target = _linked(tmp_path)
-    assert tools.index_main([str(d / "a.pfw.gz"), str(target), str(d / "b.pfw.gz")]) == 0
+    assert tools.index_main([str(d / "a.pfw.gz"), str(target), str(d / "b.pfw.gz"), "--json"]) == 0
     out, err = capsys.readouterr()
-    rows = [line for line in out.splitlines()[1:]]
-    assert len(rows) == 1 and rows[0].split()[0] == str(d / "a.pfw.gz")
+    assert [r["file"] for r in json.loads(out)["files"]] == [str(d / "a.pfw.gz")]
     assert err.count("is the same file as") == 2
 
 

@@ -67,7 +67,9 @@ def brute_force(df):
     ev = df[(df["ph"].astype(object) == "X") & (df["cat"].astype(object) != "dftracer")]
     cat = ev["cat"].astype(object)
     io, cp, app = ev[cat.isin(IO)], ev[cat.isin(COMPUTE)], ev[cat.isin(APP)]
-    iv = lambda d: list(zip(d["ts"].tolist(), d["te"].tolist()))
+    def iv(d):
+        return list(zip(d["ts"].tolist(), d["te"].tolist()))
+
     seti, setc, seta = naive_set(iv(io)), naive_set(iv(cp)), naive_set(iv(app))
     us = 1e-6
     funcs = {}

@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -85,9 +84,20 @@ def test_connect_by_scheduler_file(tmp_path):
     sched_file = tmp_path / "scheduler.json"
     procs = [
         subprocess.Popen(
-            [dask, "scheduler", "--scheduler-file", str(sched_file), "--port", "0",
-             "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                dask,
+                "scheduler",
+                "--scheduler-file",
+                str(sched_file),
+                "--port",
+                "0",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--host",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
     ]
     try:
@@ -98,9 +108,19 @@ def test_connect_by_scheduler_file(tmp_path):
         address = json.loads(sched_file.read_text())["address"]
         procs.append(
             subprocess.Popen(
-                [dask, "worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
-                 "--no-nanny", "--host", "127.0.0.1"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    dask,
+                    "worker",
+                    "--scheduler-file",
+                    str(sched_file),
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
         )
         with setup_dask_cluster(scheduler_file=str(sched_file)) as client:
@@ -146,8 +166,10 @@ def test_argument_conflicts():
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "walltime": "1h"}, "'walltime'"),
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "processes": 8}, "'processes'"),
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "queue": 3}, "'queue'"),
-        ({"cluster": "slurm", "cores": 4, "memory": "4GB", "job_extra_directives": "--exclusive"},
-         "'job_extra_directives'"),
+        (
+            {"cluster": "slurm", "cores": 4, "memory": "4GB", "job_extra_directives": "--exclusive"},
+            "'job_extra_directives'",
+        ),
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "jobs": 2, "n_workers": 4}, "'n_workers'"),
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "jobs": -1}, "'jobs'"),
         ({"cluster": "slurm", "cores": 4, "memory": "4GB", "wait_timeout": 0}, "'wait_timeout'"),
@@ -208,9 +230,17 @@ def test_slurm_job_script_from_yaml(tmp_path, monkeypatch):
     try:
         script = cluster.job_script()
         lines = script.splitlines()
-        for expected in ("#SBATCH -p pdebug", "#SBATCH -A dftrace", "#SBATCH -n 1",
-                         "#SBATCH --cpus-per-task=8", "#SBATCH --mem=30G", "#SBATCH -t 00:45:00",
-                         "#SBATCH --exclusive", "#SBATCH --constraint=haswell", "module load python"):
+        for expected in (
+            "#SBATCH -p pdebug",
+            "#SBATCH -A dftrace",
+            "#SBATCH -n 1",
+            "#SBATCH --cpus-per-task=8",
+            "#SBATCH --mem=30G",
+            "#SBATCH -t 00:45:00",
+            "#SBATCH --exclusive",
+            "#SBATCH --constraint=haswell",
+            "module load python",
+        ):
             assert expected in lines, expected
         worker = [ln for ln in lines if "distributed.cli.dask_worker" in ln]
         assert len(worker) == 1

@@ -1,6 +1,8 @@
 """Integration test: a one-node Slurm on this host (slurmctld + slurmd + munged), Dask workers
-submitted with sbatch by scripts/start_dask_slurm.sh and by dask-jobqueue's SLURMCluster, and the
-same analysis run there and on a LocalCluster must give identical results.
+submitted by dask-jobqueue's SLURMCluster, through the detached service of
+``python -m dfanalyzer.slurm start`` (scripts/start_dask_slurm.sh) and through
+``setup_dask_cluster(config=...)``, and the same analysis run there and on a LocalCluster must
+give identical results.
 
 Needs root and Debian's slurm-wlm + munge (scripts/slurm_local_setup.sh installs them if missing).
 """
@@ -87,8 +89,9 @@ def _alive(pid):
 def slurm_node():
     """Slurm up on this host; returns the node name."""
     subprocess.run([str(SCRIPTS / "slurm_local_setup.sh")], check=True, timeout=900)
-    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%n %T"], check=True,
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        ["sinfo", "-h", "-p", PARTITION, "-o", "%n %T"], check=True, capture_output=True, text=True
+    ).stdout.split()
     assert out[1] in ("idle", "mixed", "allocated"), out
     return out[0]
 
@@ -109,9 +112,21 @@ def test_local_reference_counts(local_reference):
 def _summary_cli(*extra, index_dir):
     """``dfanalyzer summary FIXTURES --json`` as a dict."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dfanalyzer.cli", "summary", str(FIXTURES / "*.pfw.gz"), "--json",
-         "--index-dir", str(index_dir), *extra],
-        env=_env(), capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "dfanalyzer.cli",
+            "summary",
+            str(FIXTURES / "*.pfw.gz"),
+            "--json",
+            "--index-dir",
+            str(index_dir),
+            *extra,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -134,7 +149,7 @@ def _env():
 
 
 class TestScripts:
-    """scripts/start_dask_slurm.sh -> dask scheduler + sbatch'ed dask workers -> stop_dask_slurm.sh."""
+    """scripts/start_dask_slurm.sh -> SLURMCluster service + sbatch'ed dask workers -> stop_dask_slurm.sh."""
 
     @pytest.fixture(scope="class")
     def dask_slurm(self, slurm_node, tmp_path_factory):
@@ -142,9 +157,27 @@ class TestScripts:
         sched = work / "scheduler.json"
         state = work / "scheduler.state"
         proc = subprocess.run(
-            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "2", "-c", "1",
-             "-p", PARTITION, "-t", "00:20:00", "--timeout", "300"],
-            env=_env(), capture_output=True, text=True, timeout=400,
+            [
+                str(SCRIPTS / "start_dask_slurm.sh"),
+                "-f",
+                str(sched),
+                "-n",
+                "2",
+                "-c",
+                "1",
+                "-m",
+                "1GB",
+                "-p",
+                PARTITION,
+                "-t",
+                "00:20:00",
+                "--timeout",
+                "300",
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=400,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         info = dict(line.split("=", 1) for line in state.read_text().splitlines())
@@ -161,7 +194,9 @@ class TestScripts:
         assert sorted(where.values()) == sorted(jobs)
         script = Path(dask_slurm["info"]["JOB_SCRIPT"]).read_text()
         assert Path(dask_slurm["info"]["JOB_SCRIPT"]).parent.parent == dask_slurm["work"]
-        assert f"worker --scheduler-file {dask_slurm['scheduler_file']} --nthreads 1" in script
+        address = json.loads(dask_slurm["scheduler_file"].read_text())["address"]
+        assert f"#SBATCH -p {PARTITION}" in script.splitlines() and "#SBATCH -t 00:20:00" in script.splitlines()
+        assert f"distributed.cli.dask_worker {address} " in script and "--nthreads 1 " in script
 
     def test_plain_dask_computation_matches_local(self, dask_slurm, local_reference):
         with setup_dask_cluster(scheduler_file=str(dask_slurm["scheduler_file"])) as client:
@@ -183,8 +218,12 @@ class TestScripts:
     def test_stop_cancels_jobs_and_scheduler(self, dask_slurm):
         jobs = dask_slurm["info"]["JOB_IDS"].split()
         pid = int(dask_slurm["info"]["SCHEDULER_PID"])
-        proc = subprocess.run([str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(dask_slurm["scheduler_file"])],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(dask_slurm["scheduler_file"])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert not (_squeue_ids() & set(jobs))
         assert not _alive(pid)
@@ -194,21 +233,36 @@ class TestScripts:
 def test_start_script_fails_cleanly_on_bad_partition(slurm_node, tmp_path):
     sched = tmp_path / "s.json"
     proc = subprocess.run(
-        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(sched), "-n", "1", "-p", "no_such_partition",
-         "--timeout", "60"],
-        env=_env(), capture_output=True, text=True, timeout=120,
+        [
+            str(SCRIPTS / "start_dask_slurm.sh"),
+            "-f",
+            str(sched),
+            "-n",
+            "1",
+            "-m",
+            "1GB",
+            "-p",
+            "no_such_partition",
+            "--timeout",
+            "60",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     assert "sbatch failed" in proc.stderr and "invalid partition" in proc.stderr.lower()
     assert not sched.exists() and not (tmp_path / "s.state").exists()
     (log,) = tmp_path.glob("dask-slurm.*/dask-scheduler.log")  # the run's private directory
-    assert "Scheduler at:" in log.read_text()
+    assert "sbatch failed" in log.read_text()
+    assert not _squeue_ids()  # nothing was submitted
 
 
 def test_start_script_never_writes_through_planted_links(tmp_path):
-    """Links planted at the names the script used to write (state temp file, scheduler log, job
-    script) are left alone: files are created with mktemp in a private directory. A stand-in
-    sbatch that rejects the job makes the script stop right after writing them (no Slurm needed)."""
+    """Links planted at the names the service writes (state temp file, scheduler log, job script)
+    are left alone: files are created with mktemp in a private directory. A stand-in sbatch that
+    rejects the job makes the service stop right after writing them (no Slurm needed)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
@@ -222,27 +276,49 @@ def test_start_script_never_writes_through_planted_links(tmp_path):
     os.symlink(tmp_path / "absent", work / "s.state.tmp2")  # a dangling one too
     env = _env()
     env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
-    proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "--timeout", "30"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(work / "s.json"), "-m", "1GB", "--timeout", "30"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
     assert victim.read_text() == "precious\n" and not (tmp_path / "absent").exists()
     assert "without TLS" in proc.stderr
     assert all((work / n).is_symlink() for n in ("s.state.tmp", "dask-scheduler.log", "dask-worker.sbatch"))
     (run,) = work.glob("dask-slurm.*")
     assert run.stat().st_mode & 0o777 == 0o700
-    assert "Scheduler at:" in (run / "dask-scheduler.log").read_text()
-    assert "worker --scheduler-file" in (run / "dask-worker.sbatch").read_text()
+    assert "sbatch failed: sbatch: error: invalid partition" in (run / "dask-scheduler.log").read_text()
+    assert "distributed.cli.dask_worker tcp://" in (run / "dask-worker.sbatch").read_text()
     assert not (work / "s.state").exists() and not (work / "s.json").exists()
 
 
 def test_script_option_errors(tmp_path):
-    for args, msg in ((["-n", "0"], "--workers"), (["--bogus"], "unknown option '--bogus'"),
-                      (["-c"], "option -c needs a value")):
-        proc = subprocess.run([str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(tmp_path / "s.json"), *args],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 1 and msg in proc.stderr, (args, proc.stderr)
-    proc = subprocess.run([str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(tmp_path / "none.json")],
-                          capture_output=True, text=True, timeout=60)
+    for args, msg in (
+        (["-n", "0", "-m", "1GB"], "--workers must be a positive integer, got 0"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["-c"], "argument -c/--cores: expected one argument"),
+        ([], "give the memory per job: -m/--memory"),
+        (["-m", "1GB", "-t", "5400x"], "key 'walltime' must be a Slurm time string"),
+        (["-m", "1GB", "--tls-cert", "c.pem"], "--tls-ca-file, --tls-cert and --tls-key go together"),
+    ):
+        proc = subprocess.run(
+            [str(SCRIPTS / "start_dask_slurm.sh"), "-f", str(tmp_path / "s.json"), *args],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2 and msg in proc.stderr, (args, proc.stderr)
+    assert os.listdir(tmp_path) == []  # a usage error writes nothing
+    proc = subprocess.run(
+        [str(SCRIPTS / "stop_dask_slurm.sh"), "-f", str(tmp_path / "none.json")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "no state file" in proc.stderr
 
 
@@ -271,7 +347,73 @@ class TestJobqueue:
         _wait_jobs_gone(job_ids)  # closing the client closed the cluster and cancelled its jobs
 
     def test_workers_that_never_start_time_out(self, slurm_node, tmp_path):
-        cfg = {"cluster": "slurm", "queue": "no_such_partition", "cores": 1, "memory": "1GB",
-               "jobs": 1, "wait_timeout": 10, "log_directory": str(tmp_path / "logs")}
+        cfg = {
+            "cluster": "slurm",
+            "queue": "no_such_partition",
+            "cores": 1,
+            "memory": "1GB",
+            "jobs": 1,
+            "wait_timeout": 10,
+            "log_directory": str(tmp_path / "logs"),
+        }
         with pytest.raises(TimeoutError, match=r"0 of 1 Slurm workers.*1 job\(s\) could not be submitted"):
             setup_dask_cluster(config=cfg)
+
+
+def test_start_with_tls_puts_tls_on_scheduler_and_workers(tmp_path):
+    """--tls-ca-file/--tls-cert/--tls-key: the scheduler listens on tls://, the job script starts
+    the workers with the same files, no plain-TCP warning. A stand-in sbatch rejects the job (no
+    Slurm needed), so the service stops after writing the job script."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = _env()
+    env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{env['PATH']}"
+    work = tmp_path / "work"
+    proc = subprocess.run(
+        [
+            str(SCRIPTS / "start_dask_slurm.sh"),
+            "-f",
+            str(work / "s.json"),
+            "-m",
+            "1GB",
+            "--tls-ca-file",
+            str(cert),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "sbatch failed" in proc.stderr, proc.stderr
+    assert ", address tls://" in proc.stderr and "without TLS" not in proc.stderr
+    (script,) = work.glob("dask-slurm.*/dask-worker.sbatch")
+    text = script.read_text()
+    assert f"--tls-ca-file {cert} --tls-cert {cert} --tls-key {key}" in text and " tls://" in text
+    assert not (work / "s.state").exists() and not (work / "s.json").exists()

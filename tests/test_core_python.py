@@ -559,7 +559,7 @@ def test_idle_daemonic_worker_is_flushed_before_it_is_terminated(tmp_path, metho
     """.format(tmp=tmp_path, method=method), DFTRACER_TRACE_COMPRESSION="0")
     parent, child = map(int, proc.stdout.split())
     per_pid = {}
-    for f, evs in all_events(tmp_path, "daemon").items():
+    for evs in all_events(tmp_path, "daemon").values():
         for e in evs:
             per_pid.setdefault(e["pid"], []).append(e["args"]["step"])
     assert per_pid == {parent: [-1], child: list(range(20))}

@@ -186,8 +186,10 @@ def test_pydftracer_206_drives_our_core_to_our_trace(tmp_path, our_wheel):
     assert _counts(a) == V2_COUNTS
     assert a == b
     # Metadata: the same records, plus pydftracer's mark_used("python_function").
-    meta = lambda t: Counter((r["name"], (r.get("args") or {}).get("value")) for r in _records(t)
-                             if r.get("ph") == "M" and r["name"] not in ("cmd_line", "start_time", "ppid"))
+    def meta(t):
+        return Counter((r["name"], (r.get("args") or {}).get("value")) for r in _records(t)
+                       if r.get("ph") == "M" and r["name"] not in ("cmd_line", "start_time", "ppid"))
+
     ma, mb = meta(theirs), meta(ours)
     assert ma - mb == Counter({("used", "python_function"): 1})
     assert mb - ma == Counter()

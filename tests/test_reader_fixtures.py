@@ -1,6 +1,7 @@
 """Reader on the real DFTracer fixtures, our member format, and the CLI tools."""
 import glob
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -154,15 +155,25 @@ def test_v2_integer_phase_lines(tmp_path):
 
 
 def test_cli_index_counts(cm1, legacy, capsys):
+    assert index_main(cm1 + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["file"] for r in doc["files"]] == cm1
+    assert doc["total"]["files"] == 48 and doc["total"]["events"] == 283945
+    assert doc["total"]["uncompressed_bytes"] == sum(len(gzip.open(f).read()) for f in cm1)
+    assert doc["total"]["lines"] == sum(r["lines"] for r in doc["files"])
+    assert index_main([legacy[1], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == [
+        {"file": legacy[1], "kind": "inflate", "lines": 1013, "events": 1012, "compressed_bytes": 8947,
+         "uncompressed_bytes": 253630, "checkpoints": 1}]
+    # the rich table (stdout not a terminal: one line per row, numbers with thousands separators)
     assert index_main(cm1) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    total = out[-1].split()
-    # total row: lines events compressed uncompressed checkpoints
-    assert int(total[-4]) == 283945
-    assert int(total[-2]) == sum(len(gzip.open(f).read()) for f in cm1)
-    assert index_main([legacy[1]]) == 0
-    row = capsys.readouterr().out.strip().splitlines()[-1].split()
-    assert row[1:] == ["inflate", "1013", "1012", "8947", "253630", "1"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["file", "kind", "lines", "events", "compressed_bytes", "uncompressed_bytes",
+                              "checkpoints"]
+    assert len(out) == 1 + 48 + 1 and out[1].split()[0] == cm1[0]  # header, rows, total
+    assert out[-1].split()[-5:] == ["{:,}".format(doc["total"][k]) for k in
+                                    ("lines", "events", "compressed_bytes", "uncompressed_bytes", "checkpoints")]
+    assert out[-1].startswith("total (48 files)")
 
 
 def test_cli_cat_matches_zcat_sed(legacy, cm1, capsys):

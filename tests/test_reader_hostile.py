@@ -200,7 +200,7 @@ def test_garbled_compressed_data_never_delivered(tmp_path):
         forged[pos] ^= 0x04
         d = zlib.decompressobj(31)
         try:
-            out = d.decompress(bytes(forged))
+            d.decompress(bytes(forged))
         except zlib.error as e:
             if "incorrect data check" in str(e):
                 break

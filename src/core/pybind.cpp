@@ -57,6 +57,7 @@ void fill_args(PyObject* dict, ArgList* args, std::vector<py::object>* keep) {
 
 PYBIND11_MODULE(_dftracer, m) {
   m.doc() = "dftracer core binding: Chrome trace-event records (µs timestamps) into gzip-member traces";
+  m.attr("__version__") = DFTRACER_VERSION;  // dftracer/_version.py, through CMake
 
   m.def(
       "initialize",
