@@ -156,6 +156,22 @@ int dup_fd_up(int f) {
   return h;
 }
 
+// Grows this process's descriptor table to hold trace_fd_floor(), so that the trace file's
+// F_DUPFD_CLOEXEC later does not have to. The kernel waits for an RCU grace period (10-20 ms on
+// this VM) when it grows the table of a process whose table is shared by several threads, which
+// is the case once the writer thread runs; a single-threaded process grows it at no such cost.
+// Called before the writer thread is created (one fcntl + close, never seen by the application:
+// the number is above everything it owns and closed at once).
+void reserve_fd_table() {
+  for (int f = 0; f < 3; ++f) {
+    int h = ::fcntl(f, F_DUPFD_CLOEXEC, trace_fd_floor());
+    if (h >= 0) {
+      ::close(h);
+      return;
+    }
+  }
+}
+
 // Moves descriptor f up (dup_fd_up) and closes f (unless another thread of the application put
 // its own file on that number meanwhile). Returns the new number, or -1 (errno set; f closed).
 int move_fd_up(int f) {
@@ -322,6 +338,7 @@ class TracerImpl {
   std::vector<std::string> dir_list;      // ctl_mu
   bool forked_child = false;
   bool atexit_done = false, atfork_done = false, signals_done = false;
+  bool fd_table_reserved = false;         // reserve_fd_table() done in this process (not inherited by fork)
   bool process_id_logged = false;
   int process_id = -1;
 
@@ -520,6 +537,10 @@ bool TracerImpl::push_locked(bool force) {
 
 void TracerImpl::start_writer_locked() {
   if (writer_running) return;
+  if (!fd_table_reserved) {
+    reserve_fd_table();  // while the process may still be single threaded
+    fd_table_reserved = true;
+  }
   stop = false;
   sigset_t all, old;
   sigfillset(&all);
@@ -1041,6 +1062,7 @@ void TracerImpl::atfork_child() {
   t->good_size = 0;
   t->warned = false;
   t->pid = static_cast<int>(getpid());
+  t->fd_table_reserved = false;  // fork copies only the descriptor table's used part
   ThreadState* mine = t_state;
   for (ThreadState* s : t->states) {
     if (s != mine) {  // threads other than the forking one do not exist in the child
