@@ -1087,8 +1087,7 @@ void TracerImpl::atfork_child() {
     t->next_id.store(0);
     t->process_id_logged = false;
     t->begin_file_contents(now_us());
-    t->publish_dirs();
-    t->start_writer_locked();  // the child's own writer (timed flush from the start)
+    t->publish_dirs();  // the child's own writer starts with its first event (log_complete)
   } else {
     // Not tracing now: a later initialize() names the file from DFTRACER_ROOT_PID/TRACE_BASE.
     t->release(t->chunk);
@@ -1405,9 +1404,8 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
   }
   t->phase.store(ACTIVE);
   set_active(true);
-  pthread_mutex_lock(&t->q_mu);
-  t->start_writer_locked();  // from the start: the timed flush runs even before a chunk fills
-  pthread_mutex_unlock(&t->q_mu);
+  // The writer thread starts with the first event (log_complete), so a process that logs none
+  // (e.g. /bin/true under the preload) never creates a thread.
   pthread_mutex_unlock(&t->ctl_mu);
 }
 
@@ -1431,6 +1429,13 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
     // Ids are unique per file; each thread takes them in blocks to avoid a shared atomic per event.
     s->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
     s->id_end = s->id_next + kIdBlock;
+    // The first event of a thread since initialize() or fork starts the writer (timed flush
+    // from the first event on); lock order: thread state, then q_mu.
+    if (!t->writer_running.load(std::memory_order_relaxed)) {
+      pthread_mutex_lock(&t->q_mu);
+      t->start_writer_locked();
+      pthread_mutex_unlock(&t->q_mu);
+    }
   }
   p = json::write_lit(p, "{\"id\":");
   p = json::write_u64(p, s->id_next++);
