@@ -431,8 +431,11 @@ void dftracer::preload::process_init() noexcept {
   // This library's absolute path (for LD_PRELOAD of children).
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&process_init), &info) != 0 && info.dli_fname != nullptr) {
+    // Absolute as loaded (LD_PRELOAD or the core's $ORIGIN): kept as is, no readlink per
+    // component; a relative one is made absolute so that children find it after a chdir.
     char buf[PATH_MAX];
-    const char* p = realpath(info.dli_fname, buf) != nullptr ? buf : info.dli_fname;
+    const char* p = info.dli_fname;
+    if (p[0] != '/' && realpath(p, buf) != nullptr) p = buf;
     g_lib_path = strdup(p);
   }
   if (g_lib_path == nullptr) return;
