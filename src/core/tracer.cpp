@@ -42,6 +42,7 @@ namespace dftracer {
 
 namespace {
 thread_local int t_guard = 0;
+thread_local int t_last_event = 0;  // LastEventScope depth
 thread_local int t_tid = 0;
 // Signals: while t_defer > 0 this thread holds tracer locks that the writer needs, so a signal
 // whose default action ends the process is held in t_pending_sig and re-raised by ~SignalDefer.
@@ -210,6 +211,8 @@ int64_t now_us() noexcept {
 ReentryGuard::ReentryGuard() noexcept { ++t_guard; }
 ReentryGuard::~ReentryGuard() noexcept { --t_guard; }
 bool in_tracer() noexcept { return t_guard > 0; }
+LastEventScope::LastEventScope() noexcept { ++t_last_event; }
+LastEventScope::~LastEventScope() noexcept { --t_last_event; }
 
 int current_tid() noexcept {
   if (__builtin_expect(t_tid == 0, 0)) t_tid = static_cast<int>(syscall(SYS_gettid));
@@ -529,7 +532,7 @@ bool TracerImpl::push_locked(bool force) {
   pushed.fetch_add(1);
   chunk = Chunk();
   chunk.pieces.reserve(wbs / tcap + 4);
-  start_writer_locked();
+  if (t_last_event == 0) start_writer_locked();  // else flush_wait() writes it on this thread
   sem_post(&wake);
   pthread_mutex_unlock(&q_mu);
   return true;
@@ -956,6 +959,17 @@ void TracerImpl::flush_wait() {
   pthread_mutex_unlock(&buf_mu);
   uint64_t target = pushed.load();
   pthread_mutex_lock(&q_mu);
+  if (!writer_running) {
+    // No writer (the events came under a LastEventScope, or it could not start): write here,
+    // holding q_mu throughout so that no writer starts and writes meanwhile.
+    while (!queue.empty()) {
+      Chunk c = std::move(queue.front());
+      queue.pop_front();
+      write_chunk(c);
+      release(c);
+      written.fetch_add(1);
+    }
+  }
   while (written.load() < target && writer_running) pthread_cond_wait(&done_cv, &q_mu);
   pthread_mutex_unlock(&q_mu);
 }
@@ -1431,7 +1445,7 @@ void Tracer::log_complete(std::string_view name, std::string_view cat, int64_t t
     s->id_end = s->id_next + kIdBlock;
     // The first event of a thread since initialize() or fork starts the writer (timed flush
     // from the first event on); lock order: thread state, then q_mu.
-    if (!t->writer_running.load(std::memory_order_relaxed)) {
+    if (!t->writer_running.load(std::memory_order_relaxed) && t_last_event == 0) {
       pthread_mutex_lock(&t->q_mu);
       t->start_writer_locked();
       pthread_mutex_unlock(&t->q_mu);

@@ -192,6 +192,16 @@ struct ReentryGuard {
 };
 bool in_tracer() noexcept;
 
+// While alive on a thread, an event it logs does not start the writer thread: the caller flushes
+// or finalizes right after (the preload's exec and _exit wrappers), and flush()/finalize() then
+// write on the calling thread. Spares a forked child that execs a thread start and its handoffs.
+struct LastEventScope {
+  LastEventScope() noexcept;
+  ~LastEventScope() noexcept;
+  LastEventScope(const LastEventScope&) = delete;
+  LastEventScope& operator=(const LastEventScope&) = delete;
+};
+
 class TracerImpl;
 
 // The per-process tracer. All members are thread safe and never throw.

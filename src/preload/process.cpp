@@ -130,6 +130,7 @@ char* const* fix_env(char* const* envp, char** out, char* ld) noexcept {
 void before_exec(std::string_view name, const char* path) noexcept {
   if (!may_record() || !own_process()) return;
   Recording rec;
+  LastEventScope last;  // flushed just below: no writer thread for it
   ArgList a;
   if (g_state.metadata) {
     a.add_str("fname", path != nullptr ? std::string_view(path) : std::string_view());
@@ -142,6 +143,7 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
   if (!g_state.ready.load(std::memory_order_acquire) || !g_state.enabled || !own_process()) return;
   if (may_record()) {
     Recording rec;
+    LastEventScope last;  // finalized below (_exit) or by the atexit handler (exit)
     ArgList a;
     a.add_int("status", status);
     g_state.tracer->log_instant(name, kCatProcess, now_us(), g_state.metadata ? &a : nullptr);
