@@ -70,6 +70,22 @@ int dup_fd_up(int f) {
   return h;
 }
 
+// Grows this process's descriptor table to hold trace_fd_floor(), so that the trace file's
+// F_DUPFD_CLOEXEC later does not have to. The kernel waits for an RCU grace period (10-20 ms on
+// this VM) when it grows the table of a process whose table is shared by several threads, which
+// is the case once the writer thread runs; a single-threaded process grows it at no such cost.
+// Called before the writer thread is created (one fcntl + close, never seen by the application:
+// the number is above everything it owns and closed at once).
+void reserve_fd_table() {
+  for (int f = 0; f < 3; ++f) {
+    int h = ::fcntl(f, F_DUPFD_CLOEXEC, trace_fd_floor());
+    if (h >= 0) {
+      ::close(h);
+      return;
+    }
+  }
+}
+
 // Moves descriptor f up (dup_fd_up) and closes f (unless another thread of the application put
 // its own file on that number meanwhile). Returns the new number, or -1 (errno set; f closed).
 int move_fd_up(int f) {
@@ -84,6 +100,10 @@ int move_fd_up(int f) {
 
 void TracerImpl::start_writer_locked() {
   if (writer_running) return;
+  if (!fd_table_reserved) {
+    reserve_fd_table();  // while the process may still be single threaded
+    fd_table_reserved = true;
+  }
   stop = false;
   sigset_t all, old;
   sigfillset(&all);
@@ -91,6 +111,16 @@ void TracerImpl::start_writer_locked() {
   int rc = pthread_create(&writer, nullptr, &TracerImpl::writer_main, this);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc == 0) writer_running = true;
+}
+
+// The event path's cold branch (a thread's first event since initialize() or fork): the writer
+// thread starts here, so a process that logs no event never creates one; none for an event under
+// a LastEventScope (flush_wait() writes it). Lock order: thread buffer, then q_mu.
+void TracerImpl::start_writer_for_event() {
+  if (writer_running.load(std::memory_order_relaxed) || in_last_event_scope()) return;
+  pthread_mutex_lock(&q_mu);
+  start_writer_locked();
+  pthread_mutex_unlock(&q_mu);
 }
 
 // Write every queued chunk in order (caller holds q_mu; released while writing).
@@ -351,6 +381,17 @@ void TracerImpl::flush_wait() {
   pthread_mutex_unlock(&buf_mu);
   uint64_t target = pushed.load();
   pthread_mutex_lock(&q_mu);
+  if (!writer_running) {
+    // No writer (the events came under a LastEventScope, or it could not start): write here,
+    // holding q_mu throughout so that no writer starts and writes meanwhile.
+    while (!queue.empty()) {
+      Chunk c = std::move(queue.front());
+      queue.pop_front();
+      write_chunk(c);
+      release(c);
+      written.fetch_add(1);
+    }
+  }
   while (written.load() < target && writer_running) pthread_cond_wait(&done_cv, &q_mu);
   pthread_mutex_unlock(&q_mu);
 }
@@ -413,6 +454,7 @@ void TracerImpl::reset_writer_in_child() {
   pushed.store(0);
   written.store(0);
   enc = nullptr;       // the parent's writer may have been mid-deflate: leak, never reuse
+  fd_table_reserved = false;  // fork copies only the descriptor table's used part
   close_fd_locked();   // the child's copy (unless the application reused the number)
   path.clear();
   good_size = 0;

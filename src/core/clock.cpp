@@ -1,5 +1,5 @@
-// Clock and thread identity of the core: now_us, current_tid, and the re-entry marker that
-// keeps the preload wrappers from tracing the tracer's own work.
+// Clock and thread identity of the core: now_us, current_tid, the re-entry marker that keeps
+// the preload wrappers from tracing the tracer's own work, and the LastEventScope marker.
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@ namespace dftracer {
 
 namespace {
 thread_local int t_guard = 0;
+thread_local int t_last_event = 0;  // LastEventScope depth
 thread_local int t_tid = 0;
 }  // namespace
 
@@ -22,6 +23,9 @@ int64_t now_us() noexcept {
 ReentryGuard::ReentryGuard() noexcept { ++t_guard; }
 ReentryGuard::~ReentryGuard() noexcept { --t_guard; }
 bool in_tracer() noexcept { return t_guard > 0; }
+LastEventScope::LastEventScope() noexcept { ++t_last_event; }
+LastEventScope::~LastEventScope() noexcept { --t_last_event; }
+bool in_last_event_scope() noexcept { return t_last_event > 0; }
 
 int current_tid() noexcept {
   if (__builtin_expect(t_tid == 0, 0)) t_tid = static_cast<int>(syscall(SYS_gettid));

@@ -1,5 +1,6 @@
 // Configuration: YAML file (DFTRACER_CONFIGURATION) then environment overrides.
 // Every key is documented in docs/configuration.md.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
+#include "config_yaml.h"
 #include "paths.h"
 #include "tracer.h"
 
@@ -113,103 +113,44 @@ void apply(Config& c, const char* key, std::string_view value) {
   else if (k == "DFTRACER_LOG_LEVEL") { if (!parse_level(value, &c.log_level)) warn_bad(key, value, "ERROR, WARN, INFO or DEBUG"); }
 }
 
-// YAML key path -> env var name.  Flat keys ("log_file") and the DFTracer v1 nested layout
-// ("profiler: {log_file: ...}") are both accepted.
-struct YamlKey {
-  const char* path;
-  const char* env;
-  bool invert;  // v1 "features.io.posix: true" means DISABLE_POSIX false
-};
-const YamlKey kYamlKeys[] = {
-    {"enable", "DFTRACER_ENABLE", false},
-    {"init", "DFTRACER_INIT", false},
-    {"profiler.init", "DFTRACER_INIT", false},
-    {"log_file", "DFTRACER_LOG_FILE", false},
-    {"profiler.log_file", "DFTRACER_LOG_FILE", false},
-    {"data_dirs", "DFTRACER_DATA_DIR", false},
-    {"data_dir", "DFTRACER_DATA_DIR", false},
-    {"profiler.data_dirs", "DFTRACER_DATA_DIR", false},
-    {"log_level", "DFTRACER_LOG_LEVEL", false},
-    {"profiler.log_level", "DFTRACER_LOG_LEVEL", false},
-    {"compression", "DFTRACER_TRACE_COMPRESSION", false},
-    {"profiler.compression", "DFTRACER_TRACE_COMPRESSION", false},
-    {"compression_level", "DFTRACER_COMPRESSION_LEVEL", false},
-    {"profiler.compression_level", "DFTRACER_COMPRESSION_LEVEL", false},
-    {"inc_metadata", "DFTRACER_INC_METADATA", false},
-    {"features.metadata", "DFTRACER_INC_METADATA", false},
-    {"set_core_affinity", "DFTRACER_SET_CORE_AFFINITY", false},
-    {"features.core_affinity", "DFTRACER_SET_CORE_AFFINITY", false},
-    {"disable_io", "DFTRACER_DISABLE_IO", false},
-    {"features.io.enable", "DFTRACER_DISABLE_IO", true},
-    {"disable_posix", "DFTRACER_DISABLE_POSIX", false},
-    {"features.io.posix", "DFTRACER_DISABLE_POSIX", true},
-    {"disable_stdio", "DFTRACER_DISABLE_STDIO", false},
-    {"features.io.stdio", "DFTRACER_DISABLE_STDIO", true},
-    {"bind_signals", "DFTRACER_BIND_SIGNALS", false},
-    {"internal.bind_signals", "DFTRACER_BIND_SIGNALS", false},
-    {"flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
-    {"internal.flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
-    {"write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
-    {"internal.write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
-};
-
-YAML::Node lookup(const YAML::Node& root, const std::string& path) {
-  YAML::Node cur;
-  cur.reset(root);
-  size_t start = 0;
-  while (true) {
-    size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!cur.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    YAML::Node next = cur[part];
-    if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
-    cur.reset(next);
-    if (dot == std::string::npos) return cur;
-    start = dot + 1;
+// One setting of the YAML file (config_yaml.h); never throws into the reader.
+void on_yaml_setting(void* ctx, const char* path, const char* env, int invert, const char* value) {
+  try {
+    Config& c = *static_cast<Config*>(ctx);
+    std::string v = value;
+    if (invert) {
+      bool b;
+      if (!parse_bool(v, &b)) {
+        warn_bad(path, v, "a boolean");
+        return;
+      }
+      v = b ? "0" : "1";
+    }
+    apply(c, env, v);
+  } catch (...) {
   }
 }
 
+// The YAML file is read by libdftracer_yaml.so (config_yaml.cpp), loaded from the directory of
+// this library only now: yaml-cpp and the shared C++ runtime stay out of processes without one.
 bool load_yaml(Config& c, const std::string& file) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dftracer: warning: cannot read configuration %s (%s); tracing disabled\n", file.c_str(),
-                 e.what());
+  void* lib = nullptr;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&on_yaml_setting), &info) != 0 && info.dli_fname != nullptr) {
+    std::string dir = info.dli_fname;
+    size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash);
+    lib = dlopen((dir + "/libdftracer_yaml.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  if (lib == nullptr) lib = dlopen("libdftracer_yaml.so", RTLD_NOW | RTLD_LOCAL);  // the loader's search path
+  auto load = lib != nullptr ? reinterpret_cast<dftracer_yaml_load_fn>(dlsym(lib, "dftracer_yaml_load")) : nullptr;
+  if (load == nullptr) {
+    const char* why = dlerror();
+    std::fprintf(stderr, "dftracer: warning: cannot read configuration %s (libdftracer_yaml.so: %s); tracing disabled\n",
+                 file.c_str(), why != nullptr ? why : "not found");
     return false;
   }
-  if (root.IsNull()) return true;  // empty file
-  if (!root.IsMap()) {
-    std::fprintf(stderr, "dftracer: warning: configuration %s is not a YAML mapping; tracing disabled\n",
-                 file.c_str());
-    return false;
-  }
-  for (const YamlKey& k : kYamlKeys) {
-    YAML::Node n = lookup(root, k.path);
-    if (!n.IsDefined() || n.IsNull()) continue;
-    if (!n.IsScalar()) {
-      if (n.IsSequence() && std::string(k.env) == "DFTRACER_DATA_DIR") {
-        std::string joined;
-        for (const auto& item : n) {
-          if (!joined.empty()) joined += ':';
-          joined += item.as<std::string>("");
-        }
-        apply(c, k.env, joined);
-        continue;
-      }
-      std::fprintf(stderr, "dftracer: warning: configuration key %s in %s must be a scalar; ignored\n", k.path,
-                   file.c_str());
-      continue;
-    }
-    std::string v = n.Scalar();
-    if (k.invert) {
-      bool b;
-      if (!parse_bool(v, &b)) { warn_bad(k.path, v, "a boolean"); continue; }
-      v = b ? "0" : "1";
-    }
-    apply(c, k.env, v);
-  }
-  return true;
+  return load(file.c_str(), &on_yaml_setting, &c) != 0;  // the library stays loaded (no dlclose)
 }
 
 const char* real_getenv(const char* k) { return std::getenv(k); }

@@ -148,7 +148,7 @@ void TracerImpl::atfork_parent() {
 }
 
 // The child: drop the parent's unflushed events, never touch the parent's file, start a new
-// file <parent base>-<pid> lazily; the writer thread restarts on the first full chunk.
+// file <parent base>-<pid> lazily; the writer thread restarts with the child's first event.
 void TracerImpl::atfork_child() {
   reset_current_tid();
   TracerImpl* t = g_impl;
@@ -170,8 +170,7 @@ void TracerImpl::atfork_child() {
     t->next_id.store(0);
     t->process_id_logged = false;
     t->begin_file_contents(now_us());
-    t->publish_dirs();
-    t->start_writer_locked();  // the child's own writer (timed flush from the start)
+    t->publish_dirs();  // the child's own writer starts with its first event (Tracer::log_event)
   } else {
     // Not tracing now: a later initialize() names the file from DFTRACER_ROOT_PID/TRACE_BASE.
     t->release(t->chunk);
@@ -285,9 +284,8 @@ void Tracer::initialize(const char* log_file, const char* data_dirs, const int* 
     t->install_process_hooks(c);
     t->state.store(ACTIVE);
     set_active(true);
-    pthread_mutex_lock(&t->q_mu);
-    t->start_writer_locked();  // from the start: the timed flush runs even before a chunk fills
-    pthread_mutex_unlock(&t->q_mu);
+    // The writer thread starts with the first event (Tracer::log_event), so a process that logs
+    // none (e.g. /bin/true under the preload) never creates a thread.
   }
   pthread_mutex_unlock(&t->ctl_mu);
 }

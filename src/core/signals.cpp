@@ -173,10 +173,10 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
 
 // initialize(): take over the flush signals (once per process; handlers survive fork).
 void install() noexcept {
+  SlotLock lock;  // one for all seven signals (two sigprocmask calls, not fourteen)
   for (int sig : kFlushSignals) {
     Slot& sl = g_slots[sig];
     if (sl.managed.load()) continue;
-    SlotLock lock;
     struct sigaction cur;
     if (g_real_sigaction(sig, nullptr, &cur) != 0) continue;
     set_app_locked(sl, cur);

@@ -207,7 +207,7 @@ bool TracerImpl::enqueue_locked(bool force, bool from_writer) {
   chunk = Chunk();
   chunk.pieces.reserve(wbs / tcap + 4);
   if (!from_writer) {
-    start_writer_locked();
+    if (!in_last_event_scope()) start_writer_locked();  // else flush_wait() writes it on this thread
     sem_post(&wake);
   }
   pthread_mutex_unlock(&q_mu);

@@ -60,6 +60,8 @@ void Tracer::log_event(Phase phase, std::string_view name, std::string_view cat,
   if (__builtin_expect(b->id_next == b->id_end, 0)) {
     b->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
     b->id_end = b->id_next + kIdBlock;
+    // A thread's first event since initialize() or fork starts the writer (timed flush from then on).
+    if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
   }
   EventFields e{b->id_next++, phase, name, cat, plain_name_cat, &b->ids, ts, dur, args};
   char* p = format_event(b->buf + b->size, e);

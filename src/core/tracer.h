@@ -196,6 +196,16 @@ DFTRACER_EXPORT bool in_tracer() noexcept;
 // Phase of an event: "ph":"X" (complete: ts and dur) or "ph":"i" (instant: ts only, "s":"t").
 enum class Phase : uint8_t { Complete, Instant };
 
+// While alive on a thread, an event it logs does not start the writer thread: the caller flushes
+// or finalizes right after (the preload's exec and _exit wrappers), and flush()/finalize() then
+// write on the calling thread. Spares a forked child that execs a thread start and its handoffs.
+struct DFTRACER_EXPORT LastEventScope {
+  LastEventScope() noexcept;
+  ~LastEventScope() noexcept;
+  LastEventScope(const LastEventScope&) = delete;
+  LastEventScope& operator=(const LastEventScope&) = delete;
+};
+
 class TracerImpl;
 
 // The per-process tracer. All members are thread safe and never throw.

@@ -48,6 +48,8 @@ enum RunState : int { UNINIT = 0, ACTIVE = 1, FINALIZED = 2, FAILED = 3 };
 // ------------------------------------------------------------------------------ clock.cpp
 // The forked child's first current_tid() re-reads the kernel thread id.
 void reset_current_tid() noexcept;
+// True while a LastEventScope (tracer.h) is alive on this thread: its events start no writer.
+bool in_last_event_scope() noexcept;
 
 // ------------------------------------------------------------------------------ signals.cpp
 // While a SignalDefer is alive this thread holds tracer locks that the writer needs, so a signal
@@ -158,6 +160,7 @@ class TracerImpl {
   std::atomic<bool> writer_running{false};  // written under q_mu; read by signal handlers
   bool stop = false;                        // q_mu
   pthread_t writer{};
+  bool fd_table_reserved = false;  // q_mu: table grown for the trace fd in this process (not inherited by fork)
   std::atomic<uint64_t> pushed{0}, written{0};
   // Writer wake-up: sem_post is async-signal-safe, so signal handlers can ring it too.
   sem_t wake;
@@ -218,7 +221,8 @@ class TracerImpl {
   bool enqueue_locked(bool force, bool from_writer);
 
   // --- chunk writer (chunk_writer.cpp)
-  void start_writer_locked();
+  void start_writer_locked();  // grows the descriptor table first (reserve_fd_table)
+  __attribute__((noinline, cold)) void start_writer_for_event();
   static void* writer_main(void* arg);
   void writer_flush(bool wait_for_locks);
   void process_queue_locked();

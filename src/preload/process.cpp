@@ -130,6 +130,7 @@ char* const* fix_env(char* const* envp, char** out, char* ld) noexcept {
 void before_exec(std::string_view name, const char* path) noexcept {
   if (!may_record() || !own_process()) return;
   Recording rec;
+  LastEventScope last;  // flushed just below: no writer thread for it
   ArgList a;
   if (g_state.metadata) {
     a.add_str("fname", path != nullptr ? std::string_view(path) : std::string_view());
@@ -142,6 +143,7 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
   if (!g_state.ready.load(std::memory_order_acquire) || !g_state.enabled || !own_process()) return;
   if (may_record()) {
     Recording rec;
+    LastEventScope last;  // finalized below (_exit) or by the atexit handler (exit)
     ArgList a;
     a.add_int("status", status);
     g_state.tracer->log_instant(name, kCatProcess, now_us(), g_state.metadata ? &a : nullptr);
@@ -431,8 +433,11 @@ void dftracer::preload::process_init() noexcept {
   // This library's absolute path (for LD_PRELOAD of children).
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&process_init), &info) != 0 && info.dli_fname != nullptr) {
+    // Absolute as loaded (LD_PRELOAD or the core's $ORIGIN): kept as is, no readlink per
+    // component; a relative one is made absolute so that children find it after a chdir.
     char buf[PATH_MAX];
-    const char* p = realpath(info.dli_fname, buf) != nullptr ? buf : info.dli_fname;
+    const char* p = info.dli_fname;
+    if (p[0] != '/' && realpath(p, buf) != nullptr) p = buf;
     g_lib_path = strdup(p);
   }
   if (g_lib_path == nullptr) return;

@@ -1,0 +1,78 @@
+"""What the preload costs a short-lived process (issue 16, docs/performance.md "Process start").
+
+A traced process that logs no event maps neither libstdc++.so nor yaml-cpp (the core carries its
+own hidden C++ runtime; the YAML reader is dlopened only for DFTRACER_CONFIGURATION), starts no
+writer thread and leaves no file; a YAML configuration is still honoured; and the descriptor
+table is grown before the writer thread exists (growing a table shared by two threads waits for
+an RCU grace period, 10-20 ms).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from test_preload_helpers import (_strace_calls, have_strace, plain_env, preload_lib, read_trace, strace_cmd,
+                                  trace_files, traced_env)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return preload_lib()
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f.txt").write_text("hello\n")
+    return str(data), str(tmp_path / "trace" / "t")
+
+
+def test_no_event_no_cxx_runtime_no_thread_no_file(lib, dirs):
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)  # nothing under data is touched: no event
+    maps = subprocess.run(["cat", "/proc/self/maps"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "libdftracer_preload.so" in maps
+    assert "libdftracer_core.so" in maps
+    assert "libstdc++" not in maps
+    assert "yaml-cpp" not in maps and "libdftracer_yaml.so" not in maps
+    tasks = subprocess.run(["ls", "/proc/self/task"], env=env, capture_output=True, text=True, check=True).stdout
+    assert len(tasks.split()) == 1  # no writer thread
+    assert trace_files(prefix) == []
+
+
+def test_yaml_configuration_is_read(lib, dirs, tmp_path):
+    data, prefix = dirs
+    yaml_prefix = str(tmp_path / "yaml" / "y")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"profiler:\n  log_file: {yaml_prefix}\nfeatures:\n  io:\n    stdio: false\n")
+    env = traced_env(lib, prefix, data, DFTRACER_CONFIGURATION=str(cfg))
+    del env["DFTRACER_LOG_FILE"]  # the file's log_file applies
+    out = subprocess.run(["cat", os.path.join(data, "f.txt")], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout == "hello\n" and out.stderr == ""
+    files = trace_files(yaml_prefix)
+    assert len(files) == 1 and trace_files(prefix) == []
+    names = [e["name"] for e in read_trace(files[0]) if e.get("ph") == "X" and e.get("cat") == "POSIX"]
+    assert "read" in names and names.count("close") >= 1
+
+
+@pytest.mark.skipif(not have_strace(), reason="needs strace")
+def test_fd_table_grown_before_writer_thread(lib, dirs, tmp_path):
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)
+    log = str(tmp_path / "strace.log")
+    subprocess.run(strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env),
+                   capture_output=True, check=True)
+    dup_up = clone = None
+    for i, line in enumerate(_strace_calls(log)):
+        if dup_up is None and re.search(r"\bfcntl\(\d+, F_DUPFD_CLOEXEC, \d+\)", line):
+            dup_up = i
+        if clone is None and re.search(r"\bclone3?\(", line):
+            clone = i
+    assert dup_up is not None and clone is not None, (dup_up, clone)
+    assert dup_up < clone
+    assert len(trace_files(prefix)) == 1
