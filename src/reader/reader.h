@@ -1,10 +1,18 @@
-// Indexer, batch reader and parser of DFTracer traces (docs/index.md, docs/design.md).
+// Indexer, range reader and parser of DFTracer traces (docs/index.md, docs/design.md).
 //
 // Indexing (paper §IV-C): one SQLite index per trace file, built once, then any range of
-// checkpoints is decompressed and parsed on its own.
-//   kind "member"  - our gzip member format: hop header to header with the 'DF' FEXTRA subfield.
-//   kind "inflate" - any other gzip: one inflate pass, zran-style checkpoints with 32 KiB windows.
-//   kind "plain"   - uncompressed JSON lines: line-start checkpoints found with memchr.
+// checkpoints is decompressed and parsed on its own. The index kinds are in index_kind.h; the
+// batch loader (checkpoints -> columns) is in batch_loader.h. Files of this folder:
+//   gzip_scan      gzip member headers, finding members, inflating one member on its own
+//   line_tracker   lines and line-aligned checkpoints over a decoded stream
+//   *_index        the three index strategies (index_strategy.h): build and read per kind
+//   index_store    SQLite schema, save/load (every return code checked)
+//   index_trust    checks of a loaded index against the trace (docs/index.md, "Trust rules")
+//   index_location where an index lives; index_cache: per-process cache (open_index)
+//   indexer        build_index: load a trusted index or build and save one
+//   range_reader   read_checkpoints / read_lines_checked
+//   file_scan      whole-file statistics (scan_file, ensure_context, checkpoint_stats)
+//   batch_loader   load_batch / load_files / read_lines_verified; parser: JSON lines -> columns
 // Offsets and sizes are bytes; timestamps and durations are µs (Chrome trace-event format).
 #pragma once
 
@@ -19,12 +27,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "index_kind.h"
+
 namespace dftracer::reader {
 
 // 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc;
 //    context and scan stats of DFTracer 2.x integer phases
 inline constexpr int kIndexFormatVersion = 2;
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
+inline constexpr int64_t kWindowBytes = 32768;    // deflate history stored at an inflate-kind checkpoint
 // Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
 // kMaxInflateRatio x compressed bytes is a lie and is never used to size a buffer.
 inline constexpr int64_t kMaxInflateRatio = 1032;
@@ -64,12 +75,20 @@ struct FileContext {
   bool scanned = false;                                  // maps are complete for the whole file
   std::string hostname;                                  // single host of the file, if known
   std::unordered_map<std::string, std::string> fh, hh, sh;  // hash (as text) -> string
+  // Adds the maps of `from` (its records win, as later records do in collect_context) and its
+  // hostname when this one has none.
+  void merge(const FileContext& from) {
+    for (auto& [k, v] : from.fh) fh[k] = v;
+    for (auto& [k, v] : from.hh) hh[k] = v;
+    for (auto& [k, v] : from.sh) sh[k] = v;
+    if (hostname.empty()) hostname = from.hostname;
+  }
 };
 
 struct IndexInfo {
   std::string path;        // absolute trace path
   std::string index_path;  // SQLite file
-  std::string kind;        // "member" | "inflate" | "plain"
+  IndexKind kind = IndexKind::Plain;
   int64_t size = 0;        // trace file size, bytes
   int64_t mtime_ns = 0;
   uint64_t dev = 0, ino = 0;       // identity of the trace file (st_dev, st_ino)
