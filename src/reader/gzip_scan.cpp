@@ -8,63 +8,17 @@
 #include <vector>
 
 namespace dftracer::reader {
-namespace {
-uint16_t read_le16(const unsigned char* p) { return uint16_t(p[0] | (p[1] << 8)); }
-}  // namespace
-
-// Parses a gzip member header from p[0..n). Needs the whole header in the buffer.
-GzipHeader parse_gzip_header(const unsigned char* p, size_t n) {
-  GzipHeader h;
-  if (n < 10 || p[0] != 0x1f || p[1] != 0x8b || p[2] != 8) return h;
-  int flg = p[3];
-  if (flg & 0xe0) return h;
-  size_t pos = 10;
-  if (flg & 4) {
-    if (pos + 2 > n) return h;
-    size_t xlen = read_le16(p + pos);
-    pos += 2;
-    if (pos + xlen > n) return h;
-    size_t e = pos, end = pos + xlen;
-    while (e + 4 <= end) {
-      size_t slen = read_le16(p + e + 2);
-      if (e + 4 + slen > end) break;
-      if (p[e] == 'D' && p[e + 1] == 'F' && slen == 16) {
-        h.compressed_size = read_le32(p + e + 4);
-        h.uncompressed_size = read_le32(p + e + 8);
-        h.lines = read_le32(p + e + 12);
-        h.version = read_le32(p + e + 16);
-        h.df = h.version == 1 && h.compressed_size >= 20;
-      }
-      e += 4 + slen;
-    }
-    pos = end;
-  }
-  for (int bit : {8, 16}) {
-    if (flg & bit) {
-      const void* z = pos < n ? std::memchr(p + pos, 0, n - pos) : nullptr;
-      if (!z) return h;
-      pos = size_t(static_cast<const unsigned char*>(z) - p) + 1;
-    }
-  }
-  if (flg & 2) pos += 2;
-  if (pos > n) return h;
-  h.ok = true;
-  h.header_len = int64_t(pos);
-  return h;
-}
-
-
 int64_t find_gzip_header(const File& f, int64_t from) {
   std::vector<unsigned char> buf(1 << 20);
   while (from < f.size()) {
     size_t got = f.pread_full(buf.data(), buf.size(), from);
     if (got < 10) return -1;
     for (size_t i = 0; i + 10 <= got; ++i) {
-      const unsigned char* q = static_cast<const unsigned char*>(std::memchr(buf.data() + i, 0x1f, got - 10 - i + 1));
+      const unsigned char* q = static_cast<const unsigned char*>(std::memchr(buf.data() + i, format::kGzipId1, got - 10 - i + 1));
       if (!q) break;
       i = size_t(q - buf.data());
-      if (q[1] == 0x8b && q[2] == 8 && !(q[3] & 0xe0)) {
-        GzipHeader h = parse_gzip_header(q, got - i);
+      if (q[1] == format::kGzipId2 && q[2] == format::kMethodDeflate && !(q[3] & format::kFlagReserved)) {
+        MemberHeader h = parse_member_header(q, got - i);
         if (h.ok) return from + int64_t(i);
       }
     }
@@ -80,8 +34,8 @@ int64_t find_df_header(const File& f, int64_t from) {
     if (at < 0) return -1;
     unsigned char hb[64];
     size_t got = f.pread_full(hb, sizeof hb, at);
-    GzipHeader h = parse_gzip_header(hb, got);
-    if (h.ok && h.df && at + int64_t(h.compressed_size) <= f.size()) return at;
+    MemberHeader h = parse_member_header(hb, got);
+    if (h.ok && h.df && at + int64_t(h.fields.member_size) <= f.size()) return at;
     from = at + 1;
   }
   return -1;

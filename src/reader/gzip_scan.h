@@ -5,28 +5,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../format/member.h"
 #include "io_util.h"
 #include "reader.h"
 
 namespace dftracer::reader {
 
-inline uint32_t read_le32(const unsigned char* p) {
-  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
-}
-
-// A gzip member header; the 'DF' fields are claims, checked before use (member_index.cpp).
-struct GzipHeader {
-  bool ok = false;          // a syntactically valid gzip header
-  bool df = false;          // carries our 'DF' subfield (version 1, plausible compressed size)
-  int64_t header_len = 0;   // bytes up to the deflate data
-  uint32_t compressed_size = 0;    // 'DF': whole member (header + deflate + trailer), bytes
-  uint32_t uncompressed_size = 0;  // 'DF': bytes of text
-  uint32_t lines = 0;              // 'DF': '\n' bytes in the text
-  uint32_t version = 0;            // 'DF': layout version
-};
-
-// Parses a gzip member header from p[0..n). Needs the whole header in the buffer.
-GzipHeader parse_gzip_header(const unsigned char* p, size_t n);
+// Member headers are parsed by src/format/member.h (the one description of the layout, shared
+// with the writer): format::parse_member_header gives ok/df/header_size and the 'DF' fields,
+// which are claims until member_index.cpp checked them against the file.
+using format::MemberHeader;
+using format::parse_member_header;
 
 // Offset of the next plausible gzip member start at or after `from`; -1 if none.
 int64_t find_gzip_header(const File& f, int64_t from);

@@ -31,8 +31,8 @@ IndexKind detect_index_kind(const File& f, const std::string& path) {
   unsigned char hb[512];
   size_t got = f.pread_full(hb, sizeof hb, 0);
   if (got == 0) return ends_with(path, ".gz") ? IndexKind::Member : IndexKind::Plain;
-  if (got >= 2 && hb[0] == 0x1f && hb[1] == 0x8b) {
-    GzipHeader h = parse_gzip_header(hb, got);
+  if (got >= 2 && hb[0] == format::kGzipId1 && hb[1] == format::kGzipId2) {
+    MemberHeader h = parse_member_header(hb, got);
     return h.ok && h.df ? IndexKind::Member : IndexKind::Inflate;
   }
   if (ends_with(path, ".gz") || ends_with(path, ".gzip")) throw ReaderError(path + ": not a gzip file (bad magic bytes)");

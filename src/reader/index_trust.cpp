@@ -13,18 +13,18 @@ std::string str(int64_t v) { return std::to_string(v); }
 std::string check_member(const File& f, const Checkpoint& c, bool whole) {
   unsigned char hb[512];
   size_t got = f.pread_full(hb, sizeof hb, c.compressed_offset);
-  GzipHeader h = parse_gzip_header(hb, got);
+  MemberHeader h = parse_member_header(hb, got);
   std::string at = "checkpoint " + str(c.number) + ": ";
   if (!h.ok) return at + "no gzip member header at byte " + str(c.compressed_offset);
   if (!whole) return "";
   // (a member whose DF header lied was indexed from its data: only the trailer is compared)
   if (h.df && !(c.flags & kHeaderMismatch) &&
-      (int64_t(h.compressed_size) != c.compressed_size || int64_t(h.uncompressed_size) != c.uncompressed_size))
+      (int64_t(h.fields.member_size) != c.compressed_size || int64_t(h.fields.text_size) != c.uncompressed_size))
     return at + "sizes differ from the member header";
   if (c.compressed_size < 18) return at + "member of " + str(c.compressed_size) + " bytes";
   unsigned char tr[4];
   if (f.pread_full(tr, 4, c.compressed_offset + c.compressed_size - 4) != 4 ||
-      read_le32(tr) != uint32_t(uint64_t(c.uncompressed_size)))
+      format::load_u32(tr) != uint32_t(uint64_t(c.uncompressed_size)))
     return at + "uncompressed size differs from the member trailer";
   return "";
 }
@@ -95,7 +95,7 @@ std::string validate_index(const IndexInfo& info, const File& f) {
   if (member && c_end < size) {
     unsigned char hb[512];
     size_t got = f.pread_full(hb, sizeof hb, c_end);
-    if (parse_gzip_header(hb, got).ok) return "the gzip member at byte " + str(c_end) + " is not indexed";
+    if (parse_member_header(hb, got).ok) return "the gzip member at byte " + str(c_end) + " is not indexed";
     if (size - c_end > info.lost_bytes + info.truncated_bytes)
       return "checkpoints cover " + str(c_end) + " of " + str(size) + " bytes";
   }

@@ -63,7 +63,7 @@ void index_inflate(const File& f, IndexInfo& info) {
       }
       unsigned char peek[2] = {0, 0};
       f.pread_full(peek, 2, pos);
-      if (peek[0] != 0x1f || peek[1] != 0x8b) {
+      if (peek[0] != format::kGzipId1 || peek[1] != format::kGzipId2) {
         info.lost_bytes += f.size() - pos;
         clean = true;
         break;

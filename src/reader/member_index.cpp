@@ -24,18 +24,18 @@ namespace {
 // lines than bytes, and a gzip header (or the end of the file, or zero padding to it) follows.
 // Returns the first disagreement, or nullptr. CRC32 and the line count need the data: they are
 // checked when the member is read (read_members).
-const char* df_header_disagreement(const File& f, int64_t off, const GzipHeader& h) {
-  int64_t cs = h.compressed_size;
-  if (cs < h.header_len + 2 + 8) return "compressed size smaller than header + deflate + trailer";
+const char* df_header_disagreement(const File& f, int64_t off, const MemberHeader& h) {
+  int64_t cs = h.fields.member_size;
+  if (cs < int64_t(h.header_size + 2 + format::kMemberTrailerSize)) return "compressed size smaller than header + deflate + trailer";
   if (off + cs > f.size()) return "compressed size runs past the end of the file";
-  if (int64_t(h.uncompressed_size) > kMaxInflateRatio * cs) return "uncompressed size beyond what deflate can produce";
-  if (h.lines > h.uncompressed_size) return "more lines than bytes";
+  if (int64_t(h.fields.text_size) > kMaxInflateRatio * cs) return "uncompressed size beyond what deflate can produce";
+  if (h.fields.lines > h.fields.text_size) return "more lines than bytes";
   unsigned char t[8 + 512];
   size_t got = f.pread_full(t, sizeof t, off + cs - 8);
   if (got < 8) return "trailer missing";
-  if (read_le32(t + 4) != h.uncompressed_size) return "uncompressed size differs from the trailer's ISIZE";
+  if (format::load_u32(t + 4) != h.fields.text_size) return "uncompressed size differs from the trailer's ISIZE";
   if (got > 8) {
-    GzipHeader next = parse_gzip_header(t + 8, got - 8);
+    MemberHeader next = parse_member_header(t + 8, got - 8);
     bool zeros = off + cs + int64_t(got - 8) == f.size();
     for (size_t i = 8; i < got && zeros; ++i) zeros = t[i] == 0;
     if (!next.ok && !zeros) return "no gzip header where the next member should start";
@@ -48,11 +48,11 @@ const char* df_header_disagreement(const File& f, int64_t off, const GzipHeader&
 // data or its CRC32 is bad; the member stays as its (trailer-consistent) header describes it and
 // the reader reports its lines lost, as an unverified index would.
 enum class MemberCheck { kMatch, kMismatch, kBadData };
-MemberCheck df_member_check(const File& f, int64_t off, const GzipHeader& h, std::vector<unsigned char>& in,
+MemberCheck df_member_check(const File& f, int64_t off, const MemberHeader& h, std::vector<unsigned char>& in,
                        std::string& out) {
-  in.resize(h.compressed_size);
-  if (f.pread_full(in.data(), h.compressed_size, off) != h.compressed_size) return MemberCheck::kMismatch;
-  out.resize(size_t(h.uncompressed_size) + 1);
+  in.resize(h.fields.member_size);
+  if (f.pread_full(in.data(), h.fields.member_size, off) != h.fields.member_size) return MemberCheck::kMismatch;
+  out.resize(size_t(h.fields.text_size) + 1);
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> ld(libdeflate_alloc_decompressor(),
                                                                                  libdeflate_free_decompressor);
@@ -60,7 +60,7 @@ MemberCheck df_member_check(const File& f, int64_t off, const GzipHeader& h, std
   size_t in_n = 0, out_n = 0;
   libdeflate_result rc = libdeflate_gzip_decompress_ex(ld.get(), in.data(), in.size(), out.data(), out.size(), &in_n, &out_n);
   if (rc == LIBDEFLATE_BAD_DATA) return MemberCheck::kBadData;
-  if (rc != LIBDEFLATE_SUCCESS || in_n != h.compressed_size || out_n != h.uncompressed_size) return MemberCheck::kMismatch;
+  if (rc != LIBDEFLATE_SUCCESS || in_n != h.fields.member_size || out_n != h.fields.text_size) return MemberCheck::kMismatch;
 #else
   z_stream zs{};
   if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
@@ -69,12 +69,12 @@ MemberCheck df_member_check(const File& f, int64_t off, const GzipHeader& h, std
   zs.next_out = reinterpret_cast<Bytef*>(out.data());
   zs.avail_out = uInt(out.size());
   int rc = inflate(&zs, Z_FINISH);
-  bool ok = rc == Z_STREAM_END && zs.avail_in == 0 && zs.total_out == h.uncompressed_size;
+  bool ok = rc == Z_STREAM_END && zs.avail_in == 0 && zs.total_out == h.fields.text_size;
   inflateEnd(&zs);
   if (rc == Z_DATA_ERROR) return MemberCheck::kBadData;
   if (!ok) return MemberCheck::kMismatch;
 #endif
-  return count_newlines(out.data(), h.uncompressed_size) == int64_t(h.lines) ? MemberCheck::kMatch : MemberCheck::kMismatch;
+  return count_newlines(out.data(), h.fields.text_size) == int64_t(h.fields.lines) ? MemberCheck::kMatch : MemberCheck::kMismatch;
 }
 
 
@@ -86,7 +86,7 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
   std::string vout;
   while (off < f.size()) {
     size_t got = f.pread_full(hb, sizeof hb, off);
-    GzipHeader h = parse_gzip_header(hb, got);
+    MemberHeader h = parse_member_header(hb, got);
     Checkpoint cp;
     cp.compressed_offset = off;
     cp.block_offset = u;
@@ -98,13 +98,13 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
     if (h.ok && h.df && !df_header_disagreement(f, off, h) &&
         (!verify || df_member_check(f, off, h, vin, vout) != MemberCheck::kMismatch)) {
       if (verify) cp.flags |= kVerified;
-      cp.compressed_size = h.compressed_size;
-      cp.uncompressed_size = h.uncompressed_size;
-      cp.num_lines = h.lines;
+      cp.compressed_size = h.fields.member_size;
+      cp.uncompressed_size = h.fields.text_size;
+      cp.num_lines = h.fields.lines;
       cps.push_back(cp);
-      off += h.compressed_size;
-      u += h.uncompressed_size;
-      line += h.lines;
+      off += h.fields.member_size;
+      u += h.fields.text_size;
+      line += h.fields.lines;
       continue;
     }
     int64_t lost_lines = 0;
@@ -118,14 +118,14 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
         cp.uncompressed_size = keep;
         cp.num_lines = m.newlines + ((!cut && m.bytes > m.whole_line_bytes) ? 1 : 0);
         cp.flags |= kVerified;  // all values come from the data
-        if (h.df && !cut && (int64_t(h.compressed_size) != m.compressed_size || int64_t(h.uncompressed_size) != m.bytes || int64_t(h.lines) != m.newlines)) {
+        if (h.df && !cut && (int64_t(h.fields.member_size) != m.compressed_size || int64_t(h.fields.text_size) != m.bytes || int64_t(h.fields.lines) != m.newlines)) {
           cp.flags |= kHeaderMismatch;
           info.header_mismatches += 1;
         }
         if (cut) {
           cp.flags |= kTruncated;
-          bool claim_ok = h.df && int64_t(h.uncompressed_size) >= m.bytes && int64_t(h.uncompressed_size) <= kMaxInflateRatio * (f.size() - off);
-          info.truncated_bytes += (claim_ok ? int64_t(h.uncompressed_size) : m.bytes) - keep;
+          bool claim_ok = h.df && int64_t(h.fields.text_size) >= m.bytes && int64_t(h.fields.text_size) <= kMaxInflateRatio * (f.size() - off);
+          info.truncated_bytes += (claim_ok ? int64_t(h.fields.text_size) : m.bytes) - keep;
         }
         if (keep > 0) cps.push_back(cp);
         off += cp.compressed_size;
@@ -142,7 +142,7 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
     // Corrupt header or data: lost region up to the next valid member header.
     int64_t next = find_df_header(f, off + 1);
     int64_t end = next < 0 ? f.size() : next;
-    if (next < 0 && !h.ok && got < 32) {
+    if (next < 0 && !h.ok && got < format::kMemberHeaderSize) {
       info.truncated_bytes += end - off;  // a header cut short at the end of the file
       break;
     }
@@ -190,7 +190,7 @@ PlainResult inflate_plain(const unsigned char* in, size_t n, bool truncated, Ran
       kept = used;
       pr.members += 1;
       if (zs.avail_in == 0) break;
-      if (zs.next_in[0] != 0x1f) {  // not another gzip member
+      if (zs.next_in[0] != format::kGzipId1) {  // not another gzip member
         pr.error = "bytes that are not a gzip member";
         pr.failed_lines = 0;
         break;
