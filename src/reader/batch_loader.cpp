@@ -7,6 +7,12 @@ namespace dftracer::reader {
 
 ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir) {
   ParsedBatch b;
+  load_batch_into(b, trace, first, last, index_dir);
+  return b;
+}
+
+void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
+                     const std::string& index_dir) {
   std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir);
   RangeData r = read_checkpoints(*idx, first, last);
   int64_t lines = 0;
@@ -29,16 +35,20 @@ ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, co
   b.lost_bytes = r.lost_bytes;
   b.header_mismatches = r.header_mismatches;
   b.warnings = std::move(r.warnings);
-  return b;
 }
 
 FilesBatch load_files(const std::vector<std::string>& paths) {
   FilesBatch out;
-  out.files.resize(paths.size());
+  out.files = load_files_into(out.batch, paths);
+  return out;
+}
+
+std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std::string>& paths) {
+  std::vector<FileLoad> files(paths.size());
   Parser parser;
-  EventColumns& cols = out.batch.columns;
+  EventColumns& cols = batch.columns;
   for (size_t k = 0; k < paths.size(); ++k) {
-    FileLoad& fl = out.files[k];
+    FileLoad& fl = files[k];
     fl.path = paths[k];
     int64_t rows0 = cols.rows, skipped0 = cols.skipped_lines, unresolved0 = cols.unresolved_hashes;
     try {
@@ -59,7 +69,7 @@ FilesBatch load_files(const std::vector<std::string>& paths) {
         parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
         fl.lost_bytes = r.lost_bytes;
         fl.lost_lines = r.lost_lines;
-        out.batch.header_mismatches += r.header_mismatches;
+        batch.header_mismatches += r.header_mismatches;
         fl.warnings = std::move(r.warnings);
       }
     } catch (const std::exception& e) {
@@ -70,7 +80,7 @@ FilesBatch load_files(const std::vector<std::string>& paths) {
     fl.unresolved_hashes = cols.unresolved_hashes - unresolved0;
   }
   Parser::finish(cols);
-  return out;
+  return files;
 }
 
 VerifiedLines read_lines_verified(const std::string& trace, int64_t first_line, int64_t n_lines,

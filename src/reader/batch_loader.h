@@ -26,6 +26,10 @@ struct ParsedBatch {
 // is parsed again with them. Throws ReaderError (unreadable trace or index) and
 // std::out_of_range (checkpoints outside the index).
 ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir = "");
+// Same, parsed into `out` (empty on entry): no move of the finished columns (moving a DictColumn
+// rebuilds its lookup table), for callers that own the storage (the Python binding).
+void load_batch_into(ParsedBatch& out, const std::string& trace, int64_t first, int64_t last,
+                     const std::string& index_dir = "");
 
 // Per file of load_files: what the analyzer's per-file statistics need.
 struct FileLoad {
@@ -45,6 +49,8 @@ struct FilesBatch {
 // with its own complete context. A file that cannot be read gets `error` and no rows; never throws
 // for one file's problem.
 FilesBatch load_files(const std::vector<std::string>& paths);
+// Same, the rows parsed into `out` (empty on entry); returns the per-file counts.
+std::vector<FileLoad> load_files_into(ParsedBatch& out, const std::vector<std::string>& paths);
 
 // read_lines_checked with the verification rule of line-addressed reads: when a member's line
 // count is only its header's claim, or disagrees with the data, the index is rebuilt with every

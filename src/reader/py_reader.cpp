@@ -204,7 +204,7 @@ py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, con
   std::string idir = opt(index_dir);
   {
     py::gil_scoped_release nogil;
-    owner->batch = load_batch(path, first, last, idir);
+    load_batch_into(owner->batch, path, first, last, idir);
   }
   return batch_dict(std::move(owner));
 }
@@ -214,9 +214,7 @@ py::dict load_files_py(const std::vector<std::string>& paths) {
   std::vector<FileLoad> files;
   {
     py::gil_scoped_release nogil;
-    FilesBatch fb = load_files(paths);
-    owner->batch = std::move(fb.batch);
-    files = std::move(fb.files);
+    files = load_files_into(owner->batch, paths);
   }
   py::dict out = batch_dict(std::move(owner));
   py::list fl;
