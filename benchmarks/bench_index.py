@@ -17,6 +17,7 @@ alone in this process (cold pages), i.e. the index build without the start-up.
 
 Usage: python benchmarks/bench_index.py [--events 4000000] [--repeat 3] [--out /tmp/dft-bench-index]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,11 +79,12 @@ def main(argv=None) -> int:
             gen_traces.generate(d, a.events, 1, fmt)
         traces[label] = p
     start = best([sys.executable, "-c", "import dfanalyzer.tools"], None, a.repeat)
-    print("%s, %d events per trace, best of %d, cold (index deleted, pages evicted)"
-          % (time.strftime("%Y-%m-%d"), a.events, a.repeat))
+    print(
+        "%s, %d events per trace, best of %d, cold (index deleted, pages evicted)"
+        % (time.strftime("%Y-%m-%d"), a.events, a.repeat)
+    )
     print("python start-up + import: %.3f s wall, %.3f s CPU (included below)" % start)
-    print("%-11s %-26s %9s %9s %9s %12s %12s" % ("trace", "command", "MB", "wall s", "CPU s", "wall s/GB",
-                                               "CPU s/GB"))
+    print("%-11s %-26s %9s %9s %9s %12s %12s" % ("trace", "command", "MB", "wall s", "CPU s", "wall s/GB", "CPU s/GB"))
     for label, p in traces.items():
         gb = os.path.getsize(p) / 1e9
         for name, extra in (("dftracer-index", []), ("dftracer-index --scan", ["--scan"])):
@@ -99,8 +101,10 @@ def main(argv=None) -> int:
             reader.build_index(p, force=True)
             runs.append((time.perf_counter() - w, time.process_time() - c))
         w, c = min(runs)
-        print("%-11s %-26s %9.1f %9.3f %9.3f %12.2f %12.2f" % (label, "build_index() in process", gb * 1e3, w, c,
-                                                               w / gb, c / gb))
+        print(
+            "%-11s %-26s %9.1f %9.3f %9.3f %12.2f %12.2f"
+            % (label, "build_index() in process", gb * 1e3, w, c, w / gb, c / gb)
+        )
     return 0
 
 

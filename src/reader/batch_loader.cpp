@@ -95,9 +95,10 @@ VerifiedLines read_lines_verified(const std::string& trace, int64_t first_line, 
     if (out.result.line_count_mismatch || out.result.needs_verified_index)
       throw ReaderError(trace + ": line numbering still disagrees with the data after re-indexing");
     if (mismatch || v.header_mismatches)
-      out.result.warnings.insert(out.result.warnings.begin(),
-                                 trace + ": " + std::to_string(v.header_mismatches) +
-                                     " gzip member header(s) disagreed with their data; re-indexed with every member verified");
+      out.result.warnings.insert(
+          out.result.warnings.begin(),
+          trace + ": " + std::to_string(v.header_mismatches) +
+              " gzip member header(s) disagreed with their data; re-indexed with every member verified");
   }
   return out;
 }

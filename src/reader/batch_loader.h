@@ -12,9 +12,9 @@ namespace dftracer::reader {
 
 // A parsed batch: the columns and what could not be delivered.
 struct ParsedBatch {
-  EventColumns columns;         // finished (Parser::finish): every column has `rows` entries
-  int64_t lost_lines = 0;       // lines of damaged members / lost regions in the range
-  int64_t lost_bytes = 0;       // bytes not decoded (uncompressed when known, else compressed)
+  EventColumns columns;           // finished (Parser::finish): every column has `rows` entries
+  int64_t lost_lines = 0;         // lines of damaged members / lost regions in the range
+  int64_t lost_bytes = 0;         // bytes not decoded (uncompressed when known, else compressed)
   int64_t header_mismatches = 0;  // members read by plain inflation because their header lied
   std::vector<std::string> warnings;
 };
@@ -34,8 +34,8 @@ void load_batch_into(ParsedBatch& out, const std::string& trace, int64_t first, 
 // Per file of load_files: what the analyzer's per-file statistics need.
 struct FileLoad {
   std::string path;
-  std::string error;            // "" when the file was read
-  bool indexed = false;         // the file was indexed: kind and sizes are set
+  std::string error;     // "" when the file was read
+  bool indexed = false;  // the file was indexed: kind and sizes are set
   IndexKind kind = IndexKind::Plain;
   int64_t lines = 0, compressed_bytes = 0, uncompressed_bytes = 0, checkpoints = 0;
   int64_t rows = 0, skipped_lines = 0, lost_bytes = 0, lost_lines = 0, unresolved_hashes = 0;

@@ -12,7 +12,7 @@
 namespace dftracer::reader {
 namespace {
 
-constexpr int64_t kScanStep = 16;  // checkpoints decoded per read in the whole-file passes
+constexpr int64_t kScanStep = 16;      // checkpoints decoded per read in the whole-file passes
 constexpr size_t kMaxStatNames = 256;  // distinct categories / names kept per checkpoint
 
 // Stores the scan results of `idx` in its index file; on failure records why in idx.warnings.
@@ -74,10 +74,8 @@ IndexInfo scan_file(const std::string& trace, const std::string& index_dir) {
     skipped += cols.skipped_lines;
     for (auto& a : cols.args) {
       auto it = types.find(a.key);
-      if (it == types.end())
-        types[a.key] = a.type;
-      else
-        it->second = std::max(it->second, a.type);
+      if (it == types.end()) types[a.key] = a.type;
+      else it->second = std::max(it->second, a.type);
     }
   }
   idx.events = events;

@@ -14,7 +14,8 @@ int64_t find_gzip_header(const File& f, int64_t from) {
     size_t got = f.pread_full(buf.data(), buf.size(), from);
     if (got < 10) return -1;
     for (size_t i = 0; i + 10 <= got; ++i) {
-      const unsigned char* q = static_cast<const unsigned char*>(std::memchr(buf.data() + i, format::kGzipId1, got - 10 - i + 1));
+      const unsigned char* q = static_cast<const unsigned char*>(
+          std::memchr(buf.data() + i, format::kGzipId1, got - 10 - i + 1));
       if (!q) break;
       i = size_t(q - buf.data());
       if (q[1] == format::kGzipId2 && q[2] == format::kMethodDeflate && !(q[3] & format::kFlagReserved)) {

@@ -26,11 +26,11 @@ int64_t find_df_header(const File& f, int64_t from);
 // One member inflated on its own (any gzip header) with zlib's CRC32/ISIZE check. Memory is
 // bounded (chunks of output; context lines are collected as they complete).
 struct MemberInflate {
-  int64_t compressed_size = -1;    // bytes with header and trailer; -1 if the file ends first
-  int64_t bytes = 0;               // uncompressed bytes decoded
-  int64_t whole_line_bytes = 0;    // bytes up to and including the last '\n'
-  int64_t newlines = 0;            // '\n' bytes decoded
-  bool corrupt = false;            // bad data, CRC32 or ISIZE
+  int64_t compressed_size = -1;  // bytes with header and trailer; -1 if the file ends first
+  int64_t bytes = 0;             // uncompressed bytes decoded
+  int64_t whole_line_bytes = 0;  // bytes up to and including the last '\n'
+  int64_t newlines = 0;          // '\n' bytes decoded
+  bool corrupt = false;          // bad data, CRC32 or ISIZE
 };
 // Inflates the member at `off`; FH/HH/SH records of its lines are added to `ctx` only when the
 // member passes its check.

@@ -14,10 +14,10 @@ namespace dftracer::reader {
 namespace {
 struct CacheEntry {
   std::shared_ptr<const IndexInfo> info;
-  int64_t size = 0, mtime_ns = 0;               // trace
+  int64_t size = 0, mtime_ns = 0;  // trace
   uint64_t dev = 0, ino = 0;
   uint64_t idx_ino = 0;
-  int64_t idx_size = 0, idx_mtime_ns = 0;       // index file (unused for an in-memory index)
+  int64_t idx_size = 0, idx_mtime_ns = 0;  // index file (unused for an in-memory index)
 };
 std::mutex g_cache_mu;
 std::map<std::string, CacheEntry> g_cache;  // key: index_dir + '\0' + absolute trace path

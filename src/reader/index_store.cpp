@@ -71,7 +71,9 @@ struct Stmt {
   void bind(int i, const std::string& v) {
     check(sqlite3_bind_text(st, i, v.data(), int(v.size()), SQLITE_TRANSIENT), "bind");
   }
-  void bind_blob(int i, const void* p, size_t n) { check(sqlite3_bind_blob(st, i, p, int(n), SQLITE_TRANSIENT), "bind"); }
+  void bind_blob(int i, const void* p, size_t n) {
+    check(sqlite3_bind_blob(st, i, p, int(n), SQLITE_TRANSIENT), "bind");
+  }
   void bind_null(int i) { check(sqlite3_bind_null(st, i), "bind"); }
   bool step() {
     int rc = sqlite3_step(st);
@@ -472,7 +474,8 @@ bool load_checkpoint_stats(const IndexInfo& idx, std::vector<CheckpointStats>& o
     if (!probe.step()) return false;
     probe.finalize();
   }
-  Stmt s(d.db, "SELECT number, events, min_ts, max_ts, min_te, max_te, cats, names FROM checkpoint_stats ORDER BY number");
+  Stmt s(d.db,
+         "SELECT number, events, min_ts, max_ts, min_te, max_te, cats, names FROM checkpoint_stats ORDER BY number");
   out.clear();
   while (s.step()) {
     CheckpointStats c;
@@ -523,14 +526,10 @@ void save_checkpoint_stats(const IndexInfo& idx, const std::vector<CheckpointSta
       s.bind(4, c.max_ts);
       s.bind(5, c.min_te);
       s.bind(6, c.max_te);
-      if (c.cats_known)
-        s.bind(7, join_values(c.cats));
-      else
-        s.bind_null(7);
-      if (c.names_known)
-        s.bind(8, join_values(c.names));
-      else
-        s.bind_null(8);
+      if (c.cats_known) s.bind(7, join_values(c.cats));
+      else s.bind_null(7);
+      if (c.names_known) s.bind(8, join_values(c.names));
+      else s.bind_null(8);
       s.step();
     }
     s.finalize();

@@ -35,7 +35,8 @@ IndexKind detect_index_kind(const File& f, const std::string& path) {
     MemberHeader h = parse_member_header(hb, got);
     return h.ok && h.df ? IndexKind::Member : IndexKind::Inflate;
   }
-  if (ends_with(path, ".gz") || ends_with(path, ".gzip")) throw ReaderError(path + ": not a gzip file (bad magic bytes)");
+  if (ends_with(path, ".gz") || ends_with(path, ".gzip"))
+    throw ReaderError(path + ": not a gzip file (bad magic bytes)");
   return IndexKind::Plain;
 }
 

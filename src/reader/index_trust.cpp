@@ -38,15 +38,15 @@ std::string validate_index(const IndexInfo& info, const File& f) {
   const auto& cps = info.checkpoints;
   const IndexKind want = detect_index_kind(f, info.path);
   if (info.kind != want)
-    return std::string("kind '") + index_kind_name(info.kind) + "' but the file's bytes are kind '" + index_kind_name(want) + "'";
+    return std::string("kind '") + index_kind_name(info.kind) + "' but the file's bytes are kind '" +
+           index_kind_name(want) + "'";
   const bool member = info.kind == IndexKind::Member, inflate = info.kind == IndexKind::Inflate,
              plain = info.kind == IndexKind::Plain;
   // Deflate expands at most ~1032:1; anything larger is not from this file.
   const int64_t max_u = size * kMaxInflateRatio + 64;
   if (info.lines < 0 || info.uncompressed_bytes < 0 || info.uncompressed_bytes > max_u || info.truncated_bytes < 0 ||
-      info.truncated_bytes > max_u ||
-      info.lost_bytes < 0 || info.lost_bytes > size || info.events < 0 || info.metadata_records < 0 ||
-      info.skipped_lines < 0)
+      info.truncated_bytes > max_u || info.lost_bytes < 0 || info.lost_bytes > size || info.events < 0 ||
+      info.metadata_records < 0 || info.skipped_lines < 0)
     return "file totals out of range";
   if (info.lines > info.uncompressed_bytes) return "more lines than bytes";
   if (info.events > info.lines || info.metadata_records > info.lines || info.skipped_lines > info.lines)
@@ -62,8 +62,8 @@ std::string validate_index(const IndexInfo& info, const File& f) {
       return at + "compressed bytes [" + str(c.compressed_offset) + ", +" + str(c.compressed_size) +
              ") outside the file's " + str(size) + " bytes";
     if (c.uncompressed_size < 0 || c.uncompressed_size > max_u || c.num_lines < 0 ||
-        c.num_lines > c.uncompressed_size || c.bit_offset < 0 || c.bit_offset > 7 || c.flags < 0 || c.flags > kAllCheckpointFlags ||
-        c.block_offset < 0 || c.block_offset > c.uncompressed_offset)
+        c.num_lines > c.uncompressed_size || c.bit_offset < 0 || c.bit_offset > 7 || c.flags < 0 ||
+        c.flags > kAllCheckpointFlags || c.block_offset < 0 || c.block_offset > c.uncompressed_offset)
       return at + "field out of range";
     if (c.uncompressed_offset != u || c.first_line != line)
       return at + "does not start where checkpoint " + str(int64_t(i) - 1) + " ends (checkpoints deleted or moved)";

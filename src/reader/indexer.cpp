@@ -25,7 +25,8 @@ IndexInfo build_fresh(const std::string& path, const File& f, bool verify) {
     info.checkpoints[i].number = int64_t(i);
     info.checkpoints[i].has_window = !info.checkpoints[i].window.empty();
   }
-  if (info.context.hostname.empty() && info.context.hh.size() == 1) info.context.hostname = info.context.hh.begin()->second;
+  if (info.context.hostname.empty() && info.context.hh.size() == 1)
+    info.context.hostname = info.context.hh.begin()->second;
   return info;
 }
 

@@ -19,9 +19,9 @@ void index_inflate(const File& f, IndexInfo& info) {
   z_stream zs{};
   if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
   std::vector<unsigned char> in(1 << 18);
-  int64_t in_off = 0;         // file offset of in[0]
-  int64_t member_start = 0;   // compressed offset of the current member
-  int64_t member_u = 0;       // uncompressed offset of the current member
+  int64_t in_off = 0;        // file offset of in[0]
+  int64_t member_start = 0;  // compressed offset of the current member
+  int64_t member_u = 0;      // uncompressed offset of the current member
   bool clean = false;
   bool new_member = true;
   zs.avail_in = 0;
@@ -135,8 +135,7 @@ void read_inflate_run(const File& f, const IndexInfo& idx, int64_t first, int64_
       pos += 1;
     }
     std::string window = load_window(idx, c.number);
-    if (!window.empty())
-      inflateSetDictionary(&zs, reinterpret_cast<const Bytef*>(window.data()), uInt(window.size()));
+    if (!window.empty()) inflateSetDictionary(&zs, reinterpret_cast<const Bytef*>(window.data()), uInt(window.size()));
   }
   int64_t u = c.block_offset;  // uncompressed offset of the next produced byte
   size_t start = r.data.size();
@@ -208,8 +207,8 @@ void read_inflate_run(const File& f, const IndexInfo& idx, int64_t first, int64_
     r.data.resize(start + size_t(keep));
     r.lost_lines += want_lines - kept_lines;
     r.lost_bytes += (u_end - u_begin) - keep;
-    r.warnings.push_back(checkpoint_where(idx, c) + ": decompression failed (" + err + "): " +
-                         std::to_string(want_lines - kept_lines) + " lines lost");
+    r.warnings.push_back(checkpoint_where(idx, c) + ": decompression failed (" + err +
+                         "): " + std::to_string(want_lines - kept_lines) + " lines lost");
   }
 }
 
@@ -231,8 +230,8 @@ class InflateIndex final : public IndexStrategy {
         r.lost_bytes += c.compressed_size;
         r.lost_lines += c.lost_lines;
         r.warnings.push_back(checkpoint_where(idx, c) + ": gzip member failed (corrupt data, CRC32 or ISIZE): " +
-                             std::to_string(c.compressed_size) + " compressed bytes, " +
-                             std::to_string(c.lost_lines) + " lines (as decoded) lost");
+                             std::to_string(c.compressed_size) + " compressed bytes, " + std::to_string(c.lost_lines) +
+                             " lines (as decoded) lost");
         ++i;
         continue;
       }

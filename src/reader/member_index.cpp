@@ -26,7 +26,8 @@ namespace {
 // checked when the member is read (read_members).
 const char* df_header_disagreement(const File& f, int64_t off, const MemberHeader& h) {
   int64_t cs = h.fields.member_size;
-  if (cs < int64_t(h.header_size + 2 + format::kMemberTrailerSize)) return "compressed size smaller than header + deflate + trailer";
+  if (cs < int64_t(h.header_size + 2 + format::kMemberTrailerSize))
+    return "compressed size smaller than header + deflate + trailer";
   if (off + cs > f.size()) return "compressed size runs past the end of the file";
   if (int64_t(h.fields.text_size) > kMaxInflateRatio * cs) return "uncompressed size beyond what deflate can produce";
   if (h.fields.lines > h.fields.text_size) return "more lines than bytes";
@@ -49,18 +50,20 @@ const char* df_header_disagreement(const File& f, int64_t off, const MemberHeade
 // the reader reports its lines lost, as an unverified index would.
 enum class MemberCheck { kMatch, kMismatch, kBadData };
 MemberCheck df_member_check(const File& f, int64_t off, const MemberHeader& h, std::vector<unsigned char>& in,
-                       std::string& out) {
+                            std::string& out) {
   in.resize(h.fields.member_size);
   if (f.pread_full(in.data(), h.fields.member_size, off) != h.fields.member_size) return MemberCheck::kMismatch;
   out.resize(size_t(h.fields.text_size) + 1);
 #ifdef DFTRACER_HAVE_LIBDEFLATE
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> ld(libdeflate_alloc_decompressor(),
-                                                                                 libdeflate_free_decompressor);
+                                                                                  libdeflate_free_decompressor);
   if (!ld) throw ReaderError("libdeflate: out of memory");
   size_t in_n = 0, out_n = 0;
-  libdeflate_result rc = libdeflate_gzip_decompress_ex(ld.get(), in.data(), in.size(), out.data(), out.size(), &in_n, &out_n);
+  libdeflate_result rc = libdeflate_gzip_decompress_ex(ld.get(), in.data(), in.size(), out.data(), out.size(), &in_n,
+                                                       &out_n);
   if (rc == LIBDEFLATE_BAD_DATA) return MemberCheck::kBadData;
-  if (rc != LIBDEFLATE_SUCCESS || in_n != h.fields.member_size || out_n != h.fields.text_size) return MemberCheck::kMismatch;
+  if (rc != LIBDEFLATE_SUCCESS || in_n != h.fields.member_size || out_n != h.fields.text_size)
+    return MemberCheck::kMismatch;
 #else
   z_stream zs{};
   if (inflateInit2(&zs, 31) != Z_OK) throw ReaderError("zlib init failed");
@@ -74,7 +77,8 @@ MemberCheck df_member_check(const File& f, int64_t off, const MemberHeader& h, s
   if (rc == Z_DATA_ERROR) return MemberCheck::kBadData;
   if (!ok) return MemberCheck::kMismatch;
 #endif
-  return count_newlines(out.data(), h.fields.text_size) == int64_t(h.fields.lines) ? MemberCheck::kMatch : MemberCheck::kMismatch;
+  return count_newlines(out.data(), h.fields.text_size) == int64_t(h.fields.lines) ? MemberCheck::kMatch
+                                                                                   : MemberCheck::kMismatch;
 }
 
 
@@ -118,13 +122,16 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
         cp.uncompressed_size = keep;
         cp.num_lines = m.newlines + ((!cut && m.bytes > m.whole_line_bytes) ? 1 : 0);
         cp.flags |= kVerified;  // all values come from the data
-        if (h.df && !cut && (int64_t(h.fields.member_size) != m.compressed_size || int64_t(h.fields.text_size) != m.bytes || int64_t(h.fields.lines) != m.newlines)) {
+        if (h.df && !cut &&
+            (int64_t(h.fields.member_size) != m.compressed_size || int64_t(h.fields.text_size) != m.bytes ||
+             int64_t(h.fields.lines) != m.newlines)) {
           cp.flags |= kHeaderMismatch;
           info.header_mismatches += 1;
         }
         if (cut) {
           cp.flags |= kTruncated;
-          bool claim_ok = h.df && int64_t(h.fields.text_size) >= m.bytes && int64_t(h.fields.text_size) <= kMaxInflateRatio * (f.size() - off);
+          bool claim_ok = h.df && int64_t(h.fields.text_size) >= m.bytes &&
+                          int64_t(h.fields.text_size) <= kMaxInflateRatio * (f.size() - off);
           info.truncated_bytes += (claim_ok ? int64_t(h.fields.text_size) : m.bytes) - keep;
         }
         if (keep > 0) cps.push_back(cp);
@@ -165,9 +172,9 @@ void index_members(const File& f, IndexInfo& info, bool verify) {
 // that pass their check are kept; at the first failure the rest of the range is lost.
 // `truncated`: the range is a final member cut short (its whole lines are kept, unchecked).
 struct PlainResult {
-  int64_t members = 0, lines = 0;       // members kept, '\n' in the kept output
-  int64_t failed_lines = -1;            // '\n' decoded in the failed member (-1: none failed)
-  int64_t failed_bytes = 0;             // bytes decoded in the failed member (or not decoded after it)
+  int64_t members = 0, lines = 0;  // members kept, '\n' in the kept output
+  int64_t failed_lines = -1;       // '\n' decoded in the failed member (-1: none failed)
+  int64_t failed_bytes = 0;        // bytes decoded in the failed member (or not decoded after it)
   std::string error;
 };
 PlainResult inflate_plain(const unsigned char* in, size_t n, bool truncated, RangeData& r) {
@@ -208,7 +215,8 @@ PlainResult inflate_plain(const unsigned char* in, size_t n, bool truncated, Ran
     }
     pr.error = rc == Z_BUF_ERROR ? "member runs past its compressed size" : (zs.msg ? zs.msg : "inflate error");
     pr.failed_bytes = int64_t(used - kept);
-    pr.failed_lines = count_newlines(r.data.data() + kept, used - kept) + (used > kept && r.data[used - 1] != '\n' ? 1 : 0);
+    pr.failed_lines = count_newlines(r.data.data() + kept, used - kept) +
+                      (used > kept && r.data[used - 1] != '\n' ? 1 : 0);
     break;
   }
   inflateEnd(&zs);
@@ -233,8 +241,8 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
   z_stream zs{};
   bool zinit = false;
 #ifdef DFTRACER_HAVE_LIBDEFLATE
-  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> ldp(
-      libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> ldp(libdeflate_alloc_decompressor(),
+                                                                                   libdeflate_free_decompressor);
   libdeflate_decompressor* ld = ldp.get();
   if (!ld) throw ReaderError("libdeflate: out of memory");
 #endif
@@ -250,8 +258,10 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
       continue;
     }
     if (c.flags & kHeaderMismatch)
-      r.warnings.push_back(checkpoint_where(idx, c) + ": gzip member header disagreed with its data; indexed by plain "
-                           "inflation (" + std::to_string(c.num_lines) + " lines)");
+      r.warnings.push_back(checkpoint_where(idx, c) +
+                           ": gzip member header disagreed with its data; indexed by plain "
+                           "inflation (" +
+                           std::to_string(c.num_lines) + " lines)");
     size_t start = r.data.size();
     int64_t rel = c.compressed_offset - c0;
     int64_t avail = std::max<int64_t>(0, std::min<int64_t>(c.compressed_size, int64_t(got) - rel));
@@ -313,8 +323,8 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
       r.lost_lines += lines;
       r.lost_bytes += bytes;
       if (pr.members > 0) r.line_count_mismatch = true;
-      r.warnings.push_back(checkpoint_where(idx, c) + ": corrupt gzip member (" + pr.error + "): " + std::to_string(lines) +
-                           " lines (" + std::to_string(bytes) + " bytes) lost");
+      r.warnings.push_back(checkpoint_where(idx, c) + ": corrupt gzip member (" + pr.error +
+                           "): " + std::to_string(lines) + " lines (" + std::to_string(bytes) + " bytes) lost");
     }
   }
   if (zinit) inflateEnd(&zs);

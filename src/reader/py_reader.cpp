@@ -95,7 +95,8 @@ py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
 // Dictionary column -> (codes array with the narrowest pandas code dtype, categories list).
 py::tuple dict_view(ColumnOwner& b, DictColumn& d, const py::capsule& base) {
   py::list cats;
-  for (auto& s : d.categories) cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  for (auto& s : d.categories)
+    cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
   size_t n = d.categories.size();
   py::array codes;
   if (n < 128) {
@@ -142,8 +143,7 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
       args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
     else if (a.type == ArgType::Float)
       args.append(py::make_tuple(a.key, "Float64", py::make_tuple(view(a.floats, base), mask_view(a.mask, base))));
-    else
-      args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
+    else args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
   }
   out["args"] = args;
   py::dict meta;
@@ -190,7 +190,8 @@ VerifiedLines checked_lines(const std::string& path, int64_t first_line, int64_t
 py::dict lines_dict(const VerifiedLines& c) {
   py::dict d;
   py::list lines;
-  for (auto& s : c.result.lines) lines.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  for (auto& s : c.result.lines)
+    lines.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
   d["lines"] = lines;
   d["lost_lines"] = c.result.lost_lines;
   d["lost_bytes"] = c.result.lost_bytes;
@@ -332,8 +333,9 @@ PYBIND11_MODULE(_reader, m) {
       "kept in the index.");
   m.def("load_files", &load_files_py, py::arg("paths"),
         "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts.");
-  m.def("index_path", [](const std::string& path, const py::object& index_dir) {
-    return index_path_for(path, opt(index_dir));
-  }, py::arg("path"), py::arg("index_dir") = py::none());
+  m.def(
+      "index_path",
+      [](const std::string& path, const py::object& index_dir) { return index_path_for(path, opt(index_dir)); },
+      py::arg("path"), py::arg("index_dir") = py::none());
   m.attr("INDEX_FORMAT_VERSION") = kIndexFormatVersion;
 }

@@ -50,8 +50,8 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
   const auto& cps = idx.checkpoints;
   int64_t n = int64_t(cps.size());
   if (first < 0 || last < first || last >= n)
-    throw std::out_of_range(idx.path + ": checkpoint range [" + std::to_string(first) + ", " +
-                            std::to_string(last) + "] outside [0, " + std::to_string(n - 1) + "]");
+    throw std::out_of_range(idx.path + ": checkpoint range [" + std::to_string(first) + ", " + std::to_string(last) +
+                            "] outside [0, " + std::to_string(n - 1) + "]");
   r.first_line = cps[size_t(first)].first_line;
   File f(idx.path);
   if (f.size() != idx.size || f.mtime_ns() != idx.mtime_ns)
