@@ -23,6 +23,15 @@ SCALE = float(os.environ.get("DFTRACER_FUZZ_SCALE", "1"))
 SEED = int(os.environ.get("DFTRACER_FUZZ_SEED", "1"))
 
 
+def _reader_sources():
+    """The reader library's sources, as DFTRACER_READER_SOURCES in src/reader/CMakeLists.txt lists
+    them (one list for the library, the CMake fuzz targets and these builds)."""
+    import re
+    text = open(os.path.join(SRC, "CMakeLists.txt")).read()
+    names = re.search(r"set\(DFTRACER_READER_SOURCES\s+([^)]*)\)", text).group(1).split()
+    return [os.path.join(SRC, n) for n in names]
+
+
 def _build(tmp, target):
     exe = os.path.join(tmp, "fuzz_" + target)
     if target == "line_deflate":  # the tracer core's encoder alone
@@ -33,8 +42,7 @@ def _build(tmp, target):
         return exe
     cmd = ["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
            "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-mpclmul", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
-           os.path.join(SRC, "fuzz_%s.cpp" % target), os.path.join(SRC, "indexer.cpp"),
-           os.path.join(SRC, "batch.cpp"), os.path.join(SRC, "parser.cpp"),
+           os.path.join(SRC, "fuzz_%s.cpp" % target)] + _reader_sources() + [
            "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
     if target == "member_headers":  # built with the tracer's own member writer
         cmd[cmd.index("-I") + 2:cmd.index("-I") + 2] = ["-I", os.path.join(ROOT, "src", "core"),

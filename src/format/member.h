@@ -2,7 +2,7 @@
 // gzip members"): every tracer buffer becomes one RFC 1952 member whose FEXTRA field holds one
 // 'D''F' subfield with the member's sizes and line count, so an indexer can hop from header to
 // header without inflating. This header is the only place the layout is written down: the writer
-// (src/core/gzip_member.cpp), the indexer (src/reader/indexer.cpp), the C++ test oracle and, via
+// (src/core/gzip_member.cpp), the indexer (src/reader/gzip_scan.h), the C++ test oracle and, via
 // the binding's encode_member(), every Python fixture use it. Header-only, C++17, no allocation.
 //
 // Member bytes (integers little-endian):

@@ -11,12 +11,15 @@
 #include <cstring>
 #include <string>
 
+#include "batch_loader.h"
 #include "reader.h"
 
 namespace {
 
 using namespace dftracer::reader;
 
+// Every checkpoint of `idx` read and parsed on its own, then through the batch loader (the
+// analyzer's path: index cache, whole-file context rule), and a line-addressed read.
 void read_all(const IndexInfo& idx) {
   int64_t n = int64_t(idx.checkpoints.size());
   for (int64_t i = 0; i < n; ++i) {
@@ -26,7 +29,11 @@ void read_all(const IndexInfo& idx) {
     EventColumns cols;
     p.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
   }
-  if (n) read_lines(idx, 0, 5);
+  if (n) {
+    ParsedBatch b = load_batch(idx.path, 0, n - 1);
+    if (b.columns.ts.size() != size_t(b.columns.rows)) __builtin_trap();
+    read_lines(idx, 0, 5);
+  }
 }
 
 // Values a forger would try: edges, negatives, sizes beyond the file.

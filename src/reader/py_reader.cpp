@@ -1,10 +1,12 @@
-// pybind11 module dfanalyzer._reader (contract: docs/design.md, "Reader binding").
-// Columns are handed to NumPy without a copy: one heap Batch owns every vector and a capsule
-// holding it is the base of each array.
+// pybind11 module dfanalyzer._reader (contract: docs/design.md, "Reader binding"). Conversion
+// only: every rule lives in the C++ reader (batch_loader.h, reader.h). Columns are handed to
+// NumPy without a copy: one heap ColumnOwner owns every vector and a capsule holding it is the
+// base of each array.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "batch_loader.h"
 #include "reader.h"
 
 namespace py = pybind11;
@@ -35,7 +37,7 @@ py::dict info_dict(const IndexInfo& i) {
   py::dict d;
   d["path"] = i.path;
   d["index_path"] = i.index_path;
-  d["kind"] = i.kind;
+  d["kind"] = index_kind_name(i.kind);
   d["size"] = i.size;
   d["mtime"] = double(i.mtime_ns) / 1e9;
   d["lines"] = i.lines;
@@ -46,6 +48,9 @@ py::dict info_dict(const IndexInfo& i) {
   d["lost_lines"] = i.lost_lines;
   d["header_mismatches"] = i.header_mismatches;
   d["rebuilt"] = i.rebuilt;
+  // Events counted by an earlier scan() of this index (None until then: building an index of
+  // member files reads their headers only).
+  d["events"] = i.stats_scanned ? py::object(py::int_(i.events)) : py::object(py::none());
   d["in_memory"] = i.index_path.empty();
   d["warnings"] = i.warnings;
   py::list cps;
@@ -71,10 +76,9 @@ py::dict scan_dict(const IndexInfo& i) {
   return d;
 }
 
-// Owner of all column storage handed to NumPy.
-struct Batch {
-  EventColumns cols;
-  RangeData range;
+// Owner of all column storage handed to NumPy (the base capsule of every array).
+struct ColumnOwner {
+  ParsedBatch batch;
   std::vector<std::vector<int8_t>> codes8;
   std::vector<std::vector<int16_t>> codes16;
 };
@@ -89,9 +93,10 @@ py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
 }
 
 // Dictionary column -> (codes array with the narrowest pandas code dtype, categories list).
-py::tuple dict_view(Batch& b, DictColumn& d, const py::capsule& base) {
+py::tuple dict_view(ColumnOwner& b, DictColumn& d, const py::capsule& base) {
   py::list cats;
-  for (auto& s : d.categories) cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  for (auto& s : d.categories)
+    cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
   size_t n = d.categories.size();
   py::array codes;
   if (n < 128) {
@@ -109,13 +114,13 @@ py::tuple dict_view(Batch& b, DictColumn& d, const py::capsule& base) {
 }
 
 // Hands the columns of `b` to Python (NumPy views owned by a capsule).
-py::dict batch_dict(std::unique_ptr<Batch> guard) {
-  Batch* b = guard.get();
+py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
+  ColumnOwner* b = guard.get();
   // (Codes vectors are reserved up front so that views stay valid.)
-  EventColumns& c = b->cols;
+  EventColumns& c = b->batch.columns;
   b->codes8.reserve(8 + c.args.size());
   b->codes16.reserve(8 + c.args.size());
-  py::capsule base(guard.release(), [](void* p) { delete static_cast<Batch*>(p); });
+  py::capsule base(guard.release(), [](void* p) { delete static_cast<ColumnOwner*>(p); });
   py::dict out;
   out["rows"] = c.rows;
   py::dict core;
@@ -138,8 +143,7 @@ py::dict batch_dict(std::unique_ptr<Batch> guard) {
       args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
     else if (a.type == ArgType::Float)
       args.append(py::make_tuple(a.key, "Float64", py::make_tuple(view(a.floats, base), mask_view(a.mask, base))));
-    else
-      args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
+    else args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
   }
   out["args"] = args;
   py::dict meta;
@@ -169,141 +173,57 @@ py::dict batch_dict(std::unique_ptr<Batch> guard) {
   out["metadata"] = meta;
   out["skipped_lines"] = c.skipped_lines;
   out["skipped_examples"] = c.skipped_examples;
-  out["lost_bytes"] = b->range.lost_bytes;
-  out["lost_lines"] = b->range.lost_lines;
-  out["header_mismatches"] = b->range.header_mismatches;
-  out["warnings"] = b->range.warnings;
+  out["lost_bytes"] = b->batch.lost_bytes;
+  out["lost_lines"] = b->batch.lost_lines;
+  out["header_mismatches"] = b->batch.header_mismatches;
+  out["warnings"] = b->batch.warnings;
   out["unresolved_hashes"] = c.unresolved_hashes;
   out["replaced_utf8_lines"] = c.replaced_utf8_lines;
   return out;
 }
 
-struct CheckedLines {
-  LinesResult r;
-  bool reindexed = false;
-};
-
-// read_lines_checked; when a member's line count disagrees with the index (a 'DF' header lied in
-// a way the hop cannot see), the index is rebuilt with every member verified and the read redone.
-CheckedLines checked_lines(const std::string& path, int64_t first_line, int64_t n_lines, const std::string& idir) {
+VerifiedLines checked_lines(const std::string& path, int64_t first_line, int64_t n_lines, const std::string& idir) {
   py::gil_scoped_release nogil;
-  CheckedLines out;
-  out.r = read_lines_checked(*open_index(path, idir), first_line, n_lines);
-  if (out.r.line_count_mismatch || out.r.needs_verified_index) {
-    bool mismatch = out.r.line_count_mismatch;
-    IndexInfo v = build_index(path, idir, true, true);
-    out.reindexed = true;
-    out.r = read_lines_checked(*open_index(path, idir), first_line, n_lines);
-    if (out.r.line_count_mismatch || out.r.needs_verified_index)
-      throw ReaderError(path + ": line numbering still disagrees with the data after re-indexing");
-    if (mismatch || v.header_mismatches)
-      out.r.warnings.insert(out.r.warnings.begin(),
-                            path + ": " + std::to_string(v.header_mismatches) +
-                                " gzip member header(s) disagreed with their data; re-indexed with every member verified");
-  }
-  return out;
+  return read_lines_verified(path, first_line, n_lines, idir);
 }
 
-py::dict lines_dict(const CheckedLines& c) {
+py::dict lines_dict(const VerifiedLines& c) {
   py::dict d;
   py::list lines;
-  for (auto& s : c.r.lines) lines.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  for (auto& s : c.result.lines)
+    lines.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
   d["lines"] = lines;
-  d["lost_lines"] = c.r.lost_lines;
-  d["lost_bytes"] = c.r.lost_bytes;
-  d["warnings"] = c.r.warnings;
+  d["lost_lines"] = c.result.lost_lines;
+  d["lost_bytes"] = c.result.lost_bytes;
+  d["warnings"] = c.result.warnings;
   d["reindexed"] = c.reindexed;
   return d;
 }
 
-py::dict load_batch(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
-  auto* b = new Batch();
-  std::unique_ptr<Batch> guard(b);
+py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
+  auto owner = std::make_unique<ColumnOwner>();
   std::string idir = opt(index_dir);
   {
     py::gil_scoped_release nogil;
-    std::shared_ptr<const IndexInfo> idx = open_index(path, idir);
-    b->range = read_checkpoints(*idx, first, last);
-    int64_t lines = 0;
-    for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
-    FileContext ctx = idx->context;
-    Parser parser;
-    RangeData& r = b->range;
-    b->cols.reserve_rows = lines;
-    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b->cols);
-    if (b->cols.unresolved_hashes > 0 && !idx->context.scanned) {
-      // Hashes defined outside this batch: complete the file's context once, then re-parse.
-      IndexInfo full_idx = *idx;
-      ensure_context(full_idx);
-      b->cols = EventColumns{};
-      b->cols.reserve_rows = lines;
-      FileContext full = full_idx.context;
-      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b->cols);
-    }
-    Parser::finish(b->cols);
-    std::string().swap(r.data);  // raw lines are no longer needed (assigning "" keeps the buffer)
+    load_batch_into(owner->batch, path, first, last, idir);
   }
-  return batch_dict(std::move(guard));
+  return batch_dict(std::move(owner));
 }
 
-// Per file of load_files: what the analyzer's per-file stats need.
-struct FileLoad {
-  std::string path, error, kind;
-  int64_t lines = 0, compressed_bytes = 0, uncompressed_bytes = 0, checkpoints = 0;
-  int64_t rows = 0, skipped_lines = 0, lost_bytes = 0, lost_lines = 0, unresolved_hashes = 0;
-  std::vector<std::string> warnings;
-};
-
-// Many small files in one call: each indexed in memory (no SQLite file), read whole and parsed
-// into one set of columns; "files" gives the rows and counts of each file, in order.
-py::dict load_files(const std::vector<std::string>& paths) {
-  auto guard = std::make_unique<Batch>();
-  Batch* b = guard.get();
-  std::vector<FileLoad> files(paths.size());
+py::dict load_files_py(const std::vector<std::string>& paths) {
+  auto owner = std::make_unique<ColumnOwner>();
+  std::vector<FileLoad> files;
   {
     py::gil_scoped_release nogil;
-    Parser parser;
-    EventColumns& cols = b->cols;
-    for (size_t k = 0; k < paths.size(); ++k) {
-      FileLoad& fl = files[k];
-      fl.path = paths[k];
-      int64_t rows0 = cols.rows, skipped0 = cols.skipped_lines, unresolved0 = cols.unresolved_hashes;
-      try {
-        IndexInfo idx = build_index_in_memory(paths[k]);
-        fl.kind = idx.kind;
-        fl.lines = idx.lines;
-        fl.compressed_bytes = idx.compressed_bytes;
-        fl.uncompressed_bytes = idx.uncompressed_bytes;
-        fl.checkpoints = int64_t(idx.checkpoints.size());
-        if (!idx.checkpoints.empty()) {
-          RangeData r = read_checkpoints(idx, 0, fl.checkpoints - 1);
-          FileContext ctx = idx.context;
-          if (!ctx.scanned) {  // the whole file is here: its FH/HH/SH records are too
-            collect_context(r.data.data(), r.data.size(), ctx);
-            if (ctx.hostname.empty() && ctx.hh.size() == 1) ctx.hostname = ctx.hh.begin()->second;
-          }
-          parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
-          fl.lost_bytes = r.lost_bytes;
-          fl.lost_lines = r.lost_lines;
-          b->range.header_mismatches += r.header_mismatches;
-          fl.warnings = std::move(r.warnings);
-        }
-      } catch (const std::exception& e) {
-        fl.error = e.what();
-      }
-      fl.rows = cols.rows - rows0;
-      fl.skipped_lines = cols.skipped_lines - skipped0;
-      fl.unresolved_hashes = cols.unresolved_hashes - unresolved0;
-    }
-    Parser::finish(cols);
+    files = load_files_into(owner->batch, paths);
   }
-  py::dict out = batch_dict(std::move(guard));
+  py::dict out = batch_dict(std::move(owner));
   py::list fl;
   for (auto& f : files) {
     py::dict d;
     d["path"] = f.path;
     d["error"] = f.error.empty() ? py::object(py::none()) : py::object(py::str(f.error));
-    d["kind"] = f.kind;
+    d["kind"] = f.indexed ? index_kind_name(f.kind) : "";
     d["lines"] = f.lines;
     d["compressed_bytes"] = f.compressed_bytes;
     d["uncompressed_bytes"] = f.uncompressed_bytes;
@@ -319,7 +239,6 @@ py::dict load_files(const std::vector<std::string>& paths) {
   out["files"] = fl;
   return out;
 }
-
 
 }  // namespace
 
@@ -383,7 +302,7 @@ PYBIND11_MODULE(_reader, m) {
       },
       py::arg("path"), py::arg("first"), py::arg("last"), py::arg("index_dir") = py::none(),
       "Raw bytes of checkpoints [first, last] (inclusive).");
-  m.def("load_batch", &load_batch, py::arg("path"), py::arg("first"), py::arg("last"),
+  m.def("load_batch", &load_batch_py, py::arg("path"), py::arg("first"), py::arg("last"),
         py::arg("index_dir") = py::none(),
         "Parse checkpoints [first, last] into columns (NumPy views owned by the batch).");
   m.def(
@@ -412,10 +331,11 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none(),
       "Per-checkpoint event stats (events, min/max ts and te, category and name sets or None), "
       "kept in the index.");
-  m.def("load_files", &load_files, py::arg("paths"),
+  m.def("load_files", &load_files_py, py::arg("paths"),
         "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts.");
-  m.def("index_path", [](const std::string& path, const py::object& index_dir) {
-    return index_path_for(path, opt(index_dir));
-  }, py::arg("path"), py::arg("index_dir") = py::none());
+  m.def(
+      "index_path",
+      [](const std::string& path, const py::object& index_dir) { return index_path_for(path, opt(index_dir)); },
+      py::arg("path"), py::arg("index_dir") = py::none());
   m.attr("INDEX_FORMAT_VERSION") = kIndexFormatVersion;
 }

@@ -1,10 +1,18 @@
-// Indexer, batch reader and parser of DFTracer traces (docs/index.md, docs/design.md).
+// Indexer, range reader and parser of DFTracer traces (docs/index.md, docs/design.md).
 //
 // Indexing (paper §IV-C): one SQLite index per trace file, built once, then any range of
-// checkpoints is decompressed and parsed on its own.
-//   kind "member"  - our gzip member format: hop header to header with the 'DF' FEXTRA subfield.
-//   kind "inflate" - any other gzip: one inflate pass, zran-style checkpoints with 32 KiB windows.
-//   kind "plain"   - uncompressed JSON lines: line-start checkpoints found with memchr.
+// checkpoints is decompressed and parsed on its own. The index kinds are in index_kind.h; the
+// batch loader (checkpoints -> columns) is in batch_loader.h. Files of this folder:
+//   gzip_scan      gzip member headers, finding members, inflating one member on its own
+//   line_tracker   lines and line-aligned checkpoints over a decoded stream
+//   *_index        the three index strategies (index_strategy.h): build and read per kind
+//   index_store    SQLite schema, save/load (every return code checked)
+//   index_trust    checks of a loaded index against the trace (docs/index.md, "Trust rules")
+//   index_location where an index lives; index_cache: per-process cache (open_index)
+//   indexer        build_index: load a trusted index or build and save one
+//   range_reader   read_checkpoints / read_lines_checked
+//   file_scan      whole-file statistics (scan_file, ensure_context, checkpoint_stats)
+//   batch_loader   load_batch / load_files / read_lines_verified; parser: JSON lines -> columns
 // Offsets and sizes are bytes; timestamps and durations are µs (Chrome trace-event format).
 #pragma once
 
@@ -19,12 +27,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "index_kind.h"
+
 namespace dftracer::reader {
 
 // 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc;
 //    context and scan stats of DFTracer 2.x integer phases
 inline constexpr int kIndexFormatVersion = 2;
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
+inline constexpr int64_t kWindowBytes = 32768;    // deflate history stored at an inflate-kind checkpoint
 // Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
 // kMaxInflateRatio x compressed bytes is a lie and is never used to size a buffer.
 inline constexpr int64_t kMaxInflateRatio = 1032;
@@ -35,9 +46,9 @@ struct ReaderError : std::runtime_error {
 };
 
 enum CheckpointFlags : int {
-  kMemberStart = 1,  // compressed_offset is a gzip member header (no window needed)
-  kLost = 2,         // undecodable region (corrupt header/data); num_lines = 0
-  kTruncated = 4,    // final member/stream cut short: only its complete lines are indexed
+  kMemberStart = 1,     // compressed_offset is a gzip member header (no window needed)
+  kLost = 2,            // undecodable region (corrupt header/data); num_lines = 0
+  kTruncated = 4,       // final member/stream cut short: only its complete lines are indexed
   kHeaderMismatch = 8,  // member's 'DF' header disagreed with its data; indexed by plain inflation
   kVerified = 16,       // member inflated at index time: sizes, CRC32 and line count match the data
   kAllCheckpointFlags = 31,
@@ -51,26 +62,34 @@ struct Checkpoint {
   int64_t uncompressed_size = 0;    // bytes of whole lines in this checkpoint
   int64_t first_line = 0;           // 0-based line number of its first line
   int64_t num_lines = 0;
-  int bit_offset = 0;               // 0-7 bits of compressed_offset's byte already used (inflate kind)
-  int64_t block_offset = 0;         // uncompressed offset where decoding restarts (<= uncompressed_offset)
+  int bit_offset = 0;        // 0-7 bits of compressed_offset's byte already used (inflate kind)
+  int64_t block_offset = 0;  // uncompressed offset where decoding restarts (<= uncompressed_offset)
   int flags = 0;
-  int64_t lost_lines = 0;           // kLost: lines known to be lost in the region (as decoded)
-  bool has_window = false;          // a window is stored (loaded lazily, see load_window)
-  std::string window;               // raw 32 KiB (or shorter) history; stored zlib-compressed
+  int64_t lost_lines = 0;   // kLost: lines known to be lost in the region (as decoded)
+  bool has_window = false;  // a window is stored (loaded lazily, see load_window)
+  std::string window;       // raw 32 KiB (or shorter) history; stored zlib-compressed
 };
 
 // Per-file context used to decode any batch on its own (DFTracer v1 hashed traces).
 struct FileContext {
-  bool scanned = false;                                  // maps are complete for the whole file
-  std::string hostname;                                  // single host of the file, if known
+  bool scanned = false;                                     // maps are complete for the whole file
+  std::string hostname;                                     // single host of the file, if known
   std::unordered_map<std::string, std::string> fh, hh, sh;  // hash (as text) -> string
+  // Adds the maps of `from` (its records win, as later records do in collect_context) and its
+  // hostname when this one has none.
+  void merge(const FileContext& from) {
+    for (auto& [k, v] : from.fh) fh[k] = v;
+    for (auto& [k, v] : from.hh) hh[k] = v;
+    for (auto& [k, v] : from.sh) sh[k] = v;
+    if (hostname.empty()) hostname = from.hostname;
+  }
 };
 
 struct IndexInfo {
   std::string path;        // absolute trace path
   std::string index_path;  // SQLite file
-  std::string kind;        // "member" | "inflate" | "plain"
-  int64_t size = 0;        // trace file size, bytes
+  IndexKind kind = IndexKind::Plain;
+  int64_t size = 0;  // trace file size, bytes
   int64_t mtime_ns = 0;
   uint64_t dev = 0, ino = 0;       // identity of the trace file (st_dev, st_ino)
   int64_t lines = 0;               // lines (as `sed` counts them) in indexed content
@@ -129,9 +148,9 @@ std::string load_window(const IndexInfo& idx, int64_t number);
 // Per-checkpoint event statistics for filter push-down (docs/index.md, table checkpoint_stats).
 struct CheckpointStats {
   int64_t number = 0;
-  int64_t events = 0;                   // event rows (-1: damaged checkpoint, content unknown)
-  int64_t min_ts = 0, max_ts = 0;       // µs; both 0 when events == 0
-  int64_t min_te = 0, max_te = 0;       // µs
+  int64_t events = 0;                          // event rows (-1: damaged checkpoint, content unknown)
+  int64_t min_ts = 0, max_ts = 0;              // µs; both 0 when events == 0
+  int64_t min_te = 0, max_te = 0;              // µs
   bool cats_known = true, names_known = true;  // false: too many distinct values to keep
   std::vector<std::string> cats, names;        // distinct categories / names of its events
 };
@@ -149,11 +168,11 @@ void ensure_context(IndexInfo& idx);
 
 // Raw content of checkpoints [first, last] (inclusive), padded for simdjson.
 struct RangeData {
-  std::string data;            // whole lines; capacity has >= 64 bytes of padding
+  std::string data;  // whole lines; capacity has >= 64 bytes of padding
   int64_t first_line = 0;
-  int64_t lost_lines = 0;      // lines of members that failed to decode
-  int64_t lost_bytes = 0;      // bytes (uncompressed when known, else compressed) not decoded
-  int64_t header_mismatches = 0;  // members read by plain inflation because their header lied
+  int64_t lost_lines = 0;            // lines of members that failed to decode
+  int64_t lost_bytes = 0;            // bytes (uncompressed when known, else compressed) not decoded
+  int64_t header_mismatches = 0;     // members read by plain inflation because their header lied
   bool line_count_mismatch = false;  // delivered lines != the index's num_lines (numbering is off)
   std::vector<std::string> warnings;
 };
@@ -168,14 +187,13 @@ RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last);
 struct LinesResult {
   std::vector<std::string> lines;
   int64_t lost_lines = 0, lost_bytes = 0;
-  bool line_count_mismatch = false;  // the index's line numbering disagrees with the data
+  bool line_count_mismatch = false;   // the index's line numbering disagrees with the data
   bool needs_verified_index = false;  // member kind: line numbers before the range are header claims
   std::vector<std::string> warnings;
 };
 // `require_verified` (member kind): return at once with needs_verified_index when a member's line
 // count is only its header's claim (no kVerified flag); the caller re-indexes with verify=true.
-LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines,
-                               bool require_verified = true);
+LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t n_lines, bool require_verified = true);
 // The lines only, numbered as the index says (no verification required).
 std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, int64_t n_lines);
 
@@ -320,10 +338,10 @@ enum class ArgType : int { Int = 0, Float = 1, String = 2 };
 struct ArgColumn {
   std::string key;
   ArgType type = ArgType::Int;
-  std::vector<int64_t> ints;      // when Int
-  std::vector<double> floats;     // when Float
-  DictColumn strings;             // when String (codes)
-  std::vector<uint8_t> mask;      // 1 = null (pandas mask convention), for Int and Float
+  std::vector<int64_t> ints;   // when Int
+  std::vector<double> floats;  // when Float
+  DictColumn strings;          // when String (codes)
+  std::vector<uint8_t> mask;   // 1 = null (pandas mask convention), for Int and Float
   int64_t length() const;
 };
 
@@ -335,17 +353,17 @@ struct MetaRecord {
 
 struct EventColumns {
   int64_t rows = 0;
-  int64_t reserve_rows = 0;                      // expected rows (lines): columns reserve this many
+  int64_t reserve_rows = 0;  // expected rows (lines): columns reserve this many
   DictColumn name, cat, ph, hostname, fname;
   std::vector<int64_t> pid, tid, ts, dur, te;
   std::vector<int64_t> size, offset;
   std::vector<uint8_t> size_mask, offset_mask;  // 1 = null
-  std::vector<ArgColumn> args;                   // sorted by key at finish()
+  std::vector<ArgColumn> args;                  // sorted by key at finish()
   std::vector<MetaRecord> metadata;
   int64_t skipped_lines = 0;
-  int64_t unresolved_hashes = 0;                 // fhash/hhash not found in any map
+  int64_t unresolved_hashes = 0;  // fhash/hhash not found in any map
   int64_t replaced_utf8_lines = 0;
-  std::vector<std::string> skipped_examples;     // first few skip reasons
+  std::vector<std::string> skipped_examples;  // first few skip reasons
 };
 
 // Parses newline-separated JSON lines into columns. `ctx` may be updated with batch-local

@@ -115,7 +115,7 @@ TEST(ReaderIndex, MemberHop) {
   std::string m2 = df_member(fixed_lines(149, 25, 40));
   write_file(p, m0 + m1 + m2);
   IndexInfo idx = build_index(p, d, true);
-  EXPECT_EQ(idx.kind, "member");
+  EXPECT_EQ(idx.kind, IndexKind::Member);
   ASSERT_EQ(idx.checkpoints.size(), 3u);
   EXPECT_EQ(idx.lines, 175);
   EXPECT_EQ(idx.uncompressed_bytes, 2 + 174 * 40);
@@ -154,7 +154,7 @@ TEST(ReaderIndex, PlainFile) {
   // 64-byte lines: the 1 MiB checkpoint span falls exactly on line 16384.
   write_file(p, fixed_lines(0, 20000, 64));
   IndexInfo idx = build_index(p, d, true);
-  EXPECT_EQ(idx.kind, "plain");
+  EXPECT_EQ(idx.kind, IndexKind::Plain);
   ASSERT_EQ(idx.checkpoints.size(), 2u);
   EXPECT_EQ(idx.lines, 20000);
   EXPECT_EQ(idx.checkpoints[0].num_lines, 16384);
@@ -174,7 +174,7 @@ TEST(ReaderIndex, GzipStreamAndMembersWithoutSubfield) {
   write_file(p, gzip_stream(fixed_lines(0, 100, 50)) + gzip_stream(fixed_lines(100, 30, 50)) +
                     gzip_stream(fixed_lines(130, 7, 50)));
   IndexInfo idx = build_index(p, d, true);
-  EXPECT_EQ(idx.kind, "inflate");
+  EXPECT_EQ(idx.kind, IndexKind::Inflate);
   ASSERT_EQ(idx.checkpoints.size(), 3u);
   EXPECT_EQ(idx.lines, 137);
   for (auto& c : idx.checkpoints) EXPECT_TRUE(c.flags & kMemberStart);
@@ -187,7 +187,7 @@ TEST(ReaderIndex, GzipStreamAndMembersWithoutSubfield) {
   std::string content = fixed_lines(0, 50000, 64);
   write_file(q, gzip_stream(content));
   IndexInfo s = build_index(q, d, true);
-  EXPECT_EQ(s.kind, "inflate");
+  EXPECT_EQ(s.kind, IndexKind::Inflate);
   EXPECT_EQ(s.lines, 50000);
   EXPECT_EQ(sum_lines(s), 50000);
   ASSERT_GE(s.checkpoints.size(), 2u);
@@ -218,7 +218,7 @@ TEST(ReaderIndex, TruncatedFinalMember) {
   // Cut after 32 + 5 + 100 bytes: 3 whole lines (96 bytes) of the second member survive.
   write_file(p, m0 + m1.substr(0, 32 + 5 + 100));
   IndexInfo idx = build_index(p, d, true);
-  EXPECT_EQ(idx.kind, "member");
+  EXPECT_EQ(idx.kind, IndexKind::Member);
   EXPECT_EQ(idx.lines, 13);
   EXPECT_EQ(idx.truncated_bytes, 640 - 96);
   ASSERT_EQ(idx.checkpoints.size(), 2u);

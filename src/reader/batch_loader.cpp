@@ -1,0 +1,106 @@
+// Batch loader (batch_loader.h): range read + parse, with the whole-file context rule.
+#include "batch_loader.h"
+
+#include <memory>
+
+namespace dftracer::reader {
+
+ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir) {
+  ParsedBatch b;
+  load_batch_into(b, trace, first, last, index_dir);
+  return b;
+}
+
+void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
+                     const std::string& index_dir) {
+  std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir);
+  RangeData r = read_checkpoints(*idx, first, last);
+  int64_t lines = 0;
+  for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
+  FileContext ctx = idx->context;
+  Parser parser;
+  b.columns.reserve_rows = lines;
+  parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
+  if (b.columns.unresolved_hashes > 0 && !idx->context.scanned) {
+    // Hashes defined outside this batch: complete the file's context once, then re-parse.
+    IndexInfo full_idx = *idx;
+    ensure_context(full_idx);
+    b.columns = EventColumns{};
+    b.columns.reserve_rows = lines;
+    FileContext full = full_idx.context;
+    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b.columns);
+  }
+  Parser::finish(b.columns);
+  b.lost_lines = r.lost_lines;
+  b.lost_bytes = r.lost_bytes;
+  b.header_mismatches = r.header_mismatches;
+  b.warnings = std::move(r.warnings);
+}
+
+FilesBatch load_files(const std::vector<std::string>& paths) {
+  FilesBatch out;
+  out.files = load_files_into(out.batch, paths);
+  return out;
+}
+
+std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std::string>& paths) {
+  std::vector<FileLoad> files(paths.size());
+  Parser parser;
+  EventColumns& cols = batch.columns;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    FileLoad& fl = files[k];
+    fl.path = paths[k];
+    int64_t rows0 = cols.rows, skipped0 = cols.skipped_lines, unresolved0 = cols.unresolved_hashes;
+    try {
+      IndexInfo idx = build_index_in_memory(paths[k]);
+      fl.indexed = true;
+      fl.kind = idx.kind;
+      fl.lines = idx.lines;
+      fl.compressed_bytes = idx.compressed_bytes;
+      fl.uncompressed_bytes = idx.uncompressed_bytes;
+      fl.checkpoints = int64_t(idx.checkpoints.size());
+      if (!idx.checkpoints.empty()) {
+        RangeData r = read_checkpoints(idx, 0, fl.checkpoints - 1);
+        FileContext ctx = idx.context;
+        if (!ctx.scanned) {  // the whole file is here: its FH/HH/SH records are too
+          collect_context(r.data.data(), r.data.size(), ctx);
+          if (ctx.hostname.empty() && ctx.hh.size() == 1) ctx.hostname = ctx.hh.begin()->second;
+        }
+        parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, cols);
+        fl.lost_bytes = r.lost_bytes;
+        fl.lost_lines = r.lost_lines;
+        batch.header_mismatches += r.header_mismatches;
+        fl.warnings = std::move(r.warnings);
+      }
+    } catch (const std::exception& e) {
+      fl.error = e.what();
+    }
+    fl.rows = cols.rows - rows0;
+    fl.skipped_lines = cols.skipped_lines - skipped0;
+    fl.unresolved_hashes = cols.unresolved_hashes - unresolved0;
+  }
+  Parser::finish(cols);
+  return files;
+}
+
+VerifiedLines read_lines_verified(const std::string& trace, int64_t first_line, int64_t n_lines,
+                                  const std::string& index_dir) {
+  VerifiedLines out;
+  out.result = read_lines_checked(*open_index(trace, index_dir), first_line, n_lines);
+  if (out.result.line_count_mismatch || out.result.needs_verified_index) {
+    bool mismatch = out.result.line_count_mismatch;
+    IndexInfo v = build_index(trace, index_dir, true, true);
+    out.reindexed = true;
+    out.result = read_lines_checked(*open_index(trace, index_dir), first_line, n_lines);
+    if (out.result.line_count_mismatch || out.result.needs_verified_index)
+      throw ReaderError(trace + ": line numbering still disagrees with the data after re-indexing");
+    if (mismatch || v.header_mismatches)
+      out.result.warnings.insert(
+          out.result.warnings.begin(),
+          trace + ": " + std::to_string(v.header_mismatches) +
+              " gzip member header(s) disagreed with their data; re-indexed with every member verified");
+  }
+  return out;
+}
+
+}  // namespace dftracer::reader
