@@ -45,7 +45,8 @@ def _build(tmp, target):
            os.path.join(SRC, "fuzz_%s.cpp" % target)] + _reader_sources() + [
            "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
     if target == "member_headers":  # built with the tracer's own member writer
-        cmd[cmd.index("-I") + 2:cmd.index("-I") + 2] = ["-I", os.path.join(ROOT, "src", "core"),
+        cmd[cmd.index("-I") + 2:cmd.index("-I") + 2] = ["-I", os.path.join(ROOT, "src", "core"), "-I",
+                                                         os.path.join(ROOT, "include"),
                                                          os.path.join(ROOT, "src", "core", "gzip_member.cpp"),
                                                          os.path.join(ROOT, "src", "core", "line_deflate.cpp")]
     subprocess.run(cmd, check=True)
