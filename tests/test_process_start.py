@@ -1,8 +1,10 @@
 """What the preload costs a short-lived process (issue 16, docs/performance.md "Process start").
 
-A traced process that logs no event maps neither libstdc++.so nor yaml-cpp (the core carries its
-own hidden C++ runtime; the YAML reader is dlopened only for DFTRACER_CONFIGURATION), starts no
-writer thread and leaves no file; a YAML configuration is still honoured; and the descriptor
+A traced process that logs no event maps neither libstdc++.so, yaml-cpp, libgcc_s, libm nor
+libdeflate.so (the core carries its own hidden C++ runtime, unwinder and libdeflate; the YAML
+reader is dlopened only for DFTRACER_CONFIGURATION), starts no writer thread and leaves no file;
+a process that exits soon after its events writes them on its own thread without waiting for the
+writer; a YAML configuration is still honoured; and the descriptor
 table is grown before the writer thread exists (growing a table shared by two threads waits for
 an RCU grace period, 10-20 ms).
 """
@@ -40,6 +42,9 @@ def test_no_event_no_cxx_runtime_no_thread_no_file(lib, dirs):
     assert "libdftracer_core.so" in maps
     assert "libstdc++" not in maps
     assert "yaml-cpp" not in maps and "libdftracer_yaml.so" not in maps
+    # the unwinder, libdeflate and fegetround/fesetround are linked in: three objects fewer to map
+    for lib_name in ("libgcc_s.so", "libm.so", "libdeflate.so"):
+        assert lib_name not in maps
     tasks = subprocess.run(["ls", "/proc/self/task"], env=env, capture_output=True, text=True, check=True).stdout
     assert len(tasks.split()) == 1  # no writer thread
     assert trace_files(prefix) == []
