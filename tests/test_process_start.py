@@ -1,8 +1,10 @@
 """What the preload costs a short-lived process (issue 16, docs/performance.md "Process start").
 
-A traced process that logs no event maps neither libstdc++.so nor yaml-cpp (the core carries its
-own hidden C++ runtime; the YAML reader is dlopened only for DFTRACER_CONFIGURATION), starts no
-writer thread and leaves no file; a YAML configuration is still honoured; and the descriptor
+A traced process that logs no event maps neither libstdc++.so, yaml-cpp, libgcc_s, libm nor
+libdeflate.so (the core carries its own hidden C++ runtime, unwinder and libdeflate; the YAML
+reader is dlopened only for DFTRACER_CONFIGURATION), starts no writer thread and leaves no file;
+a process that exits soon after its events writes them on its own thread without waiting for the
+writer; a YAML configuration is still honoured; and the descriptor
 table is grown before the writer thread exists (growing a table shared by two threads waits for
 an RCU grace period, 10-20 ms).
 """
@@ -40,6 +42,9 @@ def test_no_event_no_cxx_runtime_no_thread_no_file(lib, dirs):
     assert "libdftracer_core.so" in maps
     assert "libstdc++" not in maps
     assert "yaml-cpp" not in maps and "libdftracer_yaml.so" not in maps
+    # the unwinder, libdeflate and fegetround/fesetround are linked in: three objects fewer to map
+    for lib_name in ("libgcc_s.so", "libm.so", "libdeflate.so"):
+        assert lib_name not in maps
     tasks = subprocess.run(["ls", "/proc/self/task"], env=env, capture_output=True, text=True, check=True).stdout
     assert len(tasks.split()) == 1  # no writer thread
     assert trace_files(prefix) == []
@@ -76,3 +81,26 @@ def test_fd_table_grown_before_writer_thread(lib, dirs, tmp_path):
     assert dup_up is not None and clone is not None, (dup_up, clone)
     assert dup_up < clone
     assert len(trace_files(prefix)) == 1
+
+
+@pytest.mark.skipif(not have_strace(), reason="needs strace")
+def test_exit_writes_on_the_main_thread_without_waiting(lib, dirs, tmp_path):
+    # A process that exits soon after its events: the exit path writes the queued chunk itself
+    # and leaves the parked writer thread asleep (no wake-up, no join), so the main thread never
+    # blocks on the writer; on a loaded machine each such wait costs a scheduling delay (ms).
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)
+    log = str(tmp_path / "strace.log")
+    subprocess.run(strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env),
+                   capture_output=True, check=True)
+    calls = list(_strace_calls(log))
+    main = calls[0].split(None, 1)[0]
+    mine = [c.split(None, 1)[1] for c in calls if c.split(None, 1)[0] == main]
+    assert any(re.match(r"clone3?\(", c) for c in mine)  # the writer thread was started
+    member_writes = [c for c in calls if re.search(r"\bwrite\(1024, ", c)]
+    assert len(member_writes) == 1 and member_writes[0].split(None, 1)[0] == main
+    assert [c for c in mine if "FUTEX_WAIT" in c] == []
+    files = trace_files(prefix)
+    assert len(files) == 1
+    names = [e["name"] for e in read_trace(files[0]) if e.get("ph") == "X"]
+    assert names.count("read") >= 1 and names.count("close") >= 1

@@ -108,9 +108,16 @@ void TracerImpl::start_writer_locked() {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the writer never takes signals
-  int rc = pthread_create(&writer, nullptr, &TracerImpl::writer_main, this);
+  auto* w = new WriterThread{this};
+  writer_parked = true;  // holds nothing until it first takes q_mu
+  int rc = pthread_create(&writer, nullptr, &TracerImpl::writer_main, w);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc == 0) writer_running = true;
+  if (rc == 0) {
+    writer_running = true;
+    writer_ctl = w;
+  } else {
+    delete w;
+  }
 }
 
 // The event path's cold branch (a thread's first event since initialize() or fork): the writer
@@ -123,17 +130,28 @@ void TracerImpl::start_writer_for_event() {
   pthread_mutex_unlock(&q_mu);
 }
 
+// Take the front chunk and write it with q_mu released (caller holds q_mu, nobody is writing).
+void TracerImpl::write_front_locked() {
+  Chunk c = std::move(queue.front());
+  queue.pop_front();
+  writing = true;
+  pthread_mutex_unlock(&q_mu);
+  write_chunk(c);
+  release(c);
+  pthread_mutex_lock(&q_mu);
+  writing = false;
+  written.fetch_add(1);
+  pthread_cond_broadcast(&done_cv);
+}
+
 // Write every queued chunk in order (caller holds q_mu; released while writing).
 void TracerImpl::process_queue_locked() {
   while (!queue.empty()) {
-    Chunk c = std::move(queue.front());
-    queue.pop_front();
-    pthread_mutex_unlock(&q_mu);
-    write_chunk(c);
-    release(c);
-    pthread_mutex_lock(&q_mu);
-    written.fetch_add(1);
-    pthread_cond_broadcast(&done_cv);
+    if (writing) {
+      pthread_cond_wait(&done_cv, &q_mu);  // a flushing caller writes the front chunk
+      continue;
+    }
+    write_front_locked();
   }
 }
 
@@ -188,7 +206,8 @@ bool mono_reached(const struct timespec& now, const struct timespec& deadline) {
 // buffers itself (timed flush: bounds what SIGKILL can lose), and serves signal handlers' flush
 // requests. Woken by sem_post (chunk queued, flush requested, stop) or by the timeout.
 void* TracerImpl::writer_main(void* arg) {
-  auto* t = static_cast<TracerImpl*>(arg);
+  WriterThread* w = static_cast<WriterThread*>(arg);
+  TracerImpl* t = w->tracer;
   ReentryGuard guard;  // everything this thread does is the tracer's own work
   const int interval = t->flush_interval_ms;
   struct timespec now;
@@ -203,6 +222,11 @@ void* TracerImpl::writer_main(void* arg) {
       }
     }
     pthread_mutex_lock(&t->q_mu);
+    if (w->abandoned) {  // the process is exiting and no longer waits for this thread
+      pthread_mutex_unlock(&t->q_mu);
+      return nullptr;
+    }
+    t->writer_parked = false;
     t->process_queue_locked();
     bool stopping = t->stop;
     pthread_mutex_unlock(&t->q_mu);
@@ -222,12 +246,11 @@ void* TracerImpl::writer_main(void* arg) {
       pthread_mutex_unlock(&t->q_mu);
       t->flush_done.store(requested);
     }
-    if (stopping) {
-      pthread_mutex_lock(&t->q_mu);
-      bool done = t->queue.empty();
-      pthread_mutex_unlock(&t->q_mu);
-      if (done) break;
-    }
+    pthread_mutex_lock(&t->q_mu);
+    bool done = stopping && t->queue.empty();
+    t->writer_parked = !done;  // back to the wait, holding nothing
+    pthread_mutex_unlock(&t->q_mu);
+    if (done) break;
   }
   return nullptr;
 }
@@ -374,36 +397,52 @@ void TracerImpl::write_chunk(const Chunk& c) {
   pthread_mutex_unlock(&file_mu);
 }
 
-// Push the current chunk (even if small) and wait until the writer has written it.
+// Push the current chunk (even if small) and return once it is written. The calling thread writes
+// the queued chunks itself unless the writer is writing one (then it waits for that one and goes
+// on): the caller waits anyway, and a parked writer is neither woken nor waited for, which on a
+// loaded machine saves a scheduling delay per hand-over (ms). Without a writer (the events came
+// under a LastEventScope, or it could not start) this is the only way chunks get written.
 void TracerImpl::flush_wait() {
   pthread_mutex_lock(&buf_mu);
-  enqueue_locked(false, false);
+  // As the writer's own flush: no back-pressure and no wake-up, since this thread writes the
+  // queue itself below (a woken writer would race it for the chunk and not be parked at exit).
+  enqueue_locked(false, true);
   pthread_mutex_unlock(&buf_mu);
   uint64_t target = pushed.load();
   pthread_mutex_lock(&q_mu);
-  if (!writer_running) {
-    // No writer (the events came under a LastEventScope, or it could not start): write here,
-    // holding q_mu throughout so that no writer starts and writes meanwhile.
-    while (!queue.empty()) {
-      Chunk c = std::move(queue.front());
-      queue.pop_front();
-      write_chunk(c);
-      release(c);
-      written.fetch_add(1);
+  while (written.load() < target) {
+    if (writing) {
+      pthread_cond_wait(&done_cv, &q_mu);
+    } else if (!queue.empty()) {
+      write_front_locked();
+    } else {
+      break;  // nothing queued, nobody writing: the chunks were dropped (stop_writer)
     }
   }
-  while (written.load() < target && writer_running) pthread_cond_wait(&done_cv, &q_mu);
   pthread_mutex_unlock(&q_mu);
 }
 
-void TracerImpl::stop_writer() {
+// Stop the writer thread and drop what is still queued. A writer parked in its timed wait at
+// process exit (at_exit) is abandoned: it is not woken or joined (two scheduling delays on a
+// loaded machine), and returns at once should it wake before exit_group ends it. A writer that
+// is awake is joined as always, so it never touches the file after end_session closes it.
+void TracerImpl::stop_writer(bool at_exit) {
   pthread_mutex_lock(&q_mu);
   bool running = writer_running;
-  stop = true;
-  sem_post(&wake);
+  if (running && at_exit && writer_parked && !writing) {
+    writer_ctl->abandoned = true;
+    running = false;
+  } else {
+    stop = true;
+    sem_post(&wake);
+  }
   pthread_mutex_unlock(&q_mu);
-  if (running) pthread_join(writer, nullptr);
+  if (running) {
+    pthread_join(writer, nullptr);
+    delete writer_ctl;
+  }
   pthread_mutex_lock(&q_mu);
+  writer_ctl = nullptr;
   writer_running = false;
   stop = false;
   for (Chunk& c : queue) release(c);
@@ -445,6 +484,9 @@ void TracerImpl::rename_to(const std::string& new_base) {
 void TracerImpl::reset_writer_in_child() {
   writer_running = false;
   stop = false;
+  writing = false;
+  writer_parked = false;
+  writer_ctl = nullptr;  // the parent's thread does not exist here
   sem_destroy(&wake);
   sem_init(&wake, 0, 0);
   flush_requested.store(0);

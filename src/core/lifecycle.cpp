@@ -257,7 +257,7 @@ void TracerImpl::install_process_hooks(const Config& c) {
     atfork_done = true;
   }
   if (!atexit_done) {
-    std::atexit([] { Tracer::instance()->finalize(); });
+    std::atexit([] { Tracer::instance()->finalize_at_exit(); });
     atexit_done = true;
   }
   if (c.bind_signals && !signals_done) {
@@ -304,7 +304,8 @@ void Tracer::flush() noexcept {
 }
 
 // Flush, stop the writer, close the file (caller checked the state; ctl_mu taken here).
-void TracerImpl::end_session() {
+// at_exit: the process ends right after (see stop_writer).
+void TracerImpl::end_session(bool at_exit) {
   ReentryGuard guard;
   SignalDefer defer;
   pthread_mutex_lock(&ctl_mu);
@@ -315,7 +316,7 @@ void TracerImpl::end_session() {
   }
   if (st == ACTIVE || st == FAILED) {
     set_active(false);
-    stop_writer();
+    stop_writer(at_exit);
     pthread_mutex_lock(&file_mu);
     close_fd_locked();
     pthread_mutex_unlock(&file_mu);
@@ -327,7 +328,11 @@ void TracerImpl::end_session() {
   pthread_mutex_unlock(&ctl_mu);
 }
 
-void Tracer::finalize() noexcept {
+void Tracer::finalize() noexcept { finalize_impl(false); }
+
+void Tracer::finalize_at_exit() noexcept { finalize_impl(true); }
+
+void Tracer::finalize_impl(bool at_exit) noexcept {
   TracerImpl* t = impl_;
   if (t->state.load() != ACTIVE && t->state.load() != FAILED) return;
   // One exit policy for every API: a flush signal arriving now (a pool's terminate() SIGTERMs
@@ -335,7 +340,7 @@ void Tracer::finalize() noexcept {
   // tracer's handler (DFTRACER_BIND_SIGNALS).
   sigset_t old_mask;
   signals::block_flush_signals(&old_mask);
-  t->end_session();
+  t->end_session(at_exit);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 

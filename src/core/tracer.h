@@ -252,6 +252,9 @@ class DFTRACER_EXPORT Tracer {
   // SIGTERM arriving during finalize (e.g. a pool's terminate()) is delivered once the file is
   // complete.
   void finalize() noexcept;
+  // finalize() when the process ends right after (atexit handler, the preload's _exit wrapper):
+  // the same file contents, but an idle writer thread is left asleep instead of joined.
+  void finalize_at_exit() noexcept;
 
   // True if the absolute path is inside a data dir (component aware) or, with "all", outside
   // /proc, /sys, /dev and the trace output.  Relative paths are resolved against the cwd.
@@ -276,6 +279,7 @@ class DFTRACER_EXPORT Tracer {
 
  private:
   Tracer();
+  void finalize_impl(bool at_exit) noexcept;
   TracerImpl* impl_;
 };
 

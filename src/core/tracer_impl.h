@@ -122,6 +122,14 @@ struct Chunk {
   bool empty() const { return pieces.empty(); }
 };
 
+class TracerImpl;
+// One writer thread's record (its argument). abandoned (q_mu): the process exits without waiting
+// for this thread, which must return at once if it wakes (stop_writer). Leaked when abandoned.
+struct WriterThread {
+  TracerImpl* tracer;
+  bool abandoned = false;
+};
+
 // Data dirs as Tracer::is_traced_path reads them (lock-free, published by pointer).
 struct DirSet {
   bool all = true;
@@ -159,6 +167,13 @@ class TracerImpl {
   std::deque<Chunk> queue;                  // q_mu
   std::atomic<bool> writer_running{false};  // written under q_mu; read by signal handlers
   bool stop = false;                        // q_mu
+  // q_mu: a thread (the writer, or a flushing caller) took the queue's front chunk and is writing
+  // it; the others wait (done_cv), so chunks reach the file in queue order.
+  bool writing = false;
+  // q_mu: the writer is parked in its timed wait, holding nothing. At process exit such a writer
+  // is abandoned (never woken or joined; exit_group ends it): see stop_writer().
+  bool writer_parked = false;
+  WriterThread* writer_ctl = nullptr;  // q_mu: the running writer's own record
   pthread_t writer{};
   bool fd_table_reserved = false;  // q_mu: table grown for the trace fd in this process (not inherited by fork)
   std::atomic<uint64_t> pushed{0}, written{0};
@@ -226,6 +241,7 @@ class TracerImpl {
   static void* writer_main(void* arg);
   void writer_flush(bool wait_for_locks);
   void process_queue_locked();
+  void write_front_locked();  // caller holds q_mu, !writing, queue not empty
   void write_chunk(const Chunk& c);
   bool open_file_locked();
   bool check_fd_locked();
@@ -233,7 +249,9 @@ class TracerImpl {
   void close_fd_locked();
   void fail_locked(const char* what, int err);
   void flush_wait();
-  void stop_writer();
+  // at_exit: the process exits right after (atexit handler, _exit): a parked writer is left
+  // asleep instead of woken and joined.
+  void stop_writer(bool at_exit);
   void rename_to(const std::string& new_base);
   // Fork child: the parent's writer thread, queue and descriptor are not ours (never written).
   void reset_writer_in_child();
@@ -248,7 +266,7 @@ class TracerImpl {
   bool update_session_locked(const char* log_file, const char* data_dirs, const int* pid_given);
   bool start_session_locked(const Config& c, const char* log_file, const char* data_dirs, const int* pid_given);
   void install_process_hooks(const Config& c);
-  void end_session();
+  void end_session(bool at_exit);
   void publish_dirs();
   void set_dirs(const char* spec);
   // One metadata line (next id, this thread) appended to out (event_format.h append_metadata).

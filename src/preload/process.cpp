@@ -152,7 +152,7 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
     ++t_preload.busy;
     {
       ReentryGuard guard;
-      g_state.tracer->finalize();
+      g_state.tracer->finalize_at_exit();  // _exit follows
     }
     --t_preload.busy;
   }

@@ -1,8 +1,9 @@
 // The real (next-in-scope, normally libc's) definition of every intercepted call, generated from
 // the call table src/format/calls.def: for each call `name`, the pointer type name_fn and
-// real_name(), which yields the correctly typed pointer, resolving it on first use. All of them
-// are resolved by resolve_all() in the library constructor, so no dlsym runs inside a wrapper
-// later (vfork children, signal handlers).
+// real_name(), which yields the correctly typed pointer, resolving it on first use. Those of the
+// POSIX and PROCESS interfaces are resolved by resolve_all() in the library constructor, so no
+// dlsym runs inside a wrapper that may run in a vfork child or a signal handler; STDIO ones
+// resolve on first use (real.cpp).
 #pragma once
 
 #include <dirent.h>
@@ -36,7 +37,7 @@ void* resolve(const char* name) noexcept __attribute__((visibility("hidden")));
 #include "../format/calls.def"
 #undef DFT_CALL
 
-// Resolves the real function of every call in the table (the library constructor).
+// Resolves the real function of every POSIX and PROCESS call of the table (the library constructor).
 void resolve_all() noexcept __attribute__((visibility("hidden")));
 
 }  // namespace dftracer::preload
