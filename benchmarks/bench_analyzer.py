@@ -160,6 +160,7 @@ def _bag_main(d: str, workers: int) -> None:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             Client(cl):
         files = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+        # the naive pipeline being timed (on purpose not conftest.read_trace)
         bag = db.read_text(files).filter(_is_event).map(json.loads).map(_flatten)
         print(int(bag.to_dataframe().shape[0].compute()))
 

@@ -46,15 +46,19 @@ def build_c(workdir: str) -> str:
     return exe
 
 
-def count_events(files: list[str]) -> int:
+def count_events(files: list[str], foreign: bool = False) -> int:
+    """POSIX events in a run's trace files: ours through tests/conftest.read_trace (the layout is
+    checked); the original DFTracer's by a line count, as its layout is not ours (numeric "ph")."""
+    if not foreign:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+        from conftest import read_trace
+
+        return sum(1 for f in files for r in read_trace(f) if r.get("cat") == "POSIX")
     n = 0
     for f in files:
         opener = gzip.open if f.endswith(".gz") else open
         with opener(f, "rt", errors="replace") as fh:
-            for line in fh:
-                # ours: "ph":"X"; the original: numeric "ph":1 for complete events
-                if '"cat":"POSIX"' in line:
-                    n += 1
+            n += sum(1 for line in fh if '"cat":"POSIX"' in line)
     return n
 
 
@@ -79,6 +83,8 @@ def setups(ours: str, original: str | None, breakdown: bool, darshan: str | None
                 "DFTRACER_INIT": "PRELOAD",
                 "DFTRACER_INC_METADATA": str(meta),
             }
+            if name == "original":
+                out[f"{name}{'+meta' if meta else ''}"]["_FOREIGN"] = "1"
     if darshan:
         # DXT: a trace record per read/write; log written to the run's log dir at exit
         out["darshan-dxt"] = {"LD_PRELOAD": darshan, "DARSHAN_ENABLE_NONMPI": "1", "DXT_ENABLE_IO_TRACE": "1",
@@ -92,11 +98,13 @@ def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) ->
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
     darshan = bool(extra and extra.get("_DARSHAN"))
+    foreign = False
     if darshan:
         env.update({k: v for k, v in extra.items() if not k.startswith("_")})
         env["DARSHAN_LOGPATH"] = log_dir  # a build configured --with-log-path-by-env=DARSHAN_LOGPATH
     elif extra:
         env.update(extra)
+        foreign = bool(env.pop("_FOREIGN", ""))
         env["DFTRACER_DATA_DIR"] = env.pop("_DATA_DIR", data_dir)
         env["DFTRACER_LOG_FILE"] = os.path.join(log_dir, "bench")
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -111,7 +119,7 @@ def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) ->
     nbytes = sum(os.path.getsize(f) for f in files)
     if darshan:  # its log is not parsed: bytes per intercepted call
         return res, nbytes, res["calls"] * res["procs"]
-    return res, nbytes, count_events(files) if extra else 0
+    return res, nbytes, count_events(files, foreign) if extra else 0
 
 
 def main(argv=None) -> int:

@@ -20,6 +20,7 @@ LEGACY = os.path.join(DATA, "dftracer-legacy")
 
 def oracle(paths):
     """Independent json.loads count of the facts the summary must report."""
+    # Own reader on purpose: the fixtures are upstream DFTracer's traces (trailing commas, no `[`).
     events, procs, funcs = 0, set(), Counter()
     for p in paths:
         opener = gzip.open if p.endswith(".gz") else open

@@ -34,6 +34,7 @@ def _make_file_stats():
     # (cloudpickle) and the Slurm workers never need to import this test module.
     def file_stats(path):
         """Per trace file: lines, ph "X" events (not the tracer's own), their total dur (µs), per cat."""
+        # Own reader on purpose: runs on Slurm workers (no tests/ there) over upstream DFTracer fixtures.
         stats = collections.Counter()
         with gzip.open(path, "rt") as fh:
             for line in fh:

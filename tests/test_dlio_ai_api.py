@@ -20,7 +20,6 @@ equalities, global lower bounds) for both loaders, through PyPI pydftracer 2.0.6
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 import subprocess
 import sys
@@ -125,40 +124,29 @@ def _workload(data: str, out: str, batch: int, workers: int, framework: str, ran
 
 
 # ---------------------------------------------------------------------------------- the test
-def _lines(path: str):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            yield line
+# DLIO tests/dlio_ai_logging_test.py::check_ai_events: counter key -> (cat, name) of the event.
+AI_EVENTS = {"root": ("ai_root", "ai_root"), "compute": ("compute", "compute"), "item": ("data", "item"),
+             "preprocess": ("data", "preprocess"), "fetch_iter": ("dataloader", "fetch.iter"),
+             "ckpt_capture": ("checkpoint", "capture"), "ckpt_restart": ("checkpoint", "restart"),
+             "train": ("pipeline", "train"), "eval": ("pipeline", "evaluate"), "epoch": ("pipeline", "epoch.block")}
+
+
+def _records(path: str) -> list:
+    # Imported here: this file also runs as the workload script, in DLIO's venv (no pytest there).
+    from conftest import read_trace
+
+    return read_trace(path)
 
 
 def check_ai_events(path: str) -> Counter:
-    """DLIO tests/dlio_ai_logging_test.py::check_ai_events, reproduced (gzip-aware)."""
-    c = Counter(root=0, compute=0, item=0, preprocess=0, fetch_iter=0, train=0, eval=0, epoch=0,
-                ckpt_capture=0, ckpt_restart=0)
-    for line in _lines(path):
-        if "[" in line or "]" in line:
-            continue
-        if '"cat":"ai_root"' in line and '"name":"ai_root"' in line:
-            c["root"] += 1
-        if '"cat":"compute"' in line and '"name":"compute"' in line:
-            c["compute"] += 1
-        if '"cat":"data"' in line and '"name":"item"' in line:
-            c["item"] += 1
-        if '"cat":"data"' in line and '"name":"preprocess"' in line:
-            c["preprocess"] += 1
-        if '"cat":"dataloader"' in line and '"name":"fetch.iter"' in line:
-            c["fetch_iter"] += 1
-        if '"cat":"checkpoint"' in line and '"name":"capture"' in line:
-            c["ckpt_capture"] += 1
-        if '"cat":"checkpoint"' in line and '"name":"restart"' in line:
-            c["ckpt_restart"] += 1
-        if '"cat":"pipeline"' in line and '"name":"train"' in line:
-            c["train"] += 1
-        if '"cat":"pipeline"' in line and '"name":"evaluate"' in line:
-            c["eval"] += 1
-        if '"cat":"pipeline"' in line and '"name":"epoch.block"' in line:
-            c["epoch"] += 1
+    """DLIO tests/dlio_ai_logging_test.py::check_ai_events, reproduced on the decoded records
+    (conftest.read_trace also checks the file's layout)."""
+    c = Counter({key: 0 for key in AI_EVENTS})
+    want = {v: k for k, v in AI_EVENTS.items()}
+    for r in _records(path):
+        key = want.get((r.get("cat"), r.get("name")))
+        if key is not None:
+            c[key] += 1
     return c
 
 
@@ -257,8 +245,8 @@ def test_ai_logging_train(tmp_path, framework, num_data, batch_size, layer):
         assert total["item"] == NUM_PROCS * EPOCHS * num_data
     assert total["preprocess"] == total["item"]
     # Every process's POSIX reads of the dataset are in the trace too (hybrid mode).
-    reads = sum(1 for p in paths for line in _lines(p)
-                if '"cat":"POSIX"' in line and '"name":"read"' in line and str(data) in line)
+    reads = sum(1 for p in paths for r in _records(p)
+                if r.get("cat") == "POSIX" and r.get("name") == "read" and str(data) in str(r.get("args")))
     assert reads > 0
 
 

@@ -12,7 +12,6 @@ so there is one rank (``trace-0-of-1``).
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
 import re
@@ -20,10 +19,10 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from collections import Counter
 
 import pytest
+from conftest import decompress_members, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOAD_DIR = os.path.join(ROOT, "scripts", "dlio")
@@ -96,52 +95,38 @@ def _trace_files(out: str):
     return sorted(glob.glob(os.path.join(out, "*.pfw.gz")) + glob.glob(os.path.join(out, "*.pfw")))
 
 
-def _lines(path: str):
-    """Text lines of a trace (gzip members concatenated, or plain)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            yield line.rstrip("\n")
-
-
 def _events(path: str):
-    """All JSON records of a trace file, asserting every line but the brackets is valid JSON."""
-    for line in _lines(path):
-        s = line.strip()
-        if s in ("[", "]", ""):
-            continue
-        yield json.loads(s.rstrip(","))
+    """All JSON records of a trace file (conftest.read_trace: every line valid JSON, members complete)."""
+    return read_trace(path)
+
+
+# DLIO's check_ai_events mapped onto DLIO 2.0.0's names: counter key -> accepted (cat, name).
+DLIO_EVENTS = {
+    "root": {("dlio_benchmark", "DLIOBenchmark.run")},
+    "compute": {("ai_framework", "TorchFramework.compute")},
+    "item": {("data_loader", "TorchDataset.__getitem__")},
+    "preprocess": {("reader", "FormatReader.preprocess")},
+    "read_index": {("reader", "NPZReader.read_index")},
+    "fetch_iter": {("dlio_benchmark", "_train.iter"), ("dlio_benchmark", "loop.iter")},
+    "train": {("dlio_benchmark", "DLIOBenchmark._train")},
+    "eval": {("dlio_benchmark", "DLIOBenchmark._eval")},
+}
 
 
 def check_dlio_events(path: str) -> Counter:
-    """DLIO's tests/dlio_ai_logging_test.py::check_ai_events, reproduced (exact substrings) and
+    """DLIO's tests/dlio_ai_logging_test.py::check_ai_events, reproduced on the decoded records and
     mapped onto the event names DLIO 2.0.0 emits through ``dftracer.logger.dft_fn``: 2.0.0 predates
     the ``ai`` API, so the same checks look for its ``@dlp.log`` qualified names (ai_root ->
     DLIOBenchmark.run, train -> DLIOBenchmark._train, eval -> DLIOBenchmark._eval, fetch.iter ->
     the wait events of ``dlp.iter(loader.next())`` in ``_train``, compute ->
     TorchFramework.compute, item -> TorchDataset.__getitem__, preprocess ->
     FormatReader.preprocess)."""
-    c = Counter(root=0, compute=0, item=0, preprocess=0, fetch_iter=0, train=0, eval=0, read_index=0)
-    for line in _lines(path):
-        if "[" == line.strip() or "]" == line.strip():
-            continue
-        if '"cat":"dlio_benchmark"' in line and '"name":"DLIOBenchmark.run"' in line:
-            c["root"] += 1
-        if '"cat":"ai_framework"' in line and '"name":"TorchFramework.compute"' in line:
-            c["compute"] += 1
-        if '"cat":"data_loader"' in line and '"name":"TorchDataset.__getitem__"' in line:
-            c["item"] += 1
-        if '"cat":"reader"' in line and '"name":"FormatReader.preprocess"' in line:
-            c["preprocess"] += 1
-        if '"cat":"reader"' in line and '"name":"NPZReader.read_index"' in line:
-            c["read_index"] += 1
-        if '"cat":"dlio_benchmark"' in line and ('"name":"_train.iter"' in line
-                                                 or '"name":"loop.iter"' in line):
-            c["fetch_iter"] += 1
-        if '"cat":"dlio_benchmark"' in line and '"name":"DLIOBenchmark._train"' in line:
-            c["train"] += 1
-        if '"cat":"dlio_benchmark"' in line and '"name":"DLIOBenchmark._eval"' in line:
-            c["eval"] += 1
+    c = Counter({key: 0 for key in DLIO_EVENTS})
+    want = {cat_name: key for key, names in DLIO_EVENTS.items() for cat_name in names}
+    for r in _events(path):
+        key = want.get((r.get("cat"), r.get("name")))
+        if key is not None:
+            c[key] += 1
     return c
 
 
@@ -330,17 +315,6 @@ def test_dlio_worker_sigkill(dlio_dataset):
     assert set(ev["pid"].unique()) == {killed_pid}
     assert (ev["cat"] == "POSIX").any()
     # Cross-check against a raw decode of the complete members (a torn tail member is dropped).
-    raw = open(killed[0], "rb").read()
-    lines = 0
-    pos = 0
-    while pos < len(raw):
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(raw[pos:])
-        except zlib.error:
-            break
-        if not d.eof:
-            break
-        lines += chunk.count(b"\n")
-        pos = len(raw) - len(d.unused_data)
+    text, _complete = decompress_members(open(killed[0], "rb").read())
+    lines = text.count(b"\n")
     assert info["lines"] == lines

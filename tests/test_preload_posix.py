@@ -191,6 +191,25 @@ def test_signal_handler_io(lib, prog, data, tmp_path):
     assert len(handler) <= int(n_handler)
 
 
+def test_app_signal_handlers_see_their_own_actions(lib, prog, data, tmp_path):
+    """The program's SIGTERM handlers, set after the tracer's, see what they would see without
+    it (read-back, flags, mask, siginfo, SA_RESETHAND, signal()'s old value), and the tracer has
+    written every buffered event before a handler runs: the second one SIGKILLs the process and no
+    read is lost (no timed flush: DFTRACER_FLUSH_INTERVAL=0)."""
+    prefix = str(tmp_path / "out" / "sc")
+    os.makedirs(os.path.dirname(prefix))
+    cmd = [prog, "sigchain", str(data / "f.bin"), "300"]
+    env = traced_env(lib, prefix, str(data), DFTRACER_FLUSH_INTERVAL=0)
+    plain = run(cmd, plain_env(env))
+    traced = run(cmd, env)
+    assert plain.returncode == traced.returncode == -9, (plain.stderr, traced.stderr)
+    assert plain.stdout.splitlines() == [
+        "before default", "readback 1 flags 1 usr1 1", "handler signo 15 term 1 int 0 usr1 1", "after default",
+        "signal_prev default"]
+    assert traced.stdout == plain.stdout
+    assert len([e for e in all_events(prefix) if e["name"] == "pread"]) == 600
+
+
 def test_relative_paths_and_dirfds(lib, prog, data, tmp_path):
     (data / "sub").mkdir()
     (data / "sub" / "g.bin").write_bytes(b"g" * 8)

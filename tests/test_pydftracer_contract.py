@@ -13,7 +13,6 @@ outside with ``--python``) and installs our wheel (built once per session into b
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ import zipfile
 from collections import Counter
 
 import pytest
+from conftest import read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "tests", "pydftracer_program.py")
@@ -108,14 +108,7 @@ def _run(py: str, trace: str, *extra: str, runner=None) -> None:
 def _records(trace: str):
     files = glob.glob(trace.replace(".pfw", "") + "*.pfw.gz")
     assert len(files) == 1, files
-    out = []
-    with gzip.open(files[0], "rt", encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line in ("[", "]", ""):
-                continue
-            out.append(json.loads(line))
-    return out
+    return read_trace(files[0])
 
 
 def _events(trace: str, stringify=False):

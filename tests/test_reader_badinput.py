@@ -39,7 +39,7 @@ def test_truncated_final_member(tmp_path):
     with open(p, "r+b") as f:
         f.truncate(ms[2][0] + cut)
     # what a decoder can still recover from the cut member
-    d = zlib.decompressobj(-15)
+    d = zlib.decompressobj(-15)  # the raw deflate of a cut member: what a decoder can still recover
     part = d.decompress(ms[2][1][32:cut])
     whole = part[: part.rfind(b"\n") + 1]
     idx = R.build_index(p)

@@ -35,6 +35,7 @@ ITEM_BYTES = {"fread", "fwrite"}
 
 
 def _records(path):
+    # Own reader on purpose: DFTracer 2.2.0's files (foreign layout) are the oracle's input here.
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         return [json.loads(line) for line in f if line.strip()]

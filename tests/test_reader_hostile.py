@@ -198,7 +198,7 @@ def test_garbled_compressed_data_never_delivered(tmp_path):
     for pos in range(len(gz) // 2, len(gz) - 8):
         forged = bytearray(gz)
         forged[pos] ^= 0x04
-        d = zlib.decompressobj(31)
+        d = zlib.decompressobj(31)  # a forged member on purpose: read_trace would only assert
         try:
             d.decompress(bytes(forged))
         except zlib.error as e:

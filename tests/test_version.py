@@ -2,15 +2,13 @@
 the wheel metadata, ``dftracer.__version__``, ``python -m dftracer --version``, the binding's
 ``_dftracer.__version__`` and the ``version`` metadata record of a trace the core writes."""
 
-import gzip
-import json
 import os
 import re
 import subprocess
 import sys
 from importlib import metadata
 
-from conftest import ROOT, pythonpath_env
+from conftest import ROOT, pythonpath_env, read_trace
 
 import dftracer
 from dftracer import _dftracer
@@ -43,6 +41,6 @@ def test_every_reported_version_agrees(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     (trace,) = tmp_path.glob("trace*.pfw.gz")
-    records = [json.loads(line) for line in gzip.open(trace, "rt") if line.startswith("{")]
+    records = read_trace(trace)
     versions = [r["args"]["value"] for r in records if r["name"] == "version" and r["cat"] == "dftracer"]
     assert versions == [want]

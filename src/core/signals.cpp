@@ -71,19 +71,31 @@ bool is_dfl(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.
 
 void on_signal(int sig, siginfo_t* info, void* ctx);
 
-// Our handler with the application's flags and mask (so its handler runs as it asked).
+// Our handler as the kernel action. For an application handler: its flags and mask, so that it
+// runs with exactly the mask it asked for (on_signal blocks the flush signals only around the
+// flush). For the default action: every flush signal blocked, one flush at a time.
 struct sigaction ours_for(const struct sigaction& app) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = &on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
   if (!is_dfl(app) && !is_ign(app)) {
     sa.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER));
     sa.sa_mask = app.sa_mask;
+  } else {
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int s : kFlushSignals) sigaddset(&sa.sa_mask, s);
   }
-  for (int s : kFlushSignals) sigaddset(&sa.sa_mask, s);  // one flush at a time
   return sa;
+}
+
+// The flush before the application's handler, with the other flush signals held back meanwhile
+// (one flush at a time); they are delivered, in the application's mask, before its handler runs.
+void flush_before_app_handler(TracerImpl* t, bool wait) {
+  sigset_t old;
+  block_flush_signals(&old);
+  t->signal_flush(wait);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // All signals blocked while the slot lock is held: a handler on this thread cannot spin on it.
@@ -148,7 +160,7 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
       // The application's handler decides (it may _exit): write what is buffered first, unless
       // this thread holds a tracer lock (then the flush is only requested, not waited for).
       bool holding = t_defer > 0 || (b && b->busy.load(std::memory_order_relaxed) == 1);
-      t->signal_flush(!holding);
+      flush_before_app_handler(t, !holding);
     }
   }
   if (dfl) {

@@ -293,9 +293,11 @@ DFTRACER_EXPORT int current_tid() noexcept;
 // sem_post; the writer does the locking, compression and write) and waits (at most 2 s) until the
 // writer has written every buffered event. If the application's action is the default one, it
 // then restores SIG_DFL and re-raises the signal: the process ends with the same status. If the
-// application has a handler (installed before or after us), that handler is called. SIG_IGN
+// application has a handler (installed before or after us), that handler is called with its own
+// flags, siginfo and mask (the other flush signals are held back only during the flush). SIG_IGN
 // stays ignored. A signal that interrupts the tracer while it holds one of its own locks on that
 // thread is held until the lock is released (a few µs: the event being formatted is finished).
+// docs/design.md, "Signals", states the whole policy.
 namespace signals {
 // SIGHUP SIGINT SIGQUIT SIGABRT SIGPIPE SIGTERM SIGXCPU (all end the process by default; SIGKILL
 // cannot be caught: the writer's timed flush, DFTRACER_FLUSH_INTERVAL, bounds what it loses).

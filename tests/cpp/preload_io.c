@@ -221,6 +221,60 @@ static int mode_signals(char** a) {
   return 0;
 }
 
+static volatile sig_atomic_t g_seen_signo, g_seen_term, g_seen_int, g_seen_usr1;
+static void on_term_info(int sig, siginfo_t* info, void* ctx) {
+  (void)ctx;
+  sigset_t m;
+  pthread_sigmask(SIG_BLOCK, NULL, &m);
+  g_seen_signo = info->si_signo == sig ? sig : -1;
+  g_seen_term = sigismember(&m, SIGTERM);
+  g_seen_int = sigismember(&m, SIGINT);
+  g_seen_usr1 = sigismember(&m, SIGUSR1);
+}
+static void on_term_kill(int sig) {
+  (void)sig;
+  kill(getpid(), SIGKILL);
+}
+
+static void preads(int fd, int n) {
+  char b[8];
+  for (int i = 0; i < n; ++i)
+    if (pread(fd, b, sizeof b, 0) != (ssize_t)sizeof b) die("pread");
+}
+
+/* sigchain FILE N: what the program's own SIGTERM handlers see (read-back, flags, mask, siginfo,
+   SA_RESETHAND, signal()'s previous handler); the output must not depend on the tracer. N preads,
+   a handler that records, N preads, a handler that SIGKILLs the process (status -9). */
+static int mode_sigchain(char** a) {
+  int n = atoi(a[1]);
+  int fd = open(a[0], O_RDONLY);
+  if (fd < 0) die("open");
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_term_info;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGUSR1);
+  if (sigaction(SIGTERM, &sa, &old) != 0) die("sigaction");
+  printf("before %s\n", old.sa_handler == SIG_DFL ? "default" : "other");
+  sigaction(SIGTERM, NULL, &old);
+  printf("readback %d flags %d usr1 %d\n", old.sa_sigaction == on_term_info,
+         (old.sa_flags & (SA_SIGINFO | SA_RESETHAND)) == (SA_SIGINFO | SA_RESETHAND),
+         sigismember(&old.sa_mask, SIGUSR1));
+  preads(fd, n);
+  raise(SIGTERM);
+  printf("handler signo %d term %d int %d usr1 %d\n", (int)g_seen_signo, (int)g_seen_term, (int)g_seen_int,
+         (int)g_seen_usr1);
+  sigaction(SIGTERM, NULL, &old);
+  printf("after %s\n", old.sa_handler == SIG_DFL ? "default" : "other");
+  sighandler_t prev = signal(SIGTERM, on_term_kill);
+  printf("signal_prev %s\n", prev == SIG_DFL ? "default" : "other");
+  preads(fd, n);
+  raise(SIGTERM);
+  die("not reached");
+  return 1;
+}
+
 /* forkexec N PROG: N times fork + exec PROG ("true"), with a traced open before each. */
 static int mode_forkexec(char** a) {
   int n = atoi(a[0]);
@@ -333,6 +387,7 @@ int main(int argc, char** argv) {
   if (!strcmp(m, "stdio")) return mode_stdio(a);
   if (!strcmp(m, "threads")) return mode_threads(a);
   if (!strcmp(m, "signals")) return mode_signals(a);
+  if (!strcmp(m, "sigchain")) return mode_sigchain(a);
   if (!strcmp(m, "forkexec")) return mode_forkexec(a);
   if (!strcmp(m, "vforkenv")) return mode_vforkenv(a);
   if (!strcmp(m, "relative")) return mode_relative(a);
