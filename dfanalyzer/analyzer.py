@@ -359,6 +359,8 @@ def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if f is not None and len(f.columns)]
     if not frames:
         return pd.DataFrame()
+    rows = [f for f in frames if len(f)]  # (concatenating many empty frames costs more than the rows)
+    frames = rows or frames[:1]
     frames = [f.astype({c: object for c, t in f.dtypes.items() if isinstance(t, pd.CategoricalDtype)}) for f in frames]
     return pd.concat(frames, ignore_index=True)
 
@@ -366,9 +368,34 @@ def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
 def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats):
     """Load one batch (core columns and the summary's aggregate columns only) and reduce it to a
     summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`)."""
-    ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
-    part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
-    return part, md, info
+    if query:
+        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
+        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+        return part, md, info
+    # no filter: the partial straight from the reader's NumPy columns, no DataFrame built
+    from . import _reader, reader
+
+    path, first, last, nbytes, nlines = batch
+    try:
+        r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir)
+        cols = _summary.ReaderColumns(r)
+        warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
+        info = {
+            "rows": cols.rows,
+            "schema": {k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
+            "skipped_lines": int(r["skipped_lines"]),
+            "lost_bytes": lost_bytes,
+            "lost_lines": lost_lines,
+            "unresolved_hashes": int(r["unresolved_hashes"]),
+            "warnings": [str(w) for w in warnings],
+            "error": None,
+        }
+        md = reader.metadata_frame(r["metadata"])
+    except Exception:  # reported exactly as _load_task reports it
+        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
+        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+        return part, md, info
+    return _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats), md, info
 
 
 def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):

@@ -116,14 +116,26 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         kind = schema.kind_of_reader(dtype)
         data[key] = schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload)
     events = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
-    m = r["metadata"]
-    metadata = pd.DataFrame({
+    warnings, lost_bytes, lost_lines = batch_problems(r, path)
+    return Batch(events=events, metadata=metadata_frame(r["metadata"]), skipped_lines=int(r["skipped_lines"]),
+                 lost_bytes=lost_bytes, lost_lines=lost_lines, warnings=warnings,
+                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
+
+
+def metadata_frame(m: dict) -> pd.DataFrame:
+    """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns."""
+    return pd.DataFrame({
         "name": pd.Series(m["name"], dtype=object), "cat": pd.Series(m["cat"], dtype=object),
         "ph": pd.Series(m["ph"], dtype=object), "pid": pd.Series(m["pid"], dtype="int64"),
         "tid": pd.Series(m["tid"], dtype="int64"), "ts": pd.array(m["ts"], dtype="Int64"),
         "dur": pd.array(m["dur"], dtype="Int64"), "key": pd.Series(m["key"], dtype=object),
         "value": pd.Series(m["value"], dtype=object), "args": pd.Series(m["args"], dtype=object),
     })
+
+
+def batch_problems(r: dict, path: Optional[str]):
+    """``(warnings, lost_bytes, lost_lines)`` of a C++ reader result (``path`` None: a
+    :func:`load_files` result, whose per-file warnings are in its ``files``)."""
     warnings = list(r["warnings"])
     if path is not None:  # (load_files gives these per file)
         if r["skipped_lines"]:
@@ -133,9 +145,7 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
             warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
     lost_bytes = sum(f["lost_bytes"] for f in r["files"]) if path is None else r["lost_bytes"]
     lost_lines = sum(f["lost_lines"] for f in r["files"]) if path is None else r["lost_lines"]
-    return Batch(events=events, metadata=metadata, skipped_lines=int(r["skipped_lines"]),
-                 lost_bytes=int(lost_bytes), lost_lines=int(lost_lines), warnings=warnings,
-                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
+    return warnings, int(lost_bytes), int(lost_lines)
 
 
 def build_index(path: str, index_dir: Optional[str] = None, force: bool = False, verify: bool = False) -> dict:
