@@ -621,6 +621,26 @@ class DFAnalyzer:
             for _ in as_completed(futures):
                 bar.advance(task)
 
+    def _as_completed(self, futures: list, what: str):
+        """Yield ``concurrent.futures`` futures as they finish, with the progress bar of
+        :meth:`_wait` when ``progress``."""
+        from concurrent.futures import as_completed
+
+        if not self.progress or not futures:
+            yield from as_completed(futures)
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            transient=True, console=Console(stderr=True),
+        ) as bar:
+            task = bar.add_task(what, total=len(futures))
+            for f in as_completed(futures):
+                yield f
+                bar.advance(task)
+
     def _map(self, fn, items: Sequence, what: str, **kwargs) -> list:
         """``[fn(item, **kwargs) for item in items]`` in parallel: on the cluster when there is
         one, else in the thread pool; results in order."""
@@ -896,11 +916,20 @@ class DFAnalyzer:
         thread plus the partials (interval unions, histograms)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
-            done = self._map(_summary_batch_task, self._batches, "loading", **kw)
-            done += self._map(_summary_files_task, self._groups, "loading", **kw)
-            self._metadata = _concat_metadata([d[1] for d in done])
-            infos = [d[2] for d in done]
-            part = _summary.combine_partials([d[0] for d in done])
+            # partials are merged as tasks finish, so they never all wait in memory at once
+            pool = self._thread_pool()
+            futures = [pool.submit(_summary_batch_task, b, **kw) for b in self._batches]
+            futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
+            number = {f: i for i, f in enumerate(futures)}
+            metadata, infos = [None] * len(futures), [None] * len(futures)
+            fold = _summary.PartialFolder()
+            for f in self._as_completed(futures, "loading"):
+                i = number.pop(f)
+                futures[i] = None
+                p, metadata[i], infos[i] = f.result()
+                fold.add(p)
+            self._metadata = _concat_metadata(metadata)
+            part = fold.result()
         else:
             c = self._client
             futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)

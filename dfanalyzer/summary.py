@@ -39,6 +39,8 @@ __all__ = [
     "histogram_percentiles",
     "partition_partial",
     "combine_partials",
+    "PartialFolder",
+    "partial_from_columns",
     "finish",
     "TRACER_CAT",
     "AGGREGATE_COLUMNS",
@@ -69,7 +71,11 @@ def union_intervals(starts, ends) -> Union:
     """Union of half-open intervals ``[starts[i], ends[i])`` (int64 µs).
 
     Returns ``(starts, ends)``: sorted, disjoint, non-touching int64 arrays. Empty intervals
-    (``end <= start``) are dropped. O(n log n) in numpy, no Python loop over intervals.
+    (``end <= start``) are dropped. Starts and ends are sorted independently (no argsort): with
+    both sorted, a gap lies between ``ends[i]`` and ``starts[i + 1]`` exactly when
+    ``starts[i + 1] > ends[i]`` (the first i + 1 intervals, whichever they are, have all ended
+    there and no other has begun). O(n log n) in numpy, no Python loop over intervals; sorted
+    runs (one process's intervals, or unions being merged) sort in about linear time.
     """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
@@ -78,16 +84,14 @@ def union_intervals(starts, ends) -> Union:
         s, e = s[keep], e[keep]
     if s.size == 0:
         return _EMPTY, _EMPTY
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    # a new run starts where an interval begins strictly after everything before it ended
+    s = np.sort(s, kind="stable")  # timsort: linear on already sorted runs
+    e = np.sort(e, kind="stable")
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    np.greater(s[1:], reach[:-1], out=new[1:])
+    np.greater(s[1:], e[:-1], out=new[1:])
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], reach[last]
+    return s[first], e[last]
 
 
 def merge_unions(*unions: Union) -> Union:
@@ -517,6 +521,33 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
             spread = _merge_spread(spread, g[2])
         out.functions[n] = [sum(g[0] for g in got), merge_histograms(*(g[1] for g in got)), spread]
     return out
+
+
+class PartialFolder:
+    """Merges partials as they arrive (:meth:`add`), ``fan_in`` at a time per level, so that a
+    streamed summary holds at most ``fan_in - 1`` partials per level (log_fan_in of the batches
+    levels) instead of every batch's partial; :meth:`result` merges what is left. The result is
+    the same as :func:`combine_partials` of all of them (the merge is exact, associative and
+    commutative)."""
+
+    def __init__(self, fan_in: int = 8):
+        self.fan_in = max(2, int(fan_in))
+        self.levels: List[List[Partial]] = []
+
+    def add(self, part: Partial) -> None:
+        level = 0
+        while True:
+            if level == len(self.levels):
+                self.levels.append([])
+            self.levels[level].append(part)
+            if len(self.levels[level]) < self.fan_in:
+                return
+            part = combine_partials(self.levels[level])
+            self.levels[level] = []
+            level += 1
+
+    def result(self) -> Partial:
+        return combine_partials([p for level in self.levels for p in level])
 
 
 # ----------------------------------------------------------------------------- result
