@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 from . import _reader
-from . import schema
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+# pandas (and dfanalyzer.schema, which needs it) are imported by the functions that build frames,
+# so that the index and line tools (dftracer-index, dftracer-lines) start without them.
 
 __all__ = [
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "checkpoint_stats", "index_path",
@@ -45,9 +47,18 @@ __all__ = [
 
 ReaderError = _reader.ReaderError
 
-#: Core event columns and their kinds (``dfanalyzer.schema``), in frame order.
-EVENT_META: Dict[str, str] = dict(schema.CORE_COLUMNS)
-CORE_COLUMNS = list(schema.CORE_NAMES)
+
+
+def __getattr__(name: str):
+    """``EVENT_META`` (core event column -> kind, ``dfanalyzer.schema``) and ``CORE_COLUMNS``
+    (their names, frame order), resolved on first use."""
+    from . import schema
+
+    if name == "EVENT_META":
+        return dict(schema.CORE_COLUMNS)
+    if name == "CORE_COLUMNS":
+        return list(schema.CORE_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -64,6 +75,8 @@ class Batch:
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
+    import pandas as pd
+
     if values.dtype.kind == "f":
         return pd.arrays.FloatingArray(values, mask, copy=False)
     return pd.arrays.IntegerArray(values, mask, copy=False)
@@ -101,10 +114,14 @@ def load_files(paths: List[str]):
 
 
 def _batch(r: dict, path: Optional[str]) -> Batch:
+    import pandas as pd
+
+    from . import schema
+
     core = r["core"]
     n = r["rows"]
     data = {}
-    for c in CORE_COLUMNS:
+    for c in schema.CORE_NAMES:
         v = core[c]
         if c in schema.CATEGORICAL_CORE:
             data[c] = schema.categorical(*v)
@@ -124,6 +141,8 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
 
 def metadata_frame(m: dict) -> pd.DataFrame:
     """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns."""
+    import pandas as pd
+
     return pd.DataFrame({
         "name": pd.Series(m["name"], dtype=object), "cat": pd.Series(m["cat"], dtype=object),
         "ph": pd.Series(m["ph"], dtype=object), "pid": pd.Series(m["pid"], dtype="int64"),
