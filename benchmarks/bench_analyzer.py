@@ -25,8 +25,10 @@ thread pool (no cluster) and with a running ``LocalCluster`` of W processes (clu
 events/s per core = events / wall / W. Memory: ``memory_usage(deep=True)`` of the persisted
 ``events`` (``args=()``, what the summary reads) per event.
 
-``--scale N,...``: generator traces of N events, ours only (cold and warm); the peers are not
-run at that size (``--scale-peers`` runs them too).
+``--scale N,...``: generator traces of N events, ours only, as whole ``dfanalyzer summary``
+commands: cold (indexes removed) then warm (indexes kept), with each command's wall time, CPU
+time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
+(``--scale-peers`` runs them too, with the in-process warm runs above).
 """
 
 from __future__ import annotations
@@ -99,17 +101,32 @@ def _clear_indexes(d: str) -> None:
 
 
 # ----------------------------------------------------------------------------- cold commands
+LAST_RUN = {}  # CPU seconds (user + system, all threads) and peak RSS bytes of the last _run's process
+
+
 def _run(cmd, cwd) -> tuple:
+    """Run ``cmd``; returns (wall s, stdout) and leaves its CPU time and peak RSS in LAST_RUN
+    (``wait4`` rusage of that process; the peak is of the process itself, not its children)."""
+    import tempfile
+
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
-    dt = time.perf_counter() - t
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    LAST_RUN.update(cpu_s=ru.ru_utime + ru.ru_stime, peak_rss=ru.ru_maxrss * 1024)
     if p.returncode != 0:
-        raise SystemExit(f"{cmd[:4]} failed:\n{p.stderr[-3000:]}")
-    return dt, p.stdout
+        raise SystemExit(f"{cmd[:4]} failed:\n{stderr[-3000:]}")
+    return dt, stdout
 
 
-def cold_ours(d: str, workers: int) -> tuple:
-    _clear_indexes(d)
+def cold_ours(d: str, workers: int, keep_index: bool = False) -> tuple:
+    if not keep_index:
+        _clear_indexes(d)
     dt, out = _run([sys.executable, "-m", "dfanalyzer.cli", "summary", d, "--json", "--workers", str(workers),
                     "--no-progress"], "/")
     return dt, json.loads(out)["events"]
@@ -218,8 +235,25 @@ def main(argv=None) -> int:
         sets.append(("generator", n, generator_traces(a.data, n, a.files), a.scale_peers))
     cold = {"ours": cold_ours, "dftracer-utils": cold_utils, "naive bag": cold_bag}
     rows = []
+    scale_rows = []
     for src, n, paths, peers in sets:
         d = os.path.dirname(paths[0])
+        if not peers:  # --scale: whole commands only, cold then warm (indexes kept), CPU and peak RSS
+            r = {"source": src, "files": len(paths), "workers": w, "date": time.strftime("%Y-%m-%d %H:%M")}
+            for mode in ("cold", "warm"):
+                runs = []
+                for _ in range(max(1, a.repeat)):
+                    dt, ev = cold_ours(d, w, keep_index=(mode == "warm"))
+                    runs.append((dt, LAST_RUN["cpu_s"], LAST_RUN["peak_rss"]))
+                    print(f"# {src} {n:,} {mode} ours: {dt:.1f} s wall, {LAST_RUN['cpu_s']:.1f} s CPU, peak RSS "
+                          f"{LAST_RUN['peak_rss'] / 2**20:.0f} MiB, {ev:,} events, load {os.getloadavg()[0]:.1f}",
+                          flush=True)
+                r["events"] = ev
+                r[mode] = {"wall_s": statistics.median(x[0] for x in runs), "cpu_s": statistics.median(x[1] for x in runs),
+                           "peak_rss_mib": max(x[2] for x in runs) / 2**20, "runs": runs}
+            r["loadavg"] = os.getloadavg()
+            scale_rows.append(r)
+            continue
         names = list(cold) if peers else ["ours"]
         times = {k: [] for k in names}
         events = {}
@@ -267,10 +301,18 @@ def main(argv=None) -> int:
               f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "
               f"{r['warm_threads_events_per_s_per_core'] / 1e6:.2f} M / {r['warm_cluster_events_per_s_per_core'] / 1e6:.2f} M | "
               f"{f(r['held_bytes_per_event'])} |")
+    if scale_rows:
+        print("\n| events | files | cold wall s | cold CPU s | cold peak RSS MiB | warm wall s | warm CPU s | "
+              "warm peak RSS MiB | warm M events per CPU-second |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in scale_rows:
+            c, h = r["cold"], r["warm"]
+            print(f"| {r['events']:,} | {r['files']} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mib']:.0f} | "
+                  f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {h['peak_rss_mib']:.0f} | {r['events'] / h['cpu_s'] / 1e6:.2f} |")
     print(f"\n# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump(rows, fh, indent=2)
+            json.dump(rows + scale_rows, fh, indent=2)
     return 0
 
 
