@@ -338,6 +338,16 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
         return None, pd.DataFrame(), info
 
 
+def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
+    """Indices of ``batches`` (``(path, ...)`` tuples, each file's in order) taking the files in
+    turns: the first batch of every file, then every second batch, and so on."""
+    per_file: Dict[str, List[int]] = {}
+    for i, b in enumerate(batches):
+        per_file.setdefault(b[0], []).append(i)
+    runs = list(per_file.values())
+    return [run[k] for k in range(max(map(len, runs), default=0)) for run in runs if k < len(run)]
+
+
 def _pick(t: tuple, i: int):
     return t[i]
 
@@ -918,7 +928,11 @@ class DFAnalyzer:
         if self._use_threads:
             # partials are merged as tasks finish, so they never all wait in memory at once
             pool = self._thread_pool()
-            futures = [pool.submit(_summary_batch_task, b, **kw) for b in self._batches]
+            # files are taken in turns (batch 0 of every file, then batch 1, ...): processes of one
+            # job overlap in time, so neighbouring partials' interval unions collapse when merged
+            futures = [None] * len(self._batches)
+            for i in _round_robin_by_file(self._batches):
+                futures[i] = pool.submit(_summary_batch_task, self._batches[i], **kw)
             futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
             number = {f: i for i, f in enumerate(futures)}
             metadata, infos = [None] * len(futures), [None] * len(futures)
