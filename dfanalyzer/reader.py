@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from . import _reader
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 # pandas (and dfanalyzer.schema, which needs it) are imported by the functions that build frames,
 # so that the index and line tools (dftracer-index, dftracer-lines) start without them.
 
-__all__ = [
+# EVENT_META and CORE_COLUMNS are resolved by the module __getattr__ below
+__all__ = [  # noqa: F822
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "checkpoint_stats", "index_path",
     "load_batch", "load_files", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
 ]
