@@ -212,6 +212,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", default="", help="comma separated event counts, ours only")
     ap.add_argument("--scale-peers", action="store_true", help="also run the peers at --scale sizes")
     ap.add_argument("--no-memory", action="store_true", help="skip the persisted-frame bytes/event")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="only the in-process warm summary (thread pool, indexes cached) of each set, "
+                         "with wall and CPU time per run; no cold commands, peers or cluster")
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-analyzer"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--_utils", default=None, help=argparse.SUPPRESS)
@@ -236,6 +239,17 @@ def main(argv=None) -> int:
     cold = {"ours": cold_ours, "dftracer-utils": cold_utils, "naive bag": cold_bag}
     rows = []
     scale_rows = []
+    if a.warm_only:
+        for src, n, paths, _ in sets:
+            warm_ours(paths, w)  # builds the indexes if needed, loads the libraries
+            for _ in range(max(1, a.repeat)):
+                t, c = time.perf_counter(), time.process_time()
+                ev = warm_ours(paths, w)[1]
+                dt, cpu = time.perf_counter() - t, time.process_time() - c
+                print(f"# {src} {ev:,} warm threads: {dt:.2f} s wall ({ev / dt / w / 1e6:.2f} M events/s per core), "
+                      f"{cpu:.2f} s CPU ({ev / cpu / 1e6:.2f} M events per CPU-second), load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+        return 0
     for src, n, paths, peers in sets:
         d = os.path.dirname(paths[0])
         if not peers:  # --scale: whole commands only, cold then warm (indexes kept), CPU and peak RSS
