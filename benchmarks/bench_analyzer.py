@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     rows = []
     scale_rows = []
     if a.warm_only:
-        for src, n, paths, _ in sets:
+        for src, _n, paths, _ in sets:
             warm_ours(paths, w)  # builds the indexes if needed, loads the libraries
             for _ in range(max(1, a.repeat)):
                 t, c = time.perf_counter(), time.process_time()
