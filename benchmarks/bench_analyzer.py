@@ -25,8 +25,10 @@ thread pool (no cluster) and with a running ``LocalCluster`` of W processes (clu
 events/s per core = events / wall / W. Memory: ``memory_usage(deep=True)`` of the persisted
 ``events`` (``args=()``, what the summary reads) per event.
 
-``--scale N,...``: generator traces of N events, ours only (cold and warm); the peers are not
-run at that size (``--scale-peers`` runs them too).
+``--scale N,...``: generator traces of N events, ours only, as whole ``dfanalyzer summary``
+commands: cold (indexes removed) then warm (indexes kept), with each command's wall time, CPU
+time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
+(``--scale-peers`` runs them too, with the in-process warm runs above).
 """
 
 from __future__ import annotations
@@ -99,17 +101,32 @@ def _clear_indexes(d: str) -> None:
 
 
 # ----------------------------------------------------------------------------- cold commands
+LAST_RUN = {}  # CPU seconds (user + system, all threads) and peak RSS bytes of the last _run's process
+
+
 def _run(cmd, cwd) -> tuple:
+    """Run ``cmd``; returns (wall s, stdout) and leaves its CPU time and peak RSS in LAST_RUN
+    (``wait4`` rusage of that process; the peak is of the process itself, not its children)."""
+    import tempfile
+
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
-    dt = time.perf_counter() - t
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    LAST_RUN.update(cpu_s=ru.ru_utime + ru.ru_stime, peak_rss=ru.ru_maxrss * 1024)
     if p.returncode != 0:
-        raise SystemExit(f"{cmd[:4]} failed:\n{p.stderr[-3000:]}")
-    return dt, p.stdout
+        raise SystemExit(f"{cmd[:4]} failed:\n{stderr[-3000:]}")
+    return dt, stdout
 
 
-def cold_ours(d: str, workers: int) -> tuple:
-    _clear_indexes(d)
+def cold_ours(d: str, workers: int, keep_index: bool = False) -> tuple:
+    if not keep_index:
+        _clear_indexes(d)
     dt, out = _run([sys.executable, "-m", "dfanalyzer.cli", "summary", d, "--json", "--workers", str(workers),
                     "--no-progress"], "/")
     return dt, json.loads(out)["events"]
@@ -195,6 +212,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", default="", help="comma separated event counts, ours only")
     ap.add_argument("--scale-peers", action="store_true", help="also run the peers at --scale sizes")
     ap.add_argument("--no-memory", action="store_true", help="skip the persisted-frame bytes/event")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="only the in-process warm summary (thread pool, indexes cached) of each set, "
+                         "with wall and CPU time per run; no cold commands, peers or cluster")
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-analyzer"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--_utils", default=None, help=argparse.SUPPRESS)
@@ -218,8 +238,36 @@ def main(argv=None) -> int:
         sets.append(("generator", n, generator_traces(a.data, n, a.files), a.scale_peers))
     cold = {"ours": cold_ours, "dftracer-utils": cold_utils, "naive bag": cold_bag}
     rows = []
+    scale_rows = []
+    if a.warm_only:
+        for src, _n, paths, _ in sets:
+            warm_ours(paths, w)  # builds the indexes if needed, loads the libraries
+            for _ in range(max(1, a.repeat)):
+                t, c = time.perf_counter(), time.process_time()
+                ev = warm_ours(paths, w)[1]
+                dt, cpu = time.perf_counter() - t, time.process_time() - c
+                print(f"# {src} {ev:,} warm threads: {dt:.2f} s wall ({ev / dt / w / 1e6:.2f} M events/s per core), "
+                      f"{cpu:.2f} s CPU ({ev / cpu / 1e6:.2f} M events per CPU-second), load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+        return 0
     for src, n, paths, peers in sets:
         d = os.path.dirname(paths[0])
+        if not peers:  # --scale: whole commands only, cold then warm (indexes kept), CPU and peak RSS
+            r = {"source": src, "files": len(paths), "workers": w, "date": time.strftime("%Y-%m-%d %H:%M")}
+            for mode in ("cold", "warm"):
+                runs = []
+                for _ in range(max(1, a.repeat)):
+                    dt, ev = cold_ours(d, w, keep_index=(mode == "warm"))
+                    runs.append((dt, LAST_RUN["cpu_s"], LAST_RUN["peak_rss"]))
+                    print(f"# {src} {n:,} {mode} ours: {dt:.1f} s wall, {LAST_RUN['cpu_s']:.1f} s CPU, peak RSS "
+                          f"{LAST_RUN['peak_rss'] / 2**20:.0f} MiB, {ev:,} events, load {os.getloadavg()[0]:.1f}",
+                          flush=True)
+                r["events"] = ev
+                r[mode] = {"wall_s": statistics.median(x[0] for x in runs), "cpu_s": statistics.median(x[1] for x in runs),
+                           "peak_rss_mib": max(x[2] for x in runs) / 2**20, "runs": runs}
+            r["loadavg"] = os.getloadavg()
+            scale_rows.append(r)
+            continue
         names = list(cold) if peers else ["ours"]
         times = {k: [] for k in names}
         events = {}
@@ -267,10 +315,18 @@ def main(argv=None) -> int:
               f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "
               f"{r['warm_threads_events_per_s_per_core'] / 1e6:.2f} M / {r['warm_cluster_events_per_s_per_core'] / 1e6:.2f} M | "
               f"{f(r['held_bytes_per_event'])} |")
+    if scale_rows:
+        print("\n| events | files | cold wall s | cold CPU s | cold peak RSS MiB | warm wall s | warm CPU s | "
+              "warm peak RSS MiB | warm M events per CPU-second |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in scale_rows:
+            c, h = r["cold"], r["warm"]
+            print(f"| {r['events']:,} | {r['files']} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mib']:.0f} | "
+                  f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {h['peak_rss_mib']:.0f} | {r['events'] / h['cpu_s'] / 1e6:.2f} |")
     print(f"\n# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump(rows, fh, indent=2)
+            json.dump(rows + scale_rows, fh, indent=2)
     return 0
 
 

@@ -4,8 +4,16 @@
 DataFrame and prints the paper's Figure 6 summary. ``setup_dask_cluster`` picks the cluster.
 """
 
-from .analyzer import DFAnalyzer
-from .cluster import setup_dask_cluster
-from .summary import Summary
-
 __all__ = ["DFAnalyzer", "Summary", "setup_dask_cluster"]
+_WHERE = {"DFAnalyzer": "analyzer", "Summary": "summary", "setup_dask_cluster": "cluster"}
+
+
+def __getattr__(name: str):
+    # imported on first use: the command-line tools (dftracer-index) need neither pandas nor Dask
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

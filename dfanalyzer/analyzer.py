@@ -338,6 +338,16 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
         return None, pd.DataFrame(), info
 
 
+def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
+    """Indices of ``batches`` (``(path, ...)`` tuples, each file's in order) taking the files in
+    turns: the first batch of every file, then every second batch, and so on."""
+    per_file: Dict[str, List[int]] = {}
+    for i, b in enumerate(batches):
+        per_file.setdefault(b[0], []).append(i)
+    runs = list(per_file.values())
+    return [run[k] for k in range(max(map(len, runs), default=0)) for run in runs if k < len(run)]
+
+
 def _pick(t: tuple, i: int):
     return t[i]
 
@@ -359,6 +369,8 @@ def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if f is not None and len(f.columns)]
     if not frames:
         return pd.DataFrame()
+    rows = [f for f in frames if len(f)]  # (concatenating many empty frames costs more than the rows)
+    frames = rows or frames[:1]
     frames = [f.astype({c: object for c, t in f.dtypes.items() if isinstance(t, pd.CategoricalDtype)}) for f in frames]
     return pd.concat(frames, ignore_index=True)
 
@@ -366,9 +378,34 @@ def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
 def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats):
     """Load one batch (core columns and the summary's aggregate columns only) and reduce it to a
     summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`)."""
-    ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
-    part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
-    return part, md, info
+    if query:
+        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
+        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+        return part, md, info
+    # no filter: the partial straight from the reader's NumPy columns, no DataFrame built
+    from . import _reader, reader
+
+    path, first, last, nbytes, nlines = batch
+    try:
+        r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir)
+        cols = _summary.ReaderColumns(r)
+        warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
+        info = {
+            "rows": cols.rows,
+            "schema": {k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
+            "skipped_lines": int(r["skipped_lines"]),
+            "lost_bytes": lost_bytes,
+            "lost_lines": lost_lines,
+            "unresolved_hashes": int(r["unresolved_hashes"]),
+            "warnings": [str(w) for w in warnings],
+            "error": None,
+        }
+        md = reader.metadata_frame(r["metadata"])
+    except Exception:  # reported exactly as _load_task reports it
+        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
+        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+        return part, md, info
+    return _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats), md, info
 
 
 def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):
@@ -592,6 +629,26 @@ class DFAnalyzer:
         ) as bar:
             task = bar.add_task(what, total=len(futures))
             for _ in as_completed(futures):
+                bar.advance(task)
+
+    def _as_completed(self, futures: list, what: str):
+        """Yield ``concurrent.futures`` futures as they finish, with the progress bar of
+        :meth:`_wait` when ``progress``."""
+        from concurrent.futures import as_completed
+
+        if not self.progress or not futures:
+            yield from as_completed(futures)
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            transient=True, console=Console(stderr=True),
+        ) as bar:
+            task = bar.add_task(what, total=len(futures))
+            for f in as_completed(futures):
+                yield f
                 bar.advance(task)
 
     def _map(self, fn, items: Sequence, what: str, **kwargs) -> list:
@@ -869,11 +926,24 @@ class DFAnalyzer:
         thread plus the partials (interval unions, histograms)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
-            done = self._map(_summary_batch_task, self._batches, "loading", **kw)
-            done += self._map(_summary_files_task, self._groups, "loading", **kw)
-            self._metadata = _concat_metadata([d[1] for d in done])
-            infos = [d[2] for d in done]
-            part = _summary.combine_partials([d[0] for d in done])
+            # partials are merged as tasks finish, so they never all wait in memory at once
+            pool = self._thread_pool()
+            # files are taken in turns (batch 0 of every file, then batch 1, ...): processes of one
+            # job overlap in time, so neighbouring partials' interval unions collapse when merged
+            futures = [None] * len(self._batches)
+            for i in _round_robin_by_file(self._batches):
+                futures[i] = pool.submit(_summary_batch_task, self._batches[i], **kw)
+            futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
+            number = {f: i for i, f in enumerate(futures)}
+            metadata, infos = [None] * len(futures), [None] * len(futures)
+            fold = _summary.PartialFolder()
+            for f in self._as_completed(futures, "loading"):
+                i = number.pop(f)
+                futures[i] = None
+                p, metadata[i], infos[i] = f.result()
+                fold.add(p)
+            self._metadata = _concat_metadata(metadata)
+            part = fold.result()
         else:
             c = self._client
             futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)

@@ -14,8 +14,6 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
-import dask.utils
-
 if TYPE_CHECKING:  # annotations only: distributed is imported when a client is made
     from distributed import Client
 
@@ -144,6 +142,8 @@ def _bytes(cfg: dict, key: str, where: str, allow_auto: bool = False) -> None:
         if isinstance(v, (int, float)) and v > 0:
             return
         try:
+            import dask.utils  # (imported here: a summary without a cluster never loads Dask)
+
             ok = isinstance(v, str) and dask.utils.parse_bytes(v) > 0
         except ValueError:
             ok = False

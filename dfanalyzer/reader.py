@@ -30,24 +30,36 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, List, Optional
 
 from . import _reader
-from . import schema
 
-__all__ = [
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+# pandas (and dfanalyzer.schema, which needs it) are imported by the functions that build frames,
+# so that the index and line tools (dftracer-index, dftracer-lines) start without them.
+
+# EVENT_META and CORE_COLUMNS are resolved by the module __getattr__ below
+__all__ = [  # noqa: F822
     "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "checkpoint_stats", "index_path",
     "load_batch", "load_files", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
 ]
 
 ReaderError = _reader.ReaderError
 
-#: Core event columns and their kinds (``dfanalyzer.schema``), in frame order.
-EVENT_META: Dict[str, str] = dict(schema.CORE_COLUMNS)
-CORE_COLUMNS = list(schema.CORE_NAMES)
+
+
+def __getattr__(name: str):
+    """``EVENT_META`` (core event column -> kind, ``dfanalyzer.schema``) and ``CORE_COLUMNS``
+    (their names, frame order), resolved on first use."""
+    from . import schema
+
+    if name == "EVENT_META":
+        return dict(schema.CORE_COLUMNS)
+    if name == "CORE_COLUMNS":
+        return list(schema.CORE_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -64,6 +76,8 @@ class Batch:
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
+    import pandas as pd
+
     if values.dtype.kind == "f":
         return pd.arrays.FloatingArray(values, mask, copy=False)
     return pd.arrays.IntegerArray(values, mask, copy=False)
@@ -101,10 +115,14 @@ def load_files(paths: List[str]):
 
 
 def _batch(r: dict, path: Optional[str]) -> Batch:
+    import pandas as pd
+
+    from . import schema
+
     core = r["core"]
     n = r["rows"]
     data = {}
-    for c in CORE_COLUMNS:
+    for c in schema.CORE_NAMES:
         v = core[c]
         if c in schema.CATEGORICAL_CORE:
             data[c] = schema.categorical(*v)
@@ -116,14 +134,28 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         kind = schema.kind_of_reader(dtype)
         data[key] = schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload)
     events = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
-    m = r["metadata"]
-    metadata = pd.DataFrame({
+    warnings, lost_bytes, lost_lines = batch_problems(r, path)
+    return Batch(events=events, metadata=metadata_frame(r["metadata"]), skipped_lines=int(r["skipped_lines"]),
+                 lost_bytes=lost_bytes, lost_lines=lost_lines, warnings=warnings,
+                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
+
+
+def metadata_frame(m: dict) -> pd.DataFrame:
+    """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns."""
+    import pandas as pd
+
+    return pd.DataFrame({
         "name": pd.Series(m["name"], dtype=object), "cat": pd.Series(m["cat"], dtype=object),
         "ph": pd.Series(m["ph"], dtype=object), "pid": pd.Series(m["pid"], dtype="int64"),
         "tid": pd.Series(m["tid"], dtype="int64"), "ts": pd.array(m["ts"], dtype="Int64"),
         "dur": pd.array(m["dur"], dtype="Int64"), "key": pd.Series(m["key"], dtype=object),
         "value": pd.Series(m["value"], dtype=object), "args": pd.Series(m["args"], dtype=object),
     })
+
+
+def batch_problems(r: dict, path: Optional[str]):
+    """``(warnings, lost_bytes, lost_lines)`` of a C++ reader result (``path`` None: a
+    :func:`load_files` result, whose per-file warnings are in its ``files``)."""
     warnings = list(r["warnings"])
     if path is not None:  # (load_files gives these per file)
         if r["skipped_lines"]:
@@ -133,9 +165,7 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
             warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
     lost_bytes = sum(f["lost_bytes"] for f in r["files"]) if path is None else r["lost_bytes"]
     lost_lines = sum(f["lost_lines"] for f in r["files"]) if path is None else r["lost_lines"]
-    return Batch(events=events, metadata=metadata, skipped_lines=int(r["skipped_lines"]),
-                 lost_bytes=int(lost_bytes), lost_lines=int(lost_lines), warnings=warnings,
-                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
+    return warnings, int(lost_bytes), int(lost_lines)
 
 
 def build_index(path: str, index_dir: Optional[str] = None, force: bool = False, verify: bool = False) -> dict:

@@ -39,6 +39,8 @@ __all__ = [
     "histogram_percentiles",
     "partition_partial",
     "combine_partials",
+    "PartialFolder",
+    "partial_from_columns",
     "finish",
     "TRACER_CAT",
     "AGGREGATE_COLUMNS",
@@ -69,7 +71,11 @@ def union_intervals(starts, ends) -> Union:
     """Union of half-open intervals ``[starts[i], ends[i])`` (int64 µs).
 
     Returns ``(starts, ends)``: sorted, disjoint, non-touching int64 arrays. Empty intervals
-    (``end <= start``) are dropped. O(n log n) in numpy, no Python loop over intervals.
+    (``end <= start``) are dropped. Starts and ends are sorted independently (no argsort): with
+    both sorted, a gap lies between ``ends[i]`` and ``starts[i + 1]`` exactly when
+    ``starts[i + 1] > ends[i]`` (the first i + 1 intervals, whichever they are, have all ended
+    there and no other has begun). O(n log n) in numpy, no Python loop over intervals; sorted
+    runs (one process's intervals, or unions being merged) sort in about linear time.
     """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
@@ -78,16 +84,14 @@ def union_intervals(starts, ends) -> Union:
         s, e = s[keep], e[keep]
     if s.size == 0:
         return _EMPTY, _EMPTY
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    # a new run starts where an interval begins strictly after everything before it ended
+    s = np.sort(s, kind="stable")  # timsort: linear on already sorted runs
+    e = np.sort(e, kind="stable")
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    np.greater(s[1:], reach[:-1], out=new[1:])
+    np.greater(s[1:], e[:-1], out=new[1:])
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], reach[last]
+    return s[first], e[last]
 
 
 def merge_unions(*unions: Union) -> Union:
@@ -200,21 +204,109 @@ def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return rep
 
 
+class FrameColumns:
+    """The columns :func:`partial_from_columns` reads, taken from a pandas DataFrame of events."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.df = df
+        self.rows = len(df)
+
+    def codes(self, key: str) -> Tuple[np.ndarray, list]:
+        """Integer codes (int64, -1 = null) and their str values of a categorical/text column."""
+        return _codes(self.df[key])
+
+    def ints(self, key: str) -> np.ndarray:
+        """A non-null integer column as int64."""
+        return self.df[key].to_numpy(dtype=np.int64)
+
+    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``size`` as int64 (0 where null) and its validity mask (bool)."""
+        size = self.df["size"]
+        has = size.notna().to_numpy(dtype=bool)
+        if size.dtype.kind == "f":
+            return size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64), has
+        return size.to_numpy(dtype=np.int64, na_value=0), has
+
+    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
+        """Args column ``key`` as float64 (``fill`` where null or not a number), None if absent."""
+        if key not in self.df.columns:
+            return None
+        col = pd.to_numeric(self.df[key], errors="coerce")
+        return col.fillna(fill).to_numpy(dtype=np.float64)
+
+
+class ReaderColumns:
+    """The same columns straight from a ``dfanalyzer._reader.load_batch`` result (NumPy views of
+    the C++ buffers: no DataFrame is built). Args columns other than :data:`AGGREGATE_COLUMNS`
+    are never touched."""
+
+    def __init__(self, r: dict):
+        self.core = r["core"]
+        self.args = {key: (dtype, payload) for key, dtype, payload in r["args"] if key in AGGREGATE_COLUMNS}
+        self.rows = int(r["rows"])
+
+    def codes(self, key: str) -> Tuple[np.ndarray, list]:
+        codes, cats = self.core[key]
+        return codes.astype(np.int64), list(cats)
+
+    def ints(self, key: str) -> np.ndarray:
+        return np.asarray(self.core[key], dtype=np.int64)
+
+    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
+        values, null = self.core["size"]
+        return np.asarray(values, dtype=np.int64), ~np.asarray(null, dtype=bool)
+
+    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
+        got = self.args.get(key)
+        if got is None:
+            return None
+        dtype, payload = got
+        if dtype == "string":  # numbers written as text: pandas' coercion, as FrameColumns
+            from .schema import categorical
+
+            col = pd.to_numeric(pd.Series(categorical(*payload)), errors="coerce")
+            return col.fillna(fill).to_numpy(dtype=np.float64)
+        values, null = payload
+        return np.where(null, np.float64(fill), values.astype(np.float64))
+
+
 def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> Partial:
     """Summary state of one partition of ``DFAnalyzer.events`` (pandas DataFrame).
 
     Uses columns ``ph``, ``cat``, ``name``, ``hostname``, ``pid``, ``tid``, ``ts``, ``te``,
     ``fname`` and ``size``, and for aggregated rows the :data:`AGGREGATE_COLUMNS` present. Events
     are rows with ``ph`` ``"X"`` (one call each) or ``"A"`` (``dft_cnt`` calls each) and
-    ``cat != "dftracer"``.
+    ``cat != "dftracer"``. See :func:`partial_from_columns`.
+    """
+    return partial_from_columns(FrameColumns(df), io_cats, compute_cats, app_io_cats)
+
+
+def _run_starts(*keys: np.ndarray) -> np.ndarray:
+    """Indices where a run of equal consecutive key tuples starts (trace rows come in long
+    per-process/per-thread runs, so these are few; every distinct tuple has one among them)."""
+    n = keys[0].size
+    new = np.empty(n, dtype=bool)
+    if n == 0:
+        return np.flatnonzero(new)
+    new[0] = True
+    np.not_equal(keys[0][1:], keys[0][:-1], out=new[1:])
+    for k in keys[1:]:
+        new[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(new)
+
+
+def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
+    """Summary state of a set of events given as :class:`FrameColumns` or :class:`ReaderColumns`.
+
     One pass over numpy arrays and categorical codes: only the used columns are touched and
-    distinct keys are found by hashing integer codes, never by building Python objects per row.
+    distinct keys are found by hashing integer codes (of the rows where a run of equal keys
+    starts), never by building Python objects per row.
     """
     p = Partial()
-    if len(df) == 0:
+    if cols.rows == 0:
         return p
-    ph, ph_cats = _codes(df["ph"])
-    cat, cat_cats = _codes(df["cat"])
+    ph, ph_cats = cols.codes("ph")
+    cat, cat_cats = cols.codes("cat")
     keep = _lut(ph_cats, EVENT_PHASES)[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
     rows = None if keep.all() else np.flatnonzero(keep)
 
@@ -225,77 +317,83 @@ def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> P
     if cat.size == 0:
         return p
     agg = take(_lut(ph_cats, ("A",))[ph + 1])
-    calls = _calls(df, agg, take) if agg.any() else None  # calls per row (None: one each)
+    calls = _calls(cols, agg, take) if agg.any() else None  # calls per row (None: one each)
     p.events = int(cat.size if calls is None else calls.sum())
-    n_rows = int(cat.size)
-    ts = take(df["ts"].to_numpy(dtype=np.int64))
-    te = take(df["te"].to_numpy(dtype=np.int64))
+    ts = take(cols.ints("ts"))
+    te = take(cols.ints("te"))
     p.min_ts, p.max_te = int(ts.min()), int(te.max())
-    host, host_cats = _codes(df["hostname"])
+    host, host_cats = cols.codes("hostname")
     host = take(host)
-    pid = take(df["pid"].to_numpy(dtype=np.int64))
-    tid = take(df["tid"].to_numpy(dtype=np.int64))
+    pid = take(cols.ints("pid"))
+    tid = take(cols.ints("tid"))
     hname = [None] + host_cats  # by code + 1
 
     p.hosts = {hname[c + 1] for c in np.flatnonzero(np.bincount(host + 1)) - 1}
-    # (hostname, pid) and (hostname, pid, tid) as dense int64 keys (no overflow: codes < rows)
-    pid_code, pid_uniq = pd.factorize(pid)
-    proc = (host + 1) * len(pid_uniq) + pid_code
-    proc_code, proc_uniq = pd.factorize(proc)
-    tid_code, tid_uniq = pd.factorize(tid)
-    thread = proc_code.astype(np.int64) * len(tid_uniq) + tid_code
-    every = np.arange(n_rows, dtype=np.int64)
-    rep = _representatives(proc, every)
-    p.processes = set(zip([hname[c + 1] for c in host[rep]], pid[rep].tolist()))
+    runs = _run_starts(host, pid)
+    p.processes = _distinct(hname, host[runs], pid[runs])
 
     io_m = _lut(cat_cats, io_cats)[cat + 1]
     cp_m = _lut(cat_cats, compute_cats)[cat + 1]
     app_m = _lut(cat_cats, app_io_cats)[cat + 1]
     for m, attr in ((io_m, "threads_io"), (cp_m, "threads_compute")):
         if m.any():
-            r = _representatives(thread[m], every[m])
-            setattr(p, attr, set(zip([hname[c + 1] for c in host[r]], pid[r].tolist(), tid[r].tolist())))
+            r = np.flatnonzero(m)
+            h, pi, ti = host[r], pid[r], tid[r]
+            runs = _run_starts(h, pi, ti)
+            setattr(p, attr, _distinct(hname, h[runs], pi[runs], ti[runs]))
     p.io = union_intervals(ts[io_m], te[io_m])
     p.compute = union_intervals(ts[cp_m], te[cp_m])
     p.app_io = union_intervals(ts[app_m], te[app_m])
     if io_m.any():
-        fname, fname_cats = _codes(df["fname"])
+        fname, fname_cats = cols.codes("fname")
         f = take(fname)[io_m]
         p.files = {fname_cats[c] for c in np.flatnonzero(np.bincount(f + 1)[1:])}
-        name, name_cats = _codes(df["name"])
-        size = df["size"]
-        has = take(size.notna().to_numpy(dtype=bool))[io_m]
-        if size.dtype.kind == "f":
-            sv = size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64)
-        else:
-            sv = size.to_numpy(dtype=np.int64, na_value=0)
+        name, name_cats = cols.codes("name")
+        sv, has = cols.sizes()
+        has = take(has)[io_m]
         sv = take(sv)
         if calls is None:
             p.functions = _function_histograms(take(name)[io_m], name_cats, sv[io_m], has)
         else:
-            per_call, weight, spread = _aggregated_sizes(df, take, agg, calls, sv)
+            per_call, weight, spread = _aggregated_sizes(cols, take, agg, calls, sv)
             p.functions = _function_histograms(take(name)[io_m], name_cats, per_call[io_m],
                                                has & ~spread[io_m], calls[io_m], weight[io_m])
             _add_spread(p.functions, take(name)[io_m], name_cats, has & spread[io_m], calls[io_m],
-                        sv[io_m], *(a[io_m] for a in _spread_bounds(df, take, agg)))
+                        sv[io_m], *(a[io_m] for a in _spread_bounds(cols, take, agg)))
     return p
 
 
-def _int_column(df: pd.DataFrame, key: str, take, fill: int) -> np.ndarray:
-    """``df[key]`` of the kept rows as int64, ``fill`` where null or absent."""
-    if key not in df.columns:
-        return np.full(take(np.zeros(len(df), dtype=np.int64)).size, fill, dtype=np.int64)
-    col = pd.to_numeric(df[key], errors="coerce")
-    return take(col.fillna(fill).to_numpy(dtype=np.float64)).astype(np.int64)
+def _distinct(hname: list, host: np.ndarray, pid: np.ndarray, tid: Optional[np.ndarray] = None) -> set:
+    """Set of distinct ``(hostname, pid)`` or ``(hostname, pid, tid)`` tuples of the given rows
+    (host codes index ``hname`` at code + 1)."""
+    pid_code, pid_uniq = pd.factorize(pid)
+    key = (host + 1) * len(pid_uniq) + pid_code  # dense int64 keys (no overflow: codes < rows)
+    if tid is not None:
+        proc_code, _ = pd.factorize(key)
+        tid_code, tid_uniq = pd.factorize(tid)
+        key = proc_code.astype(np.int64) * len(tid_uniq) + tid_code
+    rep = _representatives(key, np.arange(key.size, dtype=np.int64))
+    hosts = [hname[c + 1] for c in host[rep]]
+    if tid is None:
+        return set(zip(hosts, pid[rep].tolist()))
+    return set(zip(hosts, pid[rep].tolist(), tid[rep].tolist()))
 
 
-def _calls(df: pd.DataFrame, agg: np.ndarray, take) -> np.ndarray:
+def _int_column(cols, key: str, take, fill: int) -> np.ndarray:
+    """Args column ``key`` of the kept rows as int64, ``fill`` where null or absent."""
+    col = cols.numeric(key, fill)
+    if col is None:
+        return np.full(take(np.zeros(cols.rows, dtype=np.int64)).size, fill, dtype=np.int64)
+    return take(col).astype(np.int64)
+
+
+def _calls(cols, agg: np.ndarray, take) -> np.ndarray:
     """Calls per kept row: ``dft_cnt`` for aggregated rows (1 when absent or < 1), else 1."""
-    n = _int_column(df, "dft_cnt", take, 1)
+    n = _int_column(cols, "dft_cnt", take, 1)
     return np.where(agg & (n >= 1), n, 1)
 
 
-def _aggregated_sizes(df, take, agg, calls, sv):
+def _aggregated_sizes(cols, take, agg, calls, sv):
     """Per-call size, histogram weight and "sizes differ" flag per kept row.
 
     A complete event is one call of ``size`` bytes. An aggregated row's ``size`` is the bytes of
@@ -303,23 +401,23 @@ def _aggregated_sizes(df, take, agg, calls, sv):
     ret_max`` and ``size_min == size_max``) each call moved ``size / dft_cnt`` bytes exactly,
     otherwise (``spread``) only the total, ``ret_min``/``ret_max`` bounds are known.
     """
-    rmin = _int_column(df, "ret_min", take, 0)
-    rmax = _int_column(df, "ret_max", take, 0)
-    smin = _int_column(df, "size_min", take, 0)
-    smax = _int_column(df, "size_max", take, 0)
+    rmin = _int_column(cols, "ret_min", take, 0)
+    rmax = _int_column(cols, "ret_max", take, 0)
+    smin = _int_column(cols, "size_min", take, 0)
+    smax = _int_column(cols, "size_max", take, 0)
     spread = agg & (calls > 1) & ((rmin != rmax) | (smin != smax))
     per_call = np.where(agg & ~spread, sv // calls, sv)
     weight = np.where(agg & ~spread, calls, 1)
     return per_call, weight, spread
 
 
-def _spread_bounds(df, take, agg):
+def _spread_bounds(cols, take, agg):
     """Per-call bytes bounds of aggregated rows: ``ret_min × size_min`` and ``ret_max × size_max``
     (``size_*`` taken as 1 when absent: read/write family)."""
-    rmin = _int_column(df, "ret_min", take, 0)
-    rmax = _int_column(df, "ret_max", take, 0)
-    smin = _int_column(df, "size_min", take, 1)
-    smax = _int_column(df, "size_max", take, 1)
+    rmin = _int_column(cols, "ret_min", take, 0)
+    rmax = _int_column(cols, "ret_max", take, 0)
+    smin = _int_column(cols, "size_min", take, 1)
+    smax = _int_column(cols, "size_max", take, 1)
     return rmin * smin, rmax * smax
 
 
@@ -356,8 +454,20 @@ def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: 
     c = codes[has]
     v = sizes[has]
     w = None if weight is None else weight[has]
+    if w is None and c.size:
+        # count (name, size) pairs by hashing the sizes (few distinct) instead of sorting the rows
+        v_code, v_uniq = pd.factorize(v)
+        width = max(1, len(v_uniq))
+        if len(uniq) * width <= 4 * c.size + 4096:
+            pair = np.bincount(c.astype(np.int64) * width + v_code, minlength=len(uniq) * width)
+            nz = np.flatnonzero(pair)
+            pc, pv = nz // width, np.asarray(v_uniq, dtype=np.int64)[nz % width]
+            order = np.lexsort((pv, pc))
+            c, pc, pv, pn = pc, pc[order], pv[order], pair[nz][order].astype(np.int64)
+            return _histogram_dict(counts, uniq, c, pc, pv, pn)
     order = np.lexsort((v, c))
     c, v = c[order], v[order]
+    pc = pv = pn = None
     if c.size:
         new = np.empty(c.size, dtype=bool)
         new[0] = True
@@ -368,6 +478,13 @@ def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: 
             pn = np.diff(np.append(first, c.size)).astype(np.int64)
         else:
             pn = np.add.reduceat(w[order].astype(np.int64), first)
+    return _histogram_dict(counts, uniq, c, pc, pv, pn)
+
+
+def _histogram_dict(counts, uniq, c, pc, pv, pn) -> Dict[str, list]:
+    """name -> [count, (values, counts), None] from pairs ``(pc, pv)`` sorted by name code then
+    value, with ``pn`` calls each (``c`` empty: no sizes at all)."""
+    if c.size:
         cut = np.searchsorted(pc, np.arange(len(uniq) + 1))
     out = {}
     for i in np.flatnonzero(counts):
@@ -404,6 +521,33 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
             spread = _merge_spread(spread, g[2])
         out.functions[n] = [sum(g[0] for g in got), merge_histograms(*(g[1] for g in got)), spread]
     return out
+
+
+class PartialFolder:
+    """Merges partials as they arrive (:meth:`add`), ``fan_in`` at a time per level, so that a
+    streamed summary holds at most ``fan_in - 1`` partials per level (log_fan_in of the batches
+    levels) instead of every batch's partial; :meth:`result` merges what is left. The result is
+    the same as :func:`combine_partials` of all of them (the merge is exact, associative and
+    commutative)."""
+
+    def __init__(self, fan_in: int = 8):
+        self.fan_in = max(2, int(fan_in))
+        self.levels: List[List[Partial]] = []
+
+    def add(self, part: Partial) -> None:
+        level = 0
+        while True:
+            if level == len(self.levels):
+                self.levels.append([])
+            self.levels[level].append(part)
+            if len(self.levels[level]) < self.fan_in:
+                return
+            part = combine_partials(self.levels[level])
+            self.levels[level] = []
+            level += 1
+
+    def result(self) -> Partial:
+        return combine_partials([p for level in self.levels for p in level])
 
 
 # ----------------------------------------------------------------------------- result
