@@ -58,21 +58,31 @@ def preload_traces(data: str, events: int, files: int) -> list:
         os.makedirs(work)
         with open(os.path.join(work, "in.bin"), "wb") as f:
             f.write(os.urandom(1 << 20))
-        pre = subprocess.run([sys.executable, "-m", "dftracer", "--preload-path"], capture_output=True,
-                             text=True, check=True, cwd="/").stdout.strip()
+        pre = subprocess.run(
+            [sys.executable, "-m", "dftracer", "--preload-path"], capture_output=True, text=True, check=True, cwd="/"
+        ).stdout.strip()
         blocks = max(1, events // files // 2)
         t = time.perf_counter()
         for i in range(files):
-            env = dict(os.environ, LD_PRELOAD=pre, DFTRACER_ENABLE="1", DFTRACER_DATA_DIR="all",
-                       DFTRACER_LOG_FILE=os.path.join(d, f"dd-{i}"))
+            env = dict(
+                os.environ,
+                LD_PRELOAD=pre,
+                DFTRACER_ENABLE="1",
+                DFTRACER_DATA_DIR="all",
+                DFTRACER_LOG_FILE=os.path.join(d, f"dd-{i}"),
+            )
             # a regular input file large enough for every block (/dev/zero is not traced)
             need = blocks * 64
             src = os.path.join(work, "in.bin")
             if os.path.getsize(src) < need:
                 with open(src, "ab") as f:
                     f.truncate(need)
-            subprocess.run(["dd", f"if={src}", f"of={os.path.join(work, 'out.bin')}", "bs=64",
-                            f"count={blocks}"], env=env, check=True, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                ["dd", f"if={src}", f"of={os.path.join(work, 'out.bin')}", "bs=64", f"count={blocks}"],
+                env=env,
+                check=True,
+                stderr=subprocess.DEVNULL,
+            )
         shutil.rmtree(work)
         open(done, "w").close()
         print(f"# preload: {files} dd runs of {blocks:,} blocks in {time.perf_counter() - t:.1f} s", flush=True)
@@ -127,8 +137,10 @@ def _run(cmd, cwd) -> tuple:
 def cold_ours(d: str, workers: int, keep_index: bool = False) -> tuple:
     if not keep_index:
         _clear_indexes(d)
-    dt, out = _run([sys.executable, "-m", "dfanalyzer.cli", "summary", d, "--json", "--workers", str(workers),
-                    "--no-progress"], "/")
+    dt, out = _run(
+        [sys.executable, "-m", "dfanalyzer.cli", "summary", d, "--json", "--workers", str(workers), "--no-progress"],
+        "/",
+    )
     return dt, json.loads(out)["events"]
 
 
@@ -174,8 +186,10 @@ def _bag_main(d: str, workers: int) -> None:
     from distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
-            Client(cl):
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+        Client(cl),
+    ):
         files = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
         # the naive pipeline being timed (on purpose not conftest.read_trace)
         bag = db.read_text(files).filter(_is_event).map(json.loads).map(_flatten)
@@ -212,9 +226,12 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", default="", help="comma separated event counts, ours only")
     ap.add_argument("--scale-peers", action="store_true", help="also run the peers at --scale sizes")
     ap.add_argument("--no-memory", action="store_true", help="skip the persisted-frame bytes/event")
-    ap.add_argument("--warm-only", action="store_true",
-                    help="only the in-process warm summary (thread pool, indexes cached) of each set, "
-                         "with wall and CPU time per run; no cold commands, peers or cluster")
+    ap.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="only the in-process warm summary (thread pool, indexes cached) of each set, "
+        "with wall and CPU time per run; no cold commands, peers or cluster",
+    )
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-analyzer"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--_utils", default=None, help=argparse.SUPPRESS)
@@ -246,9 +263,11 @@ def main(argv=None) -> int:
                 t, c = time.perf_counter(), time.process_time()
                 ev = warm_ours(paths, w)[1]
                 dt, cpu = time.perf_counter() - t, time.process_time() - c
-                print(f"# {src} {ev:,} warm threads: {dt:.2f} s wall ({ev / dt / w / 1e6:.2f} M events/s per core), "
-                      f"{cpu:.2f} s CPU ({ev / cpu / 1e6:.2f} M events per CPU-second), load {os.getloadavg()[0]:.1f}",
-                      flush=True)
+                print(
+                    f"# {src} {ev:,} warm threads: {dt:.2f} s wall ({ev / dt / w / 1e6:.2f} M events/s per core), "
+                    f"{cpu:.2f} s CPU ({ev / cpu / 1e6:.2f} M events per CPU-second), load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
         return 0
     for src, n, paths, peers in sets:
         d = os.path.dirname(paths[0])
@@ -259,12 +278,18 @@ def main(argv=None) -> int:
                 for _ in range(max(1, a.repeat)):
                     dt, ev = cold_ours(d, w, keep_index=(mode == "warm"))
                     runs.append((dt, LAST_RUN["cpu_s"], LAST_RUN["peak_rss"]))
-                    print(f"# {src} {n:,} {mode} ours: {dt:.1f} s wall, {LAST_RUN['cpu_s']:.1f} s CPU, peak RSS "
-                          f"{LAST_RUN['peak_rss'] / 2**20:.0f} MiB, {ev:,} events, load {os.getloadavg()[0]:.1f}",
-                          flush=True)
+                    print(
+                        f"# {src} {n:,} {mode} ours: {dt:.1f} s wall, {LAST_RUN['cpu_s']:.1f} s CPU, peak RSS "
+                        f"{LAST_RUN['peak_rss'] / 2**20:.0f} MiB, {ev:,} events, load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
                 r["events"] = ev
-                r[mode] = {"wall_s": statistics.median(x[0] for x in runs), "cpu_s": statistics.median(x[1] for x in runs),
-                           "peak_rss_mib": max(x[2] for x in runs) / 2**20, "runs": runs}
+                r[mode] = {
+                    "wall_s": statistics.median(x[0] for x in runs),
+                    "cpu_s": statistics.median(x[1] for x in runs),
+                    "peak_rss_mib": max(x[2] for x in runs) / 2**20,
+                    "runs": runs,
+                }
             r["loadavg"] = os.getloadavg()
             scale_rows.append(r)
             continue
@@ -272,7 +297,7 @@ def main(argv=None) -> int:
         times = {k: [] for k in names}
         events = {}
         for r in range(max(1, a.repeat)):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for k in order:
                 dt, ev = cold[k](d, w)
                 times[k].append(dt)
@@ -283,25 +308,37 @@ def main(argv=None) -> int:
         t_thr = statistics.median(warm_ours(paths, w)[0] for _ in range(max(1, a.repeat)))
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
-                Client(cl) as client:
+        with (
+            LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+            Client(cl) as client,
+        ):
             warm_ours(paths, w, client)  # workers import dfanalyzer once
             t_cl = statistics.median(warm_ours(paths, w, client)[0] for _ in range(max(1, a.repeat)))
             bpe = None if a.no_memory else held_bytes_per_event(paths, client)
         med = {k: statistics.median(v) for k, v in times.items()}
-        row = {"source": src, "events": events["ours"], "files": len(paths), "workers": w,
-               "cold_s": med, "cold_all_s": times, "rows": events,
-               "warm_threads_s": t_thr, "warm_cluster_s": t_cl,
-               "warm_threads_events_per_s_per_core": events["ours"] / t_thr / w,
-               "warm_cluster_events_per_s_per_core": events["ours"] / t_cl / w,
-               "held_bytes_per_event": bpe,
-               "date": time.strftime("%Y-%m-%d %H:%M"), "loadavg": os.getloadavg()}
+        row = {
+            "source": src,
+            "events": events["ours"],
+            "files": len(paths),
+            "workers": w,
+            "cold_s": med,
+            "cold_all_s": times,
+            "rows": events,
+            "warm_threads_s": t_thr,
+            "warm_cluster_s": t_cl,
+            "warm_threads_events_per_s_per_core": events["ours"] / t_thr / w,
+            "warm_cluster_events_per_s_per_core": events["ours"] / t_cl / w,
+            "held_bytes_per_event": bpe,
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "loadavg": os.getloadavg(),
+        }
         rows.append(row)
-        print(f"# {src} {n:,} warm: threads {t_thr:.2f} s, cluster up {t_cl:.2f} s; held {bpe} B/event",
-              flush=True)
+        print(f"# {src} {n:,} warm: threads {t_thr:.2f} s, cluster up {t_cl:.2f} s; held {bpe} B/event", flush=True)
     print()
-    print("| source | events | cold ours s | cold dftracer-utils s | cold naive bag s | ours ÷ utils | "
-          "bag ÷ ours | warm s (threads / cluster up) | warm ev/s/core (threads / cluster) | B/event held |")
+    print(
+        "| source | events | cold ours s | cold dftracer-utils s | cold naive bag s | ours ÷ utils | "
+        "bag ÷ ours | warm s (threads / cluster up) | warm ev/s/core (threads / cluster) | B/event held |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         c = r["cold_s"]
@@ -310,19 +347,25 @@ def main(argv=None) -> int:
         def f(x):
             return f"{x:.2f}" if x is not None else "—"
 
-        print(f"| {r['source']} | {r['events']:,} | {c['ours']:.2f} | {f(u)} | {f(b)} | "
-              f"{f(c['ours'] / u if u else None)} | {f(b / c['ours'] if b else None)} | "
-              f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "
-              f"{r['warm_threads_events_per_s_per_core'] / 1e6:.2f} M / {r['warm_cluster_events_per_s_per_core'] / 1e6:.2f} M | "
-              f"{f(r['held_bytes_per_event'])} |")
+        print(
+            f"| {r['source']} | {r['events']:,} | {c['ours']:.2f} | {f(u)} | {f(b)} | "
+            f"{f(c['ours'] / u if u else None)} | {f(b / c['ours'] if b else None)} | "
+            f"{r['warm_threads_s']:.2f} / {r['warm_cluster_s']:.2f} | "
+            f"{r['warm_threads_events_per_s_per_core'] / 1e6:.2f} M / {r['warm_cluster_events_per_s_per_core'] / 1e6:.2f} M | "
+            f"{f(r['held_bytes_per_event'])} |"
+        )
     if scale_rows:
-        print("\n| events | files | cold wall s | cold CPU s | cold peak RSS MiB | warm wall s | warm CPU s | "
-              "warm peak RSS MiB | warm M events per CPU-second |")
+        print(
+            "\n| events | files | cold wall s | cold CPU s | cold peak RSS MiB | warm wall s | warm CPU s | "
+            "warm peak RSS MiB | warm M events per CPU-second |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in scale_rows:
             c, h = r["cold"], r["warm"]
-            print(f"| {r['events']:,} | {r['files']} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mib']:.0f} | "
-                  f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {h['peak_rss_mib']:.0f} | {r['events'] / h['cpu_s'] / 1e6:.2f} |")
+            print(
+                f"| {r['events']:,} | {r['files']} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mib']:.0f} | "
+                f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {h['peak_rss_mib']:.0f} | {r['events'] / h['cpu_s'] / 1e6:.2f} |"
+            )
     print(f"\n# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}")
     if a.json:
         with open(a.json, "w") as fh:

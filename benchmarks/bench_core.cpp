@@ -25,9 +25,7 @@
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double cpu_s(clockid_t id) {
   timespec ts;
@@ -36,9 +34,9 @@ double cpu_s(clockid_t id) {
 }
 
 struct Result {
-  double loop_ns;   // wall time of the event loop per event (includes waiting for the writer)
-  double cpu_ns;    // CPU time of the application thread per event (formatting, buffering)
-  double proc_ns;   // CPU time of the whole process per event incl. finalize (writer: deflate + write)
+  double loop_ns;  // wall time of the event loop per event (includes waiting for the writer)
+  double cpu_ns;   // CPU time of the application thread per event (formatting, buffering)
+  double proc_ns;  // CPU time of the whole process per event incl. finalize (writer: deflate + write)
   double file_bytes;
 };
 
@@ -52,9 +50,9 @@ __attribute__((noinline)) void region_tags(int i) {
 }
 
 void clear_env() {
-  for (const char* k : {"DFTRACER_ENABLE", "DFTRACER_TRACE_COMPRESSION", "DFTRACER_LOG_FILE", "DFTRACER_ROOT_PID",
-                        "DFTRACER_TRACE_BASE", "DFTRACER_WRITE_BUFFER_SIZE", "DFTRACER_CONFIGURATION",
-                        "DFTRACER_COMPRESSION_LEVEL"})
+  for (const char* k :
+       {"DFTRACER_ENABLE", "DFTRACER_TRACE_COMPRESSION", "DFTRACER_LOG_FILE", "DFTRACER_ROOT_PID",
+        "DFTRACER_TRACE_BASE", "DFTRACER_WRITE_BUFFER_SIZE", "DFTRACER_CONFIGURATION", "DFTRACER_COMPRESSION_LEVEL"})
     unsetenv(k);
 }
 
@@ -202,9 +200,10 @@ std::string io_text(long n, bool regular, const std::string& dir) {
   clear_env();
   std::string path;
   {
-    std::vector<std::pair<const char*, std::string>> env = {
-        {"DFTRACER_ENABLE", "1"}, {"DFTRACER_TRACE_COMPRESSION", "0"}, {"DFTRACER_LOG_FILE", dir + "/plain"},
-        {"BENCH_DIR", dir}};
+    std::vector<std::pair<const char*, std::string>> env = {{"DFTRACER_ENABLE", "1"},
+                                                            {"DFTRACER_TRACE_COMPRESSION", "0"},
+                                                            {"DFTRACER_LOG_FILE", dir + "/plain"},
+                                                            {"BENCH_DIR", dir}};
     in_child(env, regular ? &run_io<false, true> : &run_io<false, false>, n);
   }
   std::string cmd = "cat " + dir + "/plain-*.pfw";
@@ -266,23 +265,24 @@ int main(int argc, char** argv) {
               io_n, dftracer::MemberEncoder::backend());
   std::printf("%-40s %9s %9s %9s %12s %12s\n", "mode", "wall ns", "cpu ns", "proc ns", "file bytes", "bytes/event");
   for (int regular = 0; regular < 2; ++regular)
-  for (int tags = 0; tags < 2; ++tags) {
-    for (int comp = 1; comp >= 0; --comp) {
-      std::string d = work + "/io" + std::to_string(regular) + std::to_string(tags) + std::to_string(comp);
-      mkdir(d.c_str(), 0755);
-      std::vector<std::pair<const char*, std::string>> env = {
-          {"DFTRACER_ENABLE", "1"}, {"DFTRACER_TRACE_COMPRESSION", comp ? "1" : "0"}, {"DFTRACER_LOG_FILE", d + "/io"},
-          {"BENCH_DIR", d}};
-      Result (*fn)(long) = regular ? (tags ? &run_io<true, true> : &run_io<false, true>)
-                                   : (tags ? &run_io<true, false> : &run_io<false, false>);
-      Result r = in_child(env, fn, io_n);
-      char label[64];
-      std::snprintf(label, sizeof(label), "%s timing, %s, %s", regular ? "regular" : "random", tags ? "3 tags" : "no tags",
-                    comp ? "compressed" : "plain");
-      std::printf("%-40s %9.1f %9.1f %9.1f %12.0f %12.2f\n", label, r.loop_ns, r.cpu_ns, r.proc_ns, r.file_bytes,
-                  r.file_bytes / io_n);
+    for (int tags = 0; tags < 2; ++tags) {
+      for (int comp = 1; comp >= 0; --comp) {
+        std::string d = work + "/io" + std::to_string(regular) + std::to_string(tags) + std::to_string(comp);
+        mkdir(d.c_str(), 0755);
+        std::vector<std::pair<const char*, std::string>> env = {{"DFTRACER_ENABLE", "1"},
+                                                                {"DFTRACER_TRACE_COMPRESSION", comp ? "1" : "0"},
+                                                                {"DFTRACER_LOG_FILE", d + "/io"},
+                                                                {"BENCH_DIR", d}};
+        Result (*fn)(long) = regular ? (tags ? &run_io<true, true> : &run_io<false, true>)
+                                     : (tags ? &run_io<true, false> : &run_io<false, false>);
+        Result r = in_child(env, fn, io_n);
+        char label[64];
+        std::snprintf(label, sizeof(label), "%s timing, %s, %s", regular ? "regular" : "random",
+                      tags ? "3 tags" : "no tags", comp ? "compressed" : "plain");
+        std::printf("%-40s %9.1f %9.1f %9.1f %12.0f %12.2f\n", label, r.loop_ns, r.cpu_ns, r.proc_ns, r.file_bytes,
+                    r.file_bytes / io_n);
+      }
     }
-  }
 
   // Level 1 is adaptive: line_deflate, falling back to the general deflater at level 6 ("line+6").
   std::printf("\n# Part 3: deflate level sweep on the no-tag mix (4 MiB members, writer thread cost, CPU time)\n");
@@ -323,9 +323,10 @@ int main(int argc, char** argv) {
         if (use_zlib) deflateEnd(&zs);
         if (use_zlib && std::strcmp(dftracer::MemberEncoder::backend(), "zlib") == 0) continue;
         std::printf("%-8s %-8d %-10s %12.2f %12.1f\n", regular ? "regular" : "random", level,
-                    use_zlib ? "zlib" : level == 1 ? "line+6" : dftracer::MemberEncoder::backend(),
-                    static_cast<double>(total) / io_n,
-                    text.size() / (t1 - t0) / 1e6);
+                    use_zlib     ? "zlib"
+                    : level == 1 ? "line+6"
+                                 : dftracer::MemberEncoder::backend(),
+                    static_cast<double>(total) / io_n, text.size() / (t1 - t0) / 1e6);
       }
     }
   }

@@ -46,7 +46,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import gen_traces
-    import numpy as np
     from distributed import Client, LocalCluster
 
     from dfanalyzer import DFAnalyzer, reader
@@ -84,19 +83,28 @@ def main(argv=None) -> int:
         cluster.close()
     assert res["pushdown"]["events"] == res["no pushdown"]["events"], "push-down changed the result"
     out = {
-        "events": a.events, "files": a.files, "checkpoints": n_ckpt, "workers": a.workers, "keep": a.keep,
-        "stats_build_s": t_stats, "runs": res,
+        "events": a.events,
+        "files": a.files,
+        "checkpoints": n_ckpt,
+        "workers": a.workers,
+        "keep": a.keep,
+        "stats_build_s": t_stats,
+        "runs": res,
         "ratio_full_over_pushdown": res["full"]["seconds"] / res["pushdown"]["seconds"],
         "ratio_nopushdown_over_pushdown": res["no pushdown"]["seconds"] / res["pushdown"]["seconds"],
     }
-    print(f"# {a.events:,} events, {a.files} files, {n_ckpt} checkpoints, {a.workers} workers, "
-          f"keep last {a.keep:.0%} of the time span; stats built once in {t_stats:.2f} s")
+    print(
+        f"# {a.events:,} events, {a.files} files, {n_ckpt} checkpoints, {a.workers} workers, "
+        f"keep last {a.keep:.0%} of the time span; stats built once in {t_stats:.2f} s"
+    )
     print("| run | load + functions() s | events | checkpoints skipped |")
     print("| --- | ---: | ---: | ---: |")
     for label, r in res.items():
         print(f"| {label} | {r['seconds']:.3f} | {r['events']:,} | {r['skipped_checkpoints']} |")
-    print(f"ratio full / pushdown = {out['ratio_full_over_pushdown']:.2f}x; "
-          f"no-pushdown / pushdown = {out['ratio_nopushdown_over_pushdown']:.2f}x")
+    print(
+        f"ratio full / pushdown = {out['ratio_full_over_pushdown']:.2f}x; "
+        f"no-pushdown / pushdown = {out['ratio_nopushdown_over_pushdown']:.2f}x"
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)

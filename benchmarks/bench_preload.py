@@ -67,12 +67,27 @@ def setups(ours: str, original: str | None, breakdown: bool, darshan: str | None
     if breakdown:
         # where the cost goes: wrappers on an untraced file (fast path only), then events
         # without compression (formatting + write), then the full setups below
-        out["ours:untraced"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
-                                "DFTRACER_INC_METADATA": "1", "_DATA_DIR": "/nonexistent-dir"}
-        out["ours+meta:gzip-off"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
-                                     "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "0"}
-        out["ours+meta:gzip-6"] = {"LD_PRELOAD": ours, "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
-                                   "DFTRACER_INC_METADATA": "1", "DFTRACER_COMPRESSION_LEVEL": "6"}
+        out["ours:untraced"] = {
+            "LD_PRELOAD": ours,
+            "DFTRACER_ENABLE": "1",
+            "DFTRACER_INIT": "PRELOAD",
+            "DFTRACER_INC_METADATA": "1",
+            "_DATA_DIR": "/nonexistent-dir",
+        }
+        out["ours+meta:gzip-off"] = {
+            "LD_PRELOAD": ours,
+            "DFTRACER_ENABLE": "1",
+            "DFTRACER_INIT": "PRELOAD",
+            "DFTRACER_INC_METADATA": "1",
+            "DFTRACER_TRACE_COMPRESSION": "0",
+        }
+        out["ours+meta:gzip-6"] = {
+            "LD_PRELOAD": ours,
+            "DFTRACER_ENABLE": "1",
+            "DFTRACER_INIT": "PRELOAD",
+            "DFTRACER_INC_METADATA": "1",
+            "DFTRACER_COMPRESSION_LEVEL": "6",
+        }
     for name, lib in (("ours", ours), ("original", original)):
         if not lib:
             continue
@@ -87,14 +102,21 @@ def setups(ours: str, original: str | None, breakdown: bool, darshan: str | None
                 out[f"{name}{'+meta' if meta else ''}"]["_FOREIGN"] = "1"
     if darshan:
         # DXT: a trace record per read/write; log written to the run's log dir at exit
-        out["darshan-dxt"] = {"LD_PRELOAD": darshan, "DARSHAN_ENABLE_NONMPI": "1", "DXT_ENABLE_IO_TRACE": "1",
-                              "_DARSHAN": "1"}
+        out["darshan-dxt"] = {
+            "LD_PRELOAD": darshan,
+            "DARSHAN_ENABLE_NONMPI": "1",
+            "DXT_ENABLE_IO_TRACE": "1",
+            "_DARSHAN": "1",
+        }
     return out
 
 
 def run_once(cmd: list[str], extra: dict | None, data_dir: str, log_dir: str) -> tuple[dict, int, int]:
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith(("DFTRACER_", "DARSHAN_", "DXT_")) or k == "LD_PRELOAD")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(("DFTRACER_", "DARSHAN_", "DXT_")) or k == "LD_PRELOAD")
+    }
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
     darshan = bool(extra and extra.get("_DARSHAN"))
@@ -135,8 +157,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ours-lib", default=None, help="our libdftracer_preload.so (default: the installed one)")
     ap.add_argument("--darshan-lib", default=None, help="Darshan's libdarshan.so (runs it with DXT tracing on)")
     ap.add_argument("--json", default=None, help="write all results here")
-    ap.add_argument("--breakdown", action="store_true",
-                    help="add setups: preload on an untraced file, and with compression off")
+    ap.add_argument(
+        "--breakdown", action="store_true", help="add setups: preload on an untraced file, and with compression off"
+    )
     args = ap.parse_args(argv)
 
     from dftracer._paths import preload_library
@@ -155,13 +178,19 @@ def main(argv=None) -> int:
         log_dir = os.path.join(work, "logs")
         conf = setups(ours, args.original_lib, args.breakdown, args.darshan_lib)
         results = []
-        print(f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} "
-              f"{'cpu ovh':>8} {'cpu ns/call':>11} {'app ns/call':>11} {'B/event':>8}")
+        print(
+            f"{'variant':7} {'P':>2} {'setup':14} {'ms/proc':>9} {'overhead':>9} {'ns/call':>8} "
+            f"{'cpu ovh':>8} {'cpu ns/call':>11} {'app ns/call':>11} {'B/event':>8}"
+        )
         for variant in args.variants.split(","):
             for procs in [int(p) for p in args.procs.split(",")]:
                 rounds = args.rounds if variant == "c" else args.py_rounds
                 base = [data, str(procs), str(args.reads), str(args.bs), str(rounds)]
-                cmd = [exe, *base] if variant == "c" else [sys.executable, os.path.join(HERE, "bench_preload_py.py"), *base]
+                cmd = (
+                    [exe, *base]
+                    if variant == "c"
+                    else [sys.executable, os.path.join(HERE, "bench_preload_py.py"), *base]
+                )
                 times: dict[str, list[float]] = {k: [] for k in conf}
                 cpus: dict[str, list[float]] = {k: [] for k in conf}
                 tcpus: dict[str, list[float]] = {k: [] for k in conf}
@@ -169,7 +198,7 @@ def main(argv=None) -> int:
                 calls = 0
                 for rep in range(args.repeat):
                     names = list(conf)
-                    names = names[rep % len(names):] + names[: rep % len(names)]  # rotate order
+                    names = names[rep % len(names) :] + names[: rep % len(names)]  # rotate order
                     for name in names:
                         res, nbytes, nev = run_once(cmd, conf[name], data_dir, log_dir)
                         times[name].append(statistics.mean(res["ns_per_proc"]))
@@ -184,20 +213,30 @@ def main(argv=None) -> int:
                 for name in conf:
                     t = statistics.median(times[name])
                     c = statistics.median(cpus[name])
-                    row = {"variant": variant, "procs": procs, "setup": name, "calls_per_proc": calls,
-                           "ns_per_proc": t, "overhead_pct": 100.0 * (t / t_base - 1.0),
-                           "ns_per_call": (t - t_base) / calls, "runs_ns": times[name],
-                           "cpu_ns": c, "cpu_overhead_pct": 100.0 * (c / c_base - 1.0),
-                           "cpu_ns_per_call": (c - c_base) / (calls * procs),
-                           "app_thread_ns_per_call": (statistics.median(tcpus[name]) - a_base) / calls}
+                    row = {
+                        "variant": variant,
+                        "procs": procs,
+                        "setup": name,
+                        "calls_per_proc": calls,
+                        "ns_per_proc": t,
+                        "overhead_pct": 100.0 * (t / t_base - 1.0),
+                        "ns_per_call": (t - t_base) / calls,
+                        "runs_ns": times[name],
+                        "cpu_ns": c,
+                        "cpu_overhead_pct": 100.0 * (c / c_base - 1.0),
+                        "cpu_ns_per_call": (c - c_base) / (calls * procs),
+                        "app_thread_ns_per_call": (statistics.median(tcpus[name]) - a_base) / calls,
+                    }
                     if name in sizes and sizes[name][1] and "untraced" not in name:
                         row["trace_bytes"], row["events"] = sizes[name]
                         row["bytes_per_event"] = sizes[name][0] / sizes[name][1]
                     results.append(row)
                     bpe = f"{row['bytes_per_event']:8.2f}" if "bytes_per_event" in row else f"{'-':>8}"
-                    print(f"{variant:7} {procs:2d} {name:14} {t / 1e6:9.2f} {row['overhead_pct']:8.1f}% "
-                          f"{row['ns_per_call']:8.1f} {row['cpu_overhead_pct']:7.1f}% {row['cpu_ns_per_call']:11.1f} {row['app_thread_ns_per_call']:11.1f} {bpe}",
-                          flush=True)
+                    print(
+                        f"{variant:7} {procs:2d} {name:14} {t / 1e6:9.2f} {row['overhead_pct']:8.1f}% "
+                        f"{row['ns_per_call']:8.1f} {row['cpu_overhead_pct']:7.1f}% {row['cpu_ns_per_call']:11.1f} {row['app_thread_ns_per_call']:11.1f} {bpe}",
+                        flush=True,
+                    )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)

@@ -37,9 +37,19 @@ def main():
     for p in ps:
         p.join()
     ok = all(p.exitcode == 0 for p in ps)
-    print(json.dumps({"procs": procs, "reads": n, "bs": bs, "rounds": rounds,
-                      "calls": rounds * (n + 2), "ns_per_proc": [g[0] for g in got],
-                      "thread_cpu_ns_per_proc": [g[1] for g in got]}))
+    print(
+        json.dumps(
+            {
+                "procs": procs,
+                "reads": n,
+                "bs": bs,
+                "rounds": rounds,
+                "calls": rounds * (n + 2),
+                "ns_per_proc": [g[0] for g in got],
+                "thread_cpu_ns_per_proc": [g[1] for g in got],
+            }
+        )
+    )
     return 0 if ok else 1
 
 

@@ -138,8 +138,10 @@ def main(argv=None) -> int:
         with open(data, "wb") as f:
             f.write(os.urandom(4096))
         log_dir = os.path.join(work, "logs")
-        print(f"{n} processes per run, {args.repeat} repetitions; traced = {args.lib}"
-              + (f"; compare = {args.compare_lib}" if args.compare_lib else ""))
+        print(
+            f"{n} processes per run, {args.repeat} repetitions; traced = {args.lib}"
+            + (f"; compare = {args.compare_lib}" if args.compare_lib else "")
+        )
         print(f"{'workload':8} {'setup':9} {'ms/proc':>8} {'+wall ms':>9} {'+cpu ms':>8} {'ratio':>6}  check")
         for workload in args.workloads.split(","):
             wall: dict[str, list[float]] = {s: [] for s in setups}
@@ -147,7 +149,7 @@ def main(argv=None) -> int:
             checks: dict[str, str] = {}
             names = list(setups)
             for rep in range(args.repeat):
-                order = names[rep % len(names):] + names[: rep % len(names)]
+                order = names[rep % len(names) :] + names[: rep % len(names)]
                 for name in order:
                     lib = setups[name]
                     shutil.rmtree(log_dir, ignore_errors=True)
@@ -162,14 +164,25 @@ def main(argv=None) -> int:
                 added = [wall[name][i] - wall["untraced"][i] for i in range(args.repeat)]
                 added_cpu = [cpu[name][i] - cpu["untraced"][i] for i in range(args.repeat)]
                 ratios = [wall[name][i] / wall["untraced"][i] for i in range(args.repeat)]
-                row = {"workload": workload, "setup": name, "procs": n, "repeat": args.repeat,
-                       "ms_per_proc": statistics.median(wall[name]),
-                       "added_wall_ms": statistics.median(added), "added_cpu_ms": statistics.median(added_cpu),
-                       "ratio": statistics.median(ratios), "wall_ms_runs": wall[name], "cpu_ms_runs": cpu[name],
-                       "check": checks.get(name, "")}
+                row = {
+                    "workload": workload,
+                    "setup": name,
+                    "procs": n,
+                    "repeat": args.repeat,
+                    "ms_per_proc": statistics.median(wall[name]),
+                    "added_wall_ms": statistics.median(added),
+                    "added_cpu_ms": statistics.median(added_cpu),
+                    "ratio": statistics.median(ratios),
+                    "wall_ms_runs": wall[name],
+                    "cpu_ms_runs": cpu[name],
+                    "check": checks.get(name, ""),
+                }
                 results.append(row)
-                print(f"{workload:8} {name:9} {row['ms_per_proc']:8.3f} {row['added_wall_ms']:9.3f} "
-                      f"{row['added_cpu_ms']:8.3f} {row['ratio']:6.2f}  {row['check']}", flush=True)
+                print(
+                    f"{workload:8} {name:9} {row['ms_per_proc']:8.3f} {row['added_wall_ms']:9.3f} "
+                    f"{row['added_cpu_ms']:8.3f} {row['ratio']:6.2f}  {row['check']}",
+                    flush=True,
+                )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)

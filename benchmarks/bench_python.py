@@ -71,7 +71,7 @@ def components(calls: int, repeat: int) -> dict:
 
 
 def child(form: str, calls: int, repeat: int) -> dict:
-    from dftracer.python import dftracer, dft_fn
+    from dftracer.python import dft_fn, dftracer
 
     def bare():
         return None
@@ -91,6 +91,7 @@ def child(form: str, calls: int, repeat: int) -> dict:
                 with ctx:
                     bare()
     else:
+
         def loop(n):
             for _ in range(n):
                 traced()
@@ -111,8 +112,12 @@ def child(form: str, calls: int, repeat: int) -> dict:
     log = dftracer.get_instance()
     path = log.trace_path()
     log.finalize()
-    return {"ns_per_call": statistics.median(times), "bare_ns": statistics.median(bare_times),
-            "events": 1000 + calls * repeat, "trace": path}
+    return {
+        "ns_per_call": statistics.median(times),
+        "bare_ns": statistics.median(bare_times),
+        "events": 1000 + calls * repeat,
+        "trace": path,
+    }
 
 
 def run_child(form, mode, calls, repeat, tmp):
@@ -121,12 +126,15 @@ def run_child(form, mode, calls, repeat, tmp):
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["DFTRACER_LOG_FILE"] = os.path.join(tmp, f"{form}-{mode.replace(' ', '_')}")
     env.update(MODES[mode])
-    out = subprocess.run([sys.executable, __file__, "--child", form, "--calls", str(calls),
-                          "--repeat", str(repeat)], env=env, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", form, "--calls", str(calls), "--repeat", str(repeat)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    files = [os.path.join(tmp, f) for f in os.listdir(tmp)
-             if f.startswith(f"{form}-{mode.replace(' ', '_')}")]
+    files = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith(f"{form}-{mode.replace(' ', '_')}")]
     res["bytes"] = sum(os.path.getsize(f) for f in files)
     return res
 
@@ -156,12 +164,16 @@ def main():
                 if best is None or r["ns_per_call"] < best["ns_per_call"]:
                     results[(form, mode)] = r
 
-    print(f"calls per run: {a.calls}, runs per child: {a.repeat} (median), best of {a.rounds} "
-          f"rounds, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"calls per run: {a.calls}, runs per child: {a.repeat} (median), best of {a.rounds} "
+        f"rounds, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print()
-    print("| form | mode | ns/call | bare call ns | overhead vs disabled (ns/event) "
-          "| ratio vs disabled | bytes/event on disk |")
+    print(
+        "| form | mode | ns/call | bare call ns | overhead vs disabled (ns/event) "
+        "| ratio vs disabled | bytes/event on disk |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for form in FORMS:
         base = results[(form, "disabled")]["ns_per_call"]
@@ -171,27 +183,34 @@ def main():
             over = f"{r['ns_per_call'] - base:.0f}" if enabled else "-"
             ratio = f"{r['ns_per_call'] / base:.1f}x" if enabled else "1.0x"
             bpe = f"{r['bytes'] / r['events']:.1f}" if enabled else "0 (no file)"
-            print(f"| {form} | {mode} | {r['ns_per_call']:.0f} | {r['bare_ns']:.0f} | {over} "
-                  f"| {ratio} | {bpe} |")
+            print(f"| {form} | {mode} | {r['ns_per_call']:.0f} | {r['bare_ns']:.0f} | {over} | {ratio} | {bpe} |")
     with tempfile.TemporaryDirectory(prefix="bench_python_") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
         env.pop("LD_PRELOAD", None)
-        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"]
-                                         if env.get("PYTHONPATH") else "")
-        env.update(DFTRACER_ENABLE="1", DFTRACER_TRACE_COMPRESSION="0",
-                   DFTRACER_LOG_FILE=os.path.join(tmp, "components"))
-        comp = json.loads(subprocess.run(
-            [sys.executable, __file__, "--child", "components", "--calls", str(a.calls),
-             "--repeat", str(a.repeat)], env=env, capture_output=True, text=True,
-            check=True).stdout.strip().splitlines()[-1])
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.update(
+            DFTRACER_ENABLE="1", DFTRACER_TRACE_COMPRESSION="0", DFTRACER_LOG_FILE=os.path.join(tmp, "components")
+        )
+        comp = json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--child", "components", "--calls", str(a.calls), "--repeat", str(a.repeat)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
     dec = results[("decorator", "enabled plain")]
     own = dec["ns_per_call"] - dec["bare_ns"] - 2 * comp["get_time"] - comp["log_event"]
     print()
-    print(f"binding costs (plain mode, same machine): get_time {comp['get_time']:.0f} ns, "
-          f"log_event {comp['log_event']:.0f} ns, log_event with 3 tags "
-          f"{comp['log_event+tags']:.0f} ns")
-    print(f"decorator's own Python work (plain decorator - bare call - 2 get_time - log_event): "
-          f"{own:.0f} ns")
+    print(
+        f"binding costs (plain mode, same machine): get_time {comp['get_time']:.0f} ns, "
+        f"log_event {comp['log_event']:.0f} ns, log_event with 3 tags "
+        f"{comp['log_event+tags']:.0f} ns"
+    )
+    print(f"decorator's own Python work (plain decorator - bare call - 2 get_time - log_event): {own:.0f} ns")
     results[("components", "enabled plain")] = comp
     if a.json:
         with open(a.json, "w") as fh:

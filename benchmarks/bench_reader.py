@@ -12,6 +12,7 @@ is single-threaded; the machine is shared), wall rates are printed too.
 
 Usage: python benchmarks/bench_reader.py [--events 1000000] [--repeat 3] [--out /tmp/dft-bench]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,10 @@ def main(argv=None):
         dt, _, idx = _timed(lambda: R.build_index(p, force=True), a.repeat)
         size = os.path.getsize(p)
         res[label] = (dt, size, idx)
-        print("index %-8s %8.1f MB compressed  %8.2f ms  -> %8.2f ms per 100 MB, %7.3f s per GB, %d checkpoints"
-              % (label, size / 1e6, dt * 1e3, dt * 1e3 / (size / 1e8), dt / (size / 1e9), len(idx["checkpoints"])))
+        print(
+            "index %-8s %8.1f MB compressed  %8.2f ms  -> %8.2f ms per 100 MB, %7.3f s per GB, %d checkpoints"
+            % (label, size / 1e6, dt * 1e3, dt * 1e3 / (size / 1e8), dt / (size / 1e9), len(idx["checkpoints"]))
+        )
 
     def read_all(path, keep=None):
         n = len(R.build_index(path)["checkpoints"])
@@ -90,8 +93,10 @@ def main(argv=None):
     for label, p in (("member", pm), ("inflate", pg)):
         w, c, ev = _timed(lambda: read_all(p), a.repeat)
         rates[label] = (ev / w, ev / c)
-        print("read+parse %-8s: %d events in %.3f s wall (%.3f s CPU) = %.2f M events/s wall, %.2f M events/s per core"
-              % (label, ev, w, c, ev / w / 1e6, ev / c / 1e6))
+        print(
+            "read+parse %-8s: %d events in %.3f s wall (%.3f s CPU) = %.2f M events/s wall, %.2f M events/s per core"
+            % (label, ev, w, c, ev / w / 1e6, ev / c / 1e6)
+        )
     # memory held: RSS growth while every batch's frame of the member file is kept
     gc.collect()
     rss0 = rss_mb()
@@ -99,9 +104,16 @@ def main(argv=None):
     events = read_all(pm, frames)
     rss1 = rss_mb()
     frame_bytes = sum(int(f.memory_usage(index=False, deep=True).sum()) for f in frames)
-    print("memory held: %.1f MB RSS growth for %d events = %.0f bytes/event (frames: %.0f bytes/event; peak RSS %.0f MB)"
-          % (rss1 - rss0, events, (rss1 - rss0) * 2**20 / events, frame_bytes / events,
-             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    print(
+        "memory held: %.1f MB RSS growth for %d events = %.0f bytes/event (frames: %.0f bytes/event; peak RSS %.0f MB)"
+        % (
+            rss1 - rss0,
+            events,
+            (rss1 - rss0) * 2**20 / events,
+            frame_bytes / events,
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        )
+    )
     print("dtypes: " + ", ".join("%s=%s" % (k, v) for k, v in frames[0].dtypes.astype(str).items()))
     del frames
     gc.collect()
@@ -127,11 +139,15 @@ def main(argv=None):
 
     w, c, nb = _timed(baseline, a.repeat)
     base_w, base_c = nb / w, nb / c
-    print("baseline gzip+json.loads+DataFrame: %d events in %.3f s wall (%.3f s CPU) = %.3f M events/s wall, "
-          "%.3f M events/s per core" % (nb, w, c, base_w / 1e6, base_c / 1e6))
+    print(
+        "baseline gzip+json.loads+DataFrame: %d events in %.3f s wall (%.3f s CPU) = %.3f M events/s wall, "
+        "%.3f M events/s per core" % (nb, w, c, base_w / 1e6, base_c / 1e6)
+    )
     for label in ("member", "inflate"):
-        print("ratio ours/baseline (%s file): %.1fx wall, %.1fx per core"
-              % (label, rates[label][0] / base_w, rates[label][1] / base_c))
+        print(
+            "ratio ours/baseline (%s file): %.1fx wall, %.1fx per core"
+            % (label, rates[label][0] / base_w, rates[label][1] / base_c)
+        )
     return 0
 
 

@@ -71,7 +71,7 @@ def generate(data: str, files: int, events: int, per_process: int = 100) -> list
         os.environ["DFTRACER_ENABLE"] = "1"
         t0 = time.time()
         for start in range(0, len(missing), per_process):
-            chunk = missing[start:start + per_process]
+            chunk = missing[start : start + per_process]
             pid = os.fork()
             if pid == 0:
                 code = 1
@@ -93,9 +93,23 @@ def summary(pattern_dir: str, workers: int, extra=()) -> tuple:
     for ix in glob.glob(os.path.join(pattern_dir, "*.zindex*")):
         os.unlink(ix)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "summary", pattern_dir, "--json", "--workers",
-                           str(workers), "--no-progress", *extra], capture_output=True, text=True,
-                          cwd=os.path.dirname(pattern_dir))  # not a source tree: import the installed package
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dfanalyzer.cli",
+            "summary",
+            pattern_dir,
+            "--json",
+            "--workers",
+            str(workers),
+            "--no-progress",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(pattern_dir),
+    )  # not a source tree: import the installed package
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit("dfanalyzer summary failed:\n" + proc.stderr[-3000:])
@@ -137,8 +151,10 @@ def main(argv=None) -> int:
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, n, ev, t in rows:
         print("| %s | %d | %d | %.1f | %.0f |" % (name, n, ev, t, n / t))
-    print("\nsame-run ratio on %d files: per-file %.1f s / grouped %.1f s = %.1fx"
-          % (a.baseline_files, t_base, t_sub, t_base / t_sub))
+    print(
+        "\nsame-run ratio on %d files: per-file %.1f s / grouped %.1f s = %.1fx"
+        % (a.baseline_files, t_base, t_sub, t_base / t_sub)
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump([dict(zip(("path", "files", "events", "seconds"), r)) for r in rows], f, indent=2)

@@ -13,6 +13,7 @@ stats, reads, writes, seeks and closes, STDIO fopen/fread/fwrite/fclose. The fir
 Importable: :func:`write_members` (our member writer), :func:`gzip_member`, :func:`event_lines`,
 :func:`generate`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ def write_members(path: str, lines: Iterable[bytes], member_bytes: int = 1 << 20
 
     Members are compressed on a second thread (the encoder releases the GIL) while lines are built.
     """
-    from concurrent.futures import ThreadPoolExecutor
     from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
 
     n = 0
     with open(path, "wb") as f, ThreadPoolExecutor(max_workers=2) as ex:
@@ -78,9 +79,15 @@ def _step_block(rng: random.Random, n_steps: int):
     """Random numbers for ``n_steps`` steps, drawn in bulk (lists are faster to index than rng calls)."""
     r = rng.random
     k = n_steps * 12
-    return ([rng.randint(50, 5000) for _ in range(n_steps)], [rng.randint(100, 20000) for _ in range(n_steps)],
-            [r() for _ in range(n_steps)], [int(r() * 900) + 1 for _ in range(k)], [int(r() * 21) for _ in range(k)],
-            [r() for _ in range(k)], [int(r() * 30) + 1 for _ in range(n_steps)])
+    return (
+        [rng.randint(50, 5000) for _ in range(n_steps)],
+        [rng.randint(100, 20000) for _ in range(n_steps)],
+        [r() for _ in range(n_steps)],
+        [int(r() * 900) + 1 for _ in range(k)],
+        [int(r() * 21) for _ in range(k)],
+        [r() for _ in range(k)],
+        [int(r() * 30) + 1 for _ in range(n_steps)],
+    )
 
 
 def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_700_000_000_000_000) -> Iterator[bytes]:
@@ -99,15 +106,23 @@ def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_7
     files = [b"/p/lustre/data/train/img_%05d.npz" % i for i in range(64)]
     ckpt = b"/p/lustre/ckpt/model-%d.pt" % pid
     # Per-op line prefix/suffix templates (only numbers are formatted per event).
-    pre = {op: b'{"id":%%d,"name":"%s","cat":"%s","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X","args":{"hostname":"%s",'
-           % (op.encode(), b"STDIO" if op.startswith("f") else b"POSIX", pid, hb)
-           for op in set(_POSIX_OPS) | set(_STDIO_OPS)}
-    app = (b'{"id":%%d,"name":"train_step","cat":"app","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
-           b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"level":1}}\n' % (pid, hb))
-    comp = (b'{"id":%%d,"name":"compute","cat":"compute","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
-            b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"flops":%%.3f}}\n' % (pid, hb))
-    big = (b'{"id":%%d,"name":"write","cat":"POSIX","pid":%d,"tid":%%d,"ts":%%d,"dur":9000,"ph":"X",'
-           b'"args":{"hostname":"%s","fname":"%s","fd":9,"count":8388608,"ret":8388608,"offset":0}}\n' % (pid, hb, ckpt))
+    pre = {
+        op: b'{"id":%%d,"name":"%s","cat":"%s","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X","args":{"hostname":"%s",'
+        % (op.encode(), b"STDIO" if op.startswith("f") else b"POSIX", pid, hb)
+        for op in set(_POSIX_OPS) | set(_STDIO_OPS)
+    }
+    app = (
+        b'{"id":%%d,"name":"train_step","cat":"app","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
+        b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"level":1}}\n' % (pid, hb)
+    )
+    comp = (
+        b'{"id":%%d,"name":"compute","cat":"compute","pid":%d,"tid":%%d,"ts":%%d,"dur":%%d,"ph":"X",'
+        b'"args":{"hostname":"%s","epoch":%%d,"step":%%d,"flops":%%.3f}}\n' % (pid, hb)
+    )
+    big = (
+        b'{"id":%%d,"name":"write","cat":"POSIX","pid":%d,"tid":%%d,"ts":%%d,"dur":9000,"ph":"X",'
+        b'"args":{"hostname":"%s","fname":"%s","fd":9,"count":8388608,"ret":8388608,"offset":0}}\n' % (pid, hb, ckpt)
+    )
     posix = [(op, pre[op]) for op in _POSIX_OPS]
     stdio = [(op, pre[op]) for op in _STDIO_OPS]
     out: List[bytes] = []
@@ -131,7 +146,7 @@ def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_7
             fname = files[step & 63]
             fd = 3 + step % 16
             off = 0
-            for op, p in (posix if step % 5 else stdio):
+            for op, p in posix if step % 5 else stdio:
                 if ev >= n_events:
                     break
                 d = d_io[k]
@@ -186,8 +201,16 @@ def _write_one(job) -> str:
     return path
 
 
-def generate(out: str, events: int, files: int = 1, fmt: str = "member", member_bytes: int = 1 << 20,
-             seed: int = 0, level: int = 6, jobs: int = 0) -> List[str]:
+def generate(
+    out: str,
+    events: int,
+    files: int = 1,
+    fmt: str = "member",
+    member_bytes: int = 1 << 20,
+    seed: int = 0,
+    level: int = 6,
+    jobs: int = 0,
+) -> List[str]:
     """Write ``files`` traces with ``events`` events in total under ``out``; returns their paths.
 
     Files are written by ``jobs`` processes (0 = one per CPU); level 6 is the tracer's default.
@@ -199,12 +222,23 @@ def generate(out: str, events: int, files: int = 1, fmt: str = "member", member_
     work = []
     for i in range(files):
         n = events // files + (1 if i < events % files else 0)
-        work.append((os.path.join(out, "synth-%d%s" % (i, suffix)), n, 10_000 + i, "node%02d" % (i % 8),
-                     seed + i, fmt, member_bytes, level))
+        work.append(
+            (
+                os.path.join(out, "synth-%d%s" % (i, suffix)),
+                n,
+                10_000 + i,
+                "node%02d" % (i % 8),
+                seed + i,
+                fmt,
+                member_bytes,
+                level,
+            )
+        )
     jobs = min(jobs or os.cpu_count() or 1, files)
     if jobs <= 1:
         return [_write_one(w) for w in work]
     import multiprocessing as mp
+
     with mp.get_context("fork").Pool(jobs) as pool:
         return pool.map(_write_one, work, chunksize=1)
 

@@ -41,18 +41,27 @@ import pandas as pd
 
 from . import schema as _schema
 from . import summary as _summary
-from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
+from .schema import align_frame, frame_schema, make_meta, union_schema
 
-__all__ = ["DFAnalyzer", "plan_batches", "plan_file_groups", "plan_partitions", "union_schema", "align_frame",
-           "expand_patterns"]
+__all__ = [
+    "DFAnalyzer",
+    "plan_batches",
+    "plan_file_groups",
+    "plan_partitions",
+    "union_schema",
+    "align_frame",
+    "expand_patterns",
+]
 
 _CORE = _schema.CORE_KINDS
 _INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
 
 
 # ----------------------------------------------------------------------------- file patterns
-def expand_patterns(patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
-                    duplicates: Optional[List[Tuple[str, str]]] = None) -> List[str]:
+def expand_patterns(
+    patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
+    duplicates: Optional[List[Tuple[str, str]]] = None,
+) -> List[str]:
     """Absolute, sorted, de-duplicated trace paths matching glob ``patterns``.
 
     A directory stands for ``*.pfw`` and ``*.pfw.gz`` inside it. Index sidecars (``.zindex``)
@@ -220,8 +229,11 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
 
             keep = [checkpoint_may_match(st, pushdown) for st in reader.checkpoint_stats(path, index_dir)]
         # lost regions a filter skips are still reported (lines, compressed bytes)
-        skipped_lost = [(int(c.get("lost_lines", 0)), int(c["compressed_size"]))
-                        for c, kept in zip(idx["checkpoints"], keep or ()) if not kept and c.get("lost")]
+        skipped_lost = [
+            (int(c.get("lost_lines", 0)), int(c["compressed_size"]))
+            for c, kept in zip(idx["checkpoints"], keep or ())
+            if not kept and c.get("lost")
+        ]
         return {
             "keep": keep,
             "skipped_lost": skipped_lost,
@@ -252,8 +264,9 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
         }
 
 
-def _load_task(batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None,
-               query: Optional[str] = None):
+def _load_task(
+    batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
+):
     """Load one batch: ``(events, metadata, info)``; never raises.
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
@@ -325,16 +338,45 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             ev = ev.drop(columns=["_dfa_file"])
         if keep_args is not None:  # as in _load_task
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = {"rows": int(len(ev)), "schema": frame_schema(ev), "skipped_lines": int(b.skipped_lines),
-                "lost_bytes": int(b.lost_bytes), "warnings": [], "error": None, "files": files}
+        info = {
+            "rows": int(len(ev)),
+            "schema": frame_schema(ev),
+            "skipped_lines": int(b.skipped_lines),
+            "lost_bytes": int(b.lost_bytes),
+            "warnings": [],
+            "error": None,
+            "files": files,
+        }
         return ev, b.metadata, info
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
-        files = [{"path": p, "error": msg, "kind": None, "lines": 0, "compressed_bytes": 0, "uncompressed_bytes": 0,
-                  "checkpoints": 0, "rows": 0, "skipped_lines": 0, "lost_bytes": 0, "lost_lines": 0,
-                  "unresolved_hashes": 0, "warnings": [f"{p}: not loaded: {msg}"]} for p in paths]
-        info = {"rows": 0, "schema": {}, "skipped_lines": 0, "lost_bytes": 0, "warnings": [], "error": msg,
-                "files": files}
+        files = [
+            {
+                "path": p,
+                "error": msg,
+                "kind": None,
+                "lines": 0,
+                "compressed_bytes": 0,
+                "uncompressed_bytes": 0,
+                "checkpoints": 0,
+                "rows": 0,
+                "skipped_lines": 0,
+                "lost_bytes": 0,
+                "lost_lines": 0,
+                "unresolved_hashes": 0,
+                "warnings": [f"{p}: not loaded: {msg}"],
+            }
+            for p in paths
+        ]
+        info = {
+            "rows": 0,
+            "schema": {},
+            "skipped_lines": 0,
+            "lost_bytes": 0,
+            "warnings": [],
+            "error": msg,
+            "files": files,
+        }
         return None, pd.DataFrame(), info
 
 
@@ -355,8 +397,11 @@ def _pick(t: tuple, i: int):
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     """One output partition: slices ``(loaded batch, start, stop)`` aligned to ``schema`` and
     concatenated; a loaded batch is the ``(events, metadata, info)`` result of ``_load_task``."""
-    frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema)
-              for (ev, _, _), a, z in slices if ev is not None]
+    frames = [
+        align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema)
+        for (ev, _, _), a, z in slices
+        if ev is not None
+    ]
     if not frames:
         return align_frame(pd.DataFrame(), schema)
     frames = _schema.unify_categories(frames)
@@ -624,8 +669,12 @@ class DFAnalyzer:
 
         # On stderr: stdout carries the panel or the --json output.
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            transient=True, console=Console(stderr=True),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            console=Console(stderr=True),
         ) as bar:
             task = bar.add_task(what, total=len(futures))
             for _ in as_completed(futures):
@@ -643,8 +692,12 @@ class DFAnalyzer:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            transient=True, console=Console(stderr=True),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            console=Console(stderr=True),
         ) as bar:
             task = bar.add_task(what, total=len(futures))
             for f in as_completed(futures):
@@ -696,8 +749,9 @@ class DFAnalyzer:
         group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
         self._groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
         # (1) index every other file, one task per file
-        self._indexes = self._map(_index_task, big, "indexing", index_dir=self.index_dir, force=force_index,
-                                  pushdown=self._pushdown)
+        self._indexes = self._map(
+            _index_task, big, "indexing", index_dir=self.index_dir, force=force_index, pushdown=self._pushdown
+        )
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
         good = [i for i in self._indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
@@ -714,8 +768,7 @@ class DFAnalyzer:
         threads = self._threads()
         batches, groups = self._batches, self._groups
         # (4) load every batch and every group of small files on the workers
-        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query,
-                       pure=False)
+        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query, pure=False)
         load_f += c.map(_load_files_task, groups, keep_args=self.args, query=self.query, pure=False)
         self._wait(load_f, "loading")
         info_f = c.map(_pick, load_f, [2] * len(load_f))
@@ -815,13 +868,19 @@ class DFAnalyzer:
             p["lost_lines"] += info.get("lost_lines", 0)
             p["unresolved_hashes"] += info.get("unresolved_hashes", 0)
             p["warnings"].extend(info["warnings"])
-        for info in infos[len(batches):]:  # groups of small files
+        for info in infos[len(batches) :]:  # groups of small files
             for f in info["files"]:
                 err = f["error"]
                 per[f["path"]] = {
-                    "path": f["path"], "kind": f["kind"], "lines": f["lines"], "events": f["rows"],
-                    "compressed_bytes": f["compressed_bytes"], "uncompressed_bytes": f["uncompressed_bytes"],
-                    "checkpoints": f["checkpoints"], "skipped_lines": f["skipped_lines"], "skipped_checkpoints": 0,
+                    "path": f["path"],
+                    "kind": f["kind"],
+                    "lines": f["lines"],
+                    "events": f["rows"],
+                    "compressed_bytes": f["compressed_bytes"],
+                    "uncompressed_bytes": f["uncompressed_bytes"],
+                    "checkpoints": f["checkpoints"],
+                    "skipped_lines": f["skipped_lines"],
+                    "skipped_checkpoints": 0,
                     "lost_bytes": f["lost_bytes"] + (f["compressed_bytes"] if err else 0),
                     "lost_lines": f["lost_lines"],
                     "unresolved_hashes": f["unresolved_hashes"],
@@ -864,8 +923,9 @@ class DFAnalyzer:
         """Files with skipped lines, lost lines/bytes or warnings: ``path``, ``skipped_lines``,
         ``lost_lines``, ``lost_bytes``, ``warnings``."""
         df = self.stats["per_file"]
-        bad = df[(df["skipped_lines"] > 0) | (df["lost_bytes"] > 0) | (df["lost_lines"] > 0)
-                 | (df["warnings"].map(len) > 0)]
+        bad = df[
+            (df["skipped_lines"] > 0) | (df["lost_bytes"] > 0) | (df["lost_lines"] > 0) | (df["warnings"].map(len) > 0)
+        ]
         return [
             {
                 "path": r.path,
@@ -998,30 +1058,42 @@ class DFAnalyzer:
         """Per process metrics with parents from the metadata (:func:`dfanalyzer.views.process_view`)."""
         from . import views
 
-        return views.process_view(self.events, self.io_cats, self.compute_cats, self.app_io_cats,
-                                  parents=views.parents_from_metadata(self.metadata), client=self.client)
+        return views.process_view(
+            self.events,
+            self.io_cats,
+            self.compute_cats,
+            self.app_io_cats,
+            parents=views.parents_from_metadata(self.metadata),
+            client=self.client,
+        )
 
     def time_windows(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
         """Per time window metrics (:func:`dfanalyzer.views.time_view`); ``window`` in seconds
         (a number) or a string like ``"1s"``, ``"250ms"``, ``"500us"``."""
         from . import views
 
-        return views.time_view(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
-                               compute_cats=self.compute_cats, client=self.client)
+        return views.time_view(
+            self.events,
+            bins=bins,
+            window_us=_window_us(window),
+            io_cats=self.io_cats,
+            compute_cats=self.compute_cats,
+            client=self.client,
+        )
 
     def heatmap(self, bins: Optional[int] = None, window=None) -> pd.DataFrame:
         """Process x time I/O heat map (:func:`dfanalyzer.views.heatmap`)."""
         from . import views
 
-        return views.heatmap(self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats,
-                             client=self.client)
+        return views.heatmap(
+            self.events, bins=bins, window_us=_window_us(window), io_cats=self.io_cats, client=self.client
+        )
 
     def by_tag(self, key: str) -> pd.DataFrame:
         """Metrics per value of an args key such as ``epoch`` or ``step`` (:func:`dfanalyzer.views.tag_view`)."""
         from . import views
 
-        return views.tag_view(self.events, key, self.io_cats, self.compute_cats, self.app_io_cats,
-                              client=self.client)
+        return views.tag_view(self.events, key, self.io_cats, self.compute_cats, self.app_io_cats, client=self.client)
 
     def epochs(self) -> pd.DataFrame:
         """Per epoch time split from the tracer's epoch/train/fetch events (:func:`dfanalyzer.views.epoch_view`)."""

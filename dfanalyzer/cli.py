@@ -42,8 +42,12 @@ _EPILOG = """commands and examples (PATTERN: quoted glob, file or directory):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dfanalyzer", description="Analyse DFTracer traces with Dask.",
-                                epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="dfanalyzer",
+        description="Analyse DFTracer traces with Dask.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("summary", help="print the summary of traces (paper Figure 6)")
     _add_load_options(s)
@@ -56,20 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_insights_parser(sub) -> None:
-    s = sub.add_parser("insights", help="rules with severity, evidence and recommendations (Drishti's + AI rules)",
-                       description="Run the insight rules over the exact trace data. Thresholds: the shipped "
-                                   "dfanalyzer/insights.yaml, overridden key by key by --config.",
-                       epilog="example: dfanalyzer insights 'traces/*.pfw.gz' --config th.yaml --json")
+    s = sub.add_parser(
+        "insights",
+        help="rules with severity, evidence and recommendations (Drishti's + AI rules)",
+        description="Run the insight rules over the exact trace data. Thresholds: the shipped "
+        "dfanalyzer/insights.yaml, overridden key by key by --config.",
+        epilog="example: dfanalyzer insights 'traces/*.pfw.gz' --config th.yaml --json",
+    )
     _add_load_options(s)
     s.add_argument("--config", default=None, metavar="YAML", help="thresholds overriding the defaults")
     s.add_argument("--json", action="store_true", help="print InsightReport.to_dict() as JSON")
 
 
 def _add_report_parser(sub) -> None:
-    s = sub.add_parser("report", help="write one self-contained HTML report (summary, insights, views, plots)",
-                       description="Write one HTML page with no script and no external URL: summary, insights, "
-                                   "layers, views and embedded PNG plots.",
-                       epilog="example: dfanalyzer report 'traces/*.pfw.gz' -o report.html")
+    s = sub.add_parser(
+        "report",
+        help="write one self-contained HTML report (summary, insights, views, plots)",
+        description="Write one HTML page with no script and no external URL: summary, insights, "
+        "layers, views and embedded PNG plots.",
+        epilog="example: dfanalyzer report 'traces/*.pfw.gz' -o report.html",
+    )
     _add_load_options(s)
     s.add_argument("-o", "--output", required=True, metavar="HTML", help="output file")
     s.add_argument("--config", default=None, metavar="YAML", help="insights thresholds overriding the defaults")
@@ -150,11 +160,17 @@ def _run_loaded(args, work) -> int:
         return status
     try:
         analyzer = DFAnalyzer(
-            args.patterns, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb,
-            small_file_mb=args.small_file_mb, io_cats=args.io_cats,
-            compute_cats=args.compute_cats, app_io_cats=args.app_io_cats,
+            args.patterns,
+            index_dir=args.index_dir,
+            batch_size_mb=args.batch_size_mb,
+            small_file_mb=args.small_file_mb,
+            io_cats=args.io_cats,
+            compute_cats=args.compute_cats,
+            app_io_cats=args.app_io_cats,
             args=None if args.command == "report" else INSIGHT_ARGS,
-            client=client, progress=err.is_terminal and not args.no_progress, query=args.filter,
+            client=client,
+            progress=err.is_terminal and not args.no_progress,
+            query=args.filter,
         )
         _print_input_problems(err, analyzer)
         return work(analyzer, err)
@@ -294,23 +310,36 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
     g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
     s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
     s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
-    s.add_argument("--small-file-mb", type=float, default=1, metavar="MB",
-                   help="files of at most MB compressed MiB are read whole in groups, without index files "
-                        "(0: index every file on its own)")
+    s.add_argument(
+        "--small-file-mb",
+        type=float,
+        default=1,
+        metavar="MB",
+        help="files of at most MB compressed MiB are read whole in groups, without index files "
+        "(0: index every file on its own)",
+    )
     s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
     s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
     s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
     s.add_argument("--no-progress", action="store_true", help="never show the progress bar")
-    s.add_argument("--filter", default=None, metavar="QUERY",
-                   help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX' and ts >= 1.7e15\"")
+    s.add_argument(
+        "--filter",
+        default=None,
+        metavar="QUERY",
+        help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX' and ts >= 1.7e15\"",
+    )
 
 
 def _add_output_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--top", type=int, default=None, metavar="N", help="only the first N rows (after sorting)")
     s.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column (descending)")
     s.add_argument("--ascending", action="store_true", help="sort ascending")
-    s.add_argument("--format", choices=("table", "csv", "parquet", "json"), default="table",
-                   help="table (default) or an export format")
+    s.add_argument(
+        "--format",
+        choices=("table", "csv", "parquet", "json"),
+        default="table",
+        help="table (default) or an export format",
+    )
     s.add_argument("-o", "--output", default=None, metavar="FILE", help="write the export to FILE (else stdout)")
 
 
@@ -340,17 +369,26 @@ def add_view_commands(sub) -> None:
         if name == "tags":
             s.add_argument("--key", required=True, metavar="KEY", help="args key to group by, e.g. epoch, step")
         if name == "layers":
-            s.add_argument("--map", type=_mapping, default=None, metavar="CAT=LAYER,...",
-                           help="override the category -> layer mapping (empty LAYER drops the category)")
-    s = sub.add_parser("compare", help="compare two runs: deltas and ratios of every summary and function metric",
-                       description="Compare run B against baseline run A. With --threshold, exit 3 when a time "
-                                   "or latency metric grew (or a bandwidth fell) by more than that fraction.")
+            s.add_argument(
+                "--map",
+                type=_mapping,
+                default=None,
+                metavar="CAT=LAYER,...",
+                help="override the category -> layer mapping (empty LAYER drops the category)",
+            )
+    s = sub.add_parser(
+        "compare",
+        help="compare two runs: deltas and ratios of every summary and function metric",
+        description="Compare run B against baseline run A. With --threshold, exit 3 when a time "
+        "or latency metric grew (or a bandwidth fell) by more than that fraction.",
+    )
     s.add_argument("baseline", metavar="A", help="pattern of the baseline run")
     s.add_argument("candidate", metavar="B", help="pattern of the run to compare")
     _add_load_options(s, patterns=False)
     _add_output_options(s)
-    s.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
-                   help="regression threshold, e.g. 0.1 = 10 %% worse")
+    s.add_argument(
+        "--threshold", type=float, default=None, metavar="FRACTION", help="regression threshold, e.g. 0.1 = 10 %% worse"
+    )
     s.add_argument("--all", action="store_true", help="table: every metric (default: changed ones)")
 
 
@@ -479,10 +517,19 @@ def view_main(args) -> int:
     keep_args = (args.key,) if args.command == "tags" else ()
     try:
         analyzers = [
-            DFAnalyzer(r, index_dir=args.index_dir, batch_size_mb=args.batch_size_mb,
-                       small_file_mb=args.small_file_mb, io_cats=args.io_cats,
-                       compute_cats=args.compute_cats, app_io_cats=args.app_io_cats, args=keep_args,
-                       client=client, progress=progress, query=args.filter)
+            DFAnalyzer(
+                r,
+                index_dir=args.index_dir,
+                batch_size_mb=args.batch_size_mb,
+                small_file_mb=args.small_file_mb,
+                io_cats=args.io_cats,
+                compute_cats=args.compute_cats,
+                app_io_cats=args.app_io_cats,
+                args=keep_args,
+                client=client,
+                progress=progress,
+                query=args.filter,
+            )
             for r in runs
         ]
         status = 0

@@ -116,8 +116,13 @@ def checkpoint_may_match(stats: dict, preds: Sequence[Predicate]) -> bool:
         if p.column in _TIME:
             lo, hi = stats["min_" + p.column], stats["max_" + p.column]
             v = p.value
-            if (p.op == ">=" and hi < v) or (p.op == ">" and hi <= v) or (p.op == "<=" and lo > v) or \
-                    (p.op == "<" and lo >= v) or (p.op == "==" and (v < lo or v > hi)):
+            if (
+                (p.op == ">=" and hi < v)
+                or (p.op == ">" and hi <= v)
+                or (p.op == "<=" and lo > v)
+                or (p.op == "<" and lo >= v)
+                or (p.op == "==" and (v < lo or v > hi))
+            ):
                 return False
         else:
             have = stats["cats" if p.column == "cat" else "names"]

@@ -50,12 +50,8 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "insig
 SEVERITIES = ("high", "warn", "info", "ok")
 
 # Call families (the preload's event names, docs/preload.md).
-READ_NAMES = frozenset(
-    "read pread pread64 readv preadv preadv64 preadv2 preadv64v2 fread".split()
-)
-WRITE_NAMES = frozenset(
-    "write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 fwrite".split()
-)
+READ_NAMES = frozenset("read pread pread64 readv preadv preadv64 preadv2 preadv64v2 fread".split())
+WRITE_NAMES = frozenset("write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 fwrite".split())
 POSITIONAL_NAMES = frozenset(n for n in READ_NAMES | WRITE_NAMES if n.startswith("p"))
 OPEN_NAMES = frozenset("open open64 openat openat64 creat creat64 fopen fopen64 freopen freopen64".split())
 LSEEK_NAMES = frozenset(("lseek", "lseek64"))
@@ -232,8 +228,11 @@ class InsightReport:
                     body.append(t)
             for r in i.recommendations:
                 body.append(Text("→ " + r, style="green"))
-            parts.append(Panel(Group(*body), title=f"[{colors[i.severity]}]{i.severity.upper()}[/] {i.title}",
-                               title_align="left"))
+            parts.append(
+                Panel(
+                    Group(*body), title=f"[{colors[i.severity]}]{i.severity.upper()}[/] {i.title}", title_align="left"
+                )
+            )
         return Group(*parts)
 
 
@@ -274,8 +273,11 @@ def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Op
     anchor_lseek = name.isin(LSEEK_NAMES).to_numpy()
     anchor_fseek = name.isin(FSEEK_NAMES).to_numpy()
     fd = pd.to_numeric(io["fd"].astype(object), errors="coerce").to_numpy(dtype=float)
-    ret = (pd.to_numeric(io["ret"].astype(object), errors="coerce").to_numpy(dtype=float)
-           if "ret" in io.columns else np.full(len(io), np.nan))
+    ret = (
+        pd.to_numeric(io["ret"].astype(object), errors="coerce").to_numpy(dtype=float)
+        if "ret" in io.columns
+        else np.full(len(io), np.nan)
+    )
     fd = np.where(anchor_open & np.isnan(fd), ret, fd)  # open: the new fd is the result
     moving = rw & ~name.isin(POSITIONAL_NAMES).to_numpy()
     rel = (moving | anchor_open | anchor_lseek | anchor_fseek) & ~np.isnan(fd)
@@ -291,8 +293,11 @@ def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Op
     base[lk] = np.where(ret[rel][lk] >= 0, ret[rel][lk], np.nan)
     fk = anchor_fseek[rel]
     if fk.any():
-        whence = (pd.to_numeric(io.loc[rel, "whence"].astype(object), errors="coerce").to_numpy(dtype=float)
-                  if "whence" in io.columns else np.full(len(s), np.nan))
+        whence = (
+            pd.to_numeric(io.loc[rel, "whence"].astype(object), errors="coerce").to_numpy(dtype=float)
+            if "whence" in io.columns
+            else np.full(len(s), np.nan)
+        )
         off = io.loc[rel, "offset"].to_numpy(dtype=float, na_value=np.nan)
         base[fk] = np.where((whence[fk] == 0) & (ret[rel][fk] == 0), off[fk], np.nan)
     size = io.loc[rel, "size"].to_numpy(dtype=float, na_value=0.0)
@@ -308,7 +313,9 @@ def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Op
     sbase = s["base"].to_numpy()
     keys = list(zip(s["host"].to_numpy(), s["pid"].to_numpy(), s["fd"].to_numpy()))
     # a stream's first segment without an anchor continues from the earlier partitions
-    start_in = np.array([np.nan if incoming is None else incoming.get(k, np.nan) for k in keys]) if len(s) else np.zeros(0)
+    start_in = (
+        np.array([np.nan if incoming is None else incoming.get(k, np.nan) for k in keys]) if len(s) else np.zeros(0)
+    )
     b = np.where(anchor[first], sbase[first], np.where(stream[first], start_in[first], np.nan))
     move = s["move"].to_numpy()
     cs = np.cumsum(move)
@@ -324,8 +331,10 @@ def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Op
 
 
 def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
-    x = df[(df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-           & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)]
+    x = df[
+        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
+    ]
     return x[_isin(x["cat"], ctx["io_cats"])]
 
 
@@ -372,15 +381,58 @@ def _unions_by(keys: pd.Series, starts: np.ndarray, ends: np.ndarray) -> Dict[An
     return out
 
 
-FILE_COLS = ("reads", "writes", "small_reads", "small_writes", "placed", "misaligned", "random_reads",
-             "random_writes", "bytes_read", "bytes_written", "stdio_bytes", "meta_time", "io_time", "opens",
-             "placed_read_bytes", "checkpoint_bytes")
-PROC_COLS = ("io_time", "meta_time", "compute_time", "fetch_wait", "fetch_count", "samples", "sample_time",
-             "app_io_time", "bytes")
-COUNTERS = ("reads", "writes", "small_reads", "small_writes", "placed", "misaligned", "random_reads",
-            "random_writes", "bytes_posix", "bytes_stdio", "io_time", "meta_time", "compute_time",
-            "fetch_wait", "fetch_count", "samples", "opens", "unplaced_read_bytes", "placed_read_bytes",
-            "checkpoint_bytes", "checkpoint_events")
+FILE_COLS = (
+    "reads",
+    "writes",
+    "small_reads",
+    "small_writes",
+    "placed",
+    "misaligned",
+    "random_reads",
+    "random_writes",
+    "bytes_read",
+    "bytes_written",
+    "stdio_bytes",
+    "meta_time",
+    "io_time",
+    "opens",
+    "placed_read_bytes",
+    "checkpoint_bytes",
+)
+PROC_COLS = (
+    "io_time",
+    "meta_time",
+    "compute_time",
+    "fetch_wait",
+    "fetch_count",
+    "samples",
+    "sample_time",
+    "app_io_time",
+    "bytes",
+)
+COUNTERS = (
+    "reads",
+    "writes",
+    "small_reads",
+    "small_writes",
+    "placed",
+    "misaligned",
+    "random_reads",
+    "random_writes",
+    "bytes_posix",
+    "bytes_stdio",
+    "io_time",
+    "meta_time",
+    "compute_time",
+    "fetch_wait",
+    "fetch_count",
+    "samples",
+    "opens",
+    "unplaced_read_bytes",
+    "placed_read_bytes",
+    "checkpoint_bytes",
+    "checkpoint_events",
+)
 HIST_KEYS = ("small", "misaligned", "random", "meta_time", "stdio_bytes", "fetch_wait")
 
 
@@ -407,8 +459,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     }
     if df.empty:
         return out
-    x = df[(df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-           & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)]
+    x = df[
+        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
+    ]
     if x.empty:
         return out
     n, h, t0, t1 = out["n"], out["hist"], ctx["t0"], ctx["t1"]
@@ -435,12 +489,19 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     rand = np.zeros(len(io), dtype=bool)
     streams = None
     if placed.any():
-        sdf = pd.DataFrame({"host": io["hostname"].astype(object).to_numpy()[placed],
-                            "pid": io["pid"].to_numpy()[placed],
-                            "fname": io["fname"].astype(object).to_numpy()[placed],
-                            "dir": np.where(is_r[placed], "r", "w"),
-                            "ts": ts[placed], "start": start[placed], "end": end[placed],
-                            "bin": b[placed], "row": np.flatnonzero(placed)})
+        sdf = pd.DataFrame(
+            {
+                "host": io["hostname"].astype(object).to_numpy()[placed],
+                "pid": io["pid"].to_numpy()[placed],
+                "fname": io["fname"].astype(object).to_numpy()[placed],
+                "dir": np.where(is_r[placed], "r", "w"),
+                "ts": ts[placed],
+                "start": start[placed],
+                "end": end[placed],
+                "bin": b[placed],
+                "row": np.flatnonzero(placed),
+            }
+        )
         sdf = sdf.sort_values(["host", "pid", "fname", "dir", "ts", "row"], kind="stable")
         key = ["host", "pid", "fname", "dir"]
         g = sdf.groupby(key, sort=False, dropna=False)
@@ -479,22 +540,38 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     fname = io["fname"].astype(object)
     has_f = fname.notna().to_numpy()
     if has_f.any():
-        fdf = pd.DataFrame({
-            "fname": fname.to_numpy()[has_f],
-            "reads": is_r[has_f], "writes": is_w[has_f],
-            "small_reads": (small & is_r)[has_f], "small_writes": (small & is_w)[has_f],
-            "placed": placed[has_f], "misaligned": misal[has_f],
-            "random_reads": (rand & is_r)[has_f], "random_writes": (rand & is_w)[has_f],
-            "bytes_read": (moved * is_r)[has_f], "bytes_written": (moved * is_w)[has_f],
-            "stdio_bytes": (moved * is_stdio)[has_f], "meta_time": (dur * is_meta)[has_f],
-            "io_time": dur[has_f], "opens": is_open[has_f],
-            "placed_read_bytes": (moved * (placed & is_r))[has_f],
-            "checkpoint_bytes": (moved * in_ck)[has_f],
-        })
+        fdf = pd.DataFrame(
+            {
+                "fname": fname.to_numpy()[has_f],
+                "reads": is_r[has_f],
+                "writes": is_w[has_f],
+                "small_reads": (small & is_r)[has_f],
+                "small_writes": (small & is_w)[has_f],
+                "placed": placed[has_f],
+                "misaligned": misal[has_f],
+                "random_reads": (rand & is_r)[has_f],
+                "random_writes": (rand & is_w)[has_f],
+                "bytes_read": (moved * is_r)[has_f],
+                "bytes_written": (moved * is_w)[has_f],
+                "stdio_bytes": (moved * is_stdio)[has_f],
+                "meta_time": (dur * is_meta)[has_f],
+                "io_time": dur[has_f],
+                "opens": is_open[has_f],
+                "placed_read_bytes": (moved * (placed & is_r))[has_f],
+                "checkpoint_bytes": (moved * in_ck)[has_f],
+            }
+        )
         out["files"] = fdf.groupby("fname", sort=False).sum().astype(np.int64)
-        fp = pd.DataFrame({"fname": fname.to_numpy()[has_f], "hostname": io["hostname"].astype(object).to_numpy()[has_f],
-                           "pid": io["pid"].to_numpy()[has_f], "bytes_read": (moved * is_r)[has_f],
-                           "bytes_written": (moved * is_w)[has_f], "io_time": dur[has_f]})
+        fp = pd.DataFrame(
+            {
+                "fname": fname.to_numpy()[has_f],
+                "hostname": io["hostname"].astype(object).to_numpy()[has_f],
+                "pid": io["pid"].to_numpy()[has_f],
+                "bytes_read": (moved * is_r)[has_f],
+                "bytes_written": (moved * is_w)[has_f],
+                "io_time": dur[has_f],
+            }
+        )
         out["fileproc"] = fp.groupby(["fname", "hostname", "pid"], sort=False).sum().astype(np.int64)
         # byte ranges read, per file and per (file, epoch)
         pr = placed & is_r & has_f
@@ -528,14 +605,23 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     n["samples"] = int(is_sample.sum())
     h["fetch_wait"] = _hist(_bins_of(xts[is_fetch], t0, t1, bins), bins, xdur[is_fetch])
     xsize = x["size"].to_numpy(dtype=float, na_value=0.0).astype(np.int64)
-    pdf = pd.DataFrame({
-        "hostname": x["hostname"].astype(object).to_numpy(), "pid": x["pid"].to_numpy(),
-        "io_time": xdur * cat_io, "meta_time": 0, "compute_time": xdur * is_compute,
-        "fetch_wait": xdur * is_fetch, "fetch_count": is_fetch.astype(np.int64),
-        "samples": is_sample.astype(np.int64), "sample_time": xdur * is_sample,
-        "app_io_time": xdur * is_app, "bytes": xsize * cat_io,
-        "first_ts": xts, "last_te": xte,
-    })
+    pdf = pd.DataFrame(
+        {
+            "hostname": x["hostname"].astype(object).to_numpy(),
+            "pid": x["pid"].to_numpy(),
+            "io_time": xdur * cat_io,
+            "meta_time": 0,
+            "compute_time": xdur * is_compute,
+            "fetch_wait": xdur * is_fetch,
+            "fetch_count": is_fetch.astype(np.int64),
+            "samples": is_sample.astype(np.int64),
+            "sample_time": xdur * is_sample,
+            "app_io_time": xdur * is_app,
+            "bytes": xsize * cat_io,
+            "first_ts": xts,
+            "last_te": xte,
+        }
+    )
     io_rows = np.flatnonzero(cat_io)
     pdf.loc[io_rows[is_meta], "meta_time"] = dur[is_meta]
     agg = {c: "sum" for c in PROC_COLS}
@@ -547,7 +633,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     u["compute"] = union_intervals(xts[is_compute], xte[is_compute])
     u["fetch"] = union_intervals(xts[is_fetch], xte[is_fetch])
     is_ck = _isin(cat, ctx["checkpoint_cats"]) | (
-        ~cat_io & xname.str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool))
+        ~cat_io & xname.str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool)
+    )
     u["checkpoint"] = union_intervals(xts[is_ck], xte[is_ck])
     n["checkpoint_events"] = int(is_ck.sum())
     top = ctx["top"]
@@ -557,15 +644,26 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
             if c in x.columns:
                 step = x[c][is_fetch].astype(object).to_numpy()
                 break
-        tf = pd.DataFrame({"ts": xts[is_fetch], "dur": xdur[is_fetch],
-                           "hostname": x["hostname"].astype(object).to_numpy()[is_fetch],
-                           "pid": x["pid"].to_numpy()[is_fetch],
-                           "step": step if step is not None else None})
+        tf = pd.DataFrame(
+            {
+                "ts": xts[is_fetch],
+                "dur": xdur[is_fetch],
+                "hostname": x["hostname"].astype(object).to_numpy()[is_fetch],
+                "pid": x["pid"].to_numpy()[is_fetch],
+                "step": step if step is not None else None,
+            }
+        )
         out["top_fetch"] = tf.nlargest(top, "dur", keep="first")
     if is_ck.any():
-        tc = pd.DataFrame({"ts": xts[is_ck], "dur": xdur[is_ck],
-                           "hostname": x["hostname"].astype(object).to_numpy()[is_ck],
-                           "pid": x["pid"].to_numpy()[is_ck], "name": xname.to_numpy()[is_ck]})
+        tc = pd.DataFrame(
+            {
+                "ts": xts[is_ck],
+                "dur": xdur[is_ck],
+                "hostname": x["hostname"].astype(object).to_numpy()[is_ck],
+                "pid": x["pid"].to_numpy()[is_ck],
+                "name": xname.to_numpy()[is_ck],
+            }
+        )
         out["top_checkpoint"] = tc.nlargest(top, "dur", keep="first")
     return out
 
@@ -595,8 +693,7 @@ def _merge_streams(a: pd.DataFrame, b: pd.DataFrame, t: int):
     rand = None
     if len(both):
         r = b.loc[both, "first_start"].to_numpy() < a.loc[both, "last_end"].to_numpy()
-        rand = pd.DataFrame({"bin": b.loc[both, "first_bin"].to_numpy()[r]},
-                            index=both[r])
+        rand = pd.DataFrame({"bin": b.loc[both, "first_bin"].to_numpy()[r]}, index=both[r])
     merged = pd.concat([a, b.drop(both)])
     merged.loc[both, "last_end"] = b.loc[both, "last_end"]
     return merged, rand
@@ -623,8 +720,13 @@ def combine_facts(*parts: dict) -> dict:
             out["n"]["random_reads"] += int((d == "r").sum())
             out["n"]["random_writes"] += int((d == "w").sum())
             np.add.at(out["hist"]["random"], rand["bin"].to_numpy(dtype=np.int64), 1)
-            rf = pd.DataFrame({"fname": rand.index.get_level_values("fname"),
-                               "random_reads": (d == "r").astype(np.int64), "random_writes": (d == "w").astype(np.int64)})
+            rf = pd.DataFrame(
+                {
+                    "fname": rand.index.get_level_values("fname"),
+                    "random_reads": (d == "r").astype(np.int64),
+                    "random_writes": (d == "w").astype(np.int64),
+                }
+            )
             rf = rf[rf["fname"].notna()].groupby("fname", sort=False).sum()
             files.append(rf.reindex(columns=list(FILE_COLS), fill_value=0).astype(np.int64))
     out["streams"] = streams
@@ -645,8 +747,9 @@ def combine_facts(*parts: dict) -> dict:
     out["unions"] = {k: merge_unions(*[p["unions"][k] for p in parts]) for k in parts[0]["unions"]}
     for key in ("top_fetch", "top_checkpoint"):
         frames = [p[key] for p in parts if len(p[key])]
-        out[key] = (pd.concat(frames).nlargest(max(len(f) for f in frames), "dur", keep="first")
-                    if frames else parts[0][key])
+        out[key] = (
+            pd.concat(frames).nlargest(max(len(f) for f in frames), "dur", keep="first") if frames else parts[0][key]
+        )
     return out
 
 
@@ -697,9 +800,21 @@ def finish_facts(p: dict, t0: int, t1: int, bins: int, epochs) -> Facts:
     else:
         files["unique_read_bytes"] = pd.Series(dtype=np.int64)
         files["redundant_read_bytes"] = pd.Series(dtype=np.int64)
-    return Facts(n=p["n"], hist=p["hist"], files=files, fileproc=p["fileproc"], procs=p["procs"],
-                 unions=p["unions"], epochs=list(epochs), epoch_ranges=p["epoch_ranges"],
-                 top_fetch=p["top_fetch"], top_checkpoint=p["top_checkpoint"], t0=t0, t1=t1, bins=bins)
+    return Facts(
+        n=p["n"],
+        hist=p["hist"],
+        files=files,
+        fileproc=p["fileproc"],
+        procs=p["procs"],
+        unions=p["unions"],
+        epochs=list(epochs),
+        epoch_ranges=p["epoch_ranges"],
+        top_fetch=p["top_fetch"],
+        top_checkpoint=p["top_checkpoint"],
+        t0=t0,
+        t1=t1,
+        bins=bins,
+    )
 
 
 # ----------------------------------------------------------------------------- rules
@@ -709,8 +824,9 @@ def _share(a, b) -> float:
 
 def _top_windows(f: Facts, arr: np.ndarray, top: int, unit: str = "count", scale: float = 1.0) -> List[dict]:
     order = np.argsort(-arr, kind="stable")[:top]
-    return [dict(f.window(int(i)), **{unit: (arr[i] * scale if scale != 1.0 else int(arr[i]))})
-            for i in order if arr[i] > 0]
+    return [
+        dict(f.window(int(i)), **{unit: (arr[i] * scale if scale != 1.0 else int(arr[i]))}) for i in order if arr[i] > 0
+    ]
 
 
 def _file_rows(df: pd.DataFrame, cols: Sequence[str], top: int, by: str) -> List[dict]:
@@ -733,8 +849,10 @@ def _proc_rows(df: pd.DataFrame, cols: Sequence[str], top: int, by: str, scale: 
         return []
     scale = scale or {}
     d = df.sort_values(by, ascending=False, kind="stable").head(top)
-    return [dict(hostname=str(k[0]), pid=int(k[1]), **{c: _num(r[c] * scale.get(c, 1)) for c in cols})
-            for k, r in d.iterrows()]
+    return [
+        dict(hostname=str(k[0]), pid=int(k[1]), **{c: _num(r[c] * scale.get(c, 1)) for c in cols})
+        for k, r in d.iterrows()
+    ]
 
 
 RuleFn = Callable[[Facts, dict, dict], Optional[Tuple[str, str, dict, List[str]]]]
@@ -758,18 +876,27 @@ def _small_requests(f: Facts, th: dict, cfg: dict):
         metrics[f"small_{d}s"] = small
         metrics[f"small_{d}_share"] = round(_share(small, total), 6)
         if total and _share(small, total) > th["small_requests"] and small > th["small_requests_absolute"]:
-            msgs.append(f"{small:,} small {d} requests (< {th['small_bytes']:,} bytes) are "
-                        f"{100 * _share(small, total):.2f}% of all {d} requests")
+            msgs.append(
+                f"{small:,} small {d} requests (< {th['small_bytes']:,} bytes) are "
+                f"{100 * _share(small, total):.2f}% of all {d} requests"
+            )
     if not msgs:
         return None
     top = cfg["evidence"]["top"]
     files = f.files.assign(small=f.files["small_reads"] + f.files["small_writes"])
-    return ("; ".join(msgs), metrics, {
-        "files": _file_rows(files, ["small_reads", "small_writes", "reads", "writes"], top, "small"),
-        "time_windows": _top_windows(f, f.hist["small"], top, "small_requests"),
-    }, ["Buffer the requests into larger, contiguous ones (e.g. read whole records or use a larger "
-        "buffer size in the reader)",
-        "For many small samples, pack them into larger container files (HDF5, TFRecord, WebDataset shards)"])
+    return (
+        "; ".join(msgs),
+        metrics,
+        {
+            "files": _file_rows(files, ["small_reads", "small_writes", "reads", "writes"], top, "small"),
+            "time_windows": _top_windows(f, f.hist["small"], top, "small_requests"),
+        },
+        [
+            "Buffer the requests into larger, contiguous ones (e.g. read whole records or use a larger "
+            "buffer size in the reader)",
+            "For many small samples, pack them into larger container files (HDF5, TFRecord, WebDataset shards)",
+        ],
+    )
 
 
 def _misaligned(f: Facts, th: dict, cfg: dict):
@@ -777,15 +904,25 @@ def _misaligned(f: Facts, th: dict, cfg: dict):
     if not placed or _share(mis, placed) <= th["misaligned_requests"]:
         return None
     top = cfg["evidence"]["top"]
-    return (f"{mis:,} of {placed:,} requests ({100 * _share(mis, placed):.2f}%) start at a file offset that is "
-            f"not a multiple of {th['alignment']:,} bytes",
-            {"placed_requests": placed, "misaligned_requests": mis, "misaligned_share": round(_share(mis, placed), 6),
-             "alignment": th["alignment"]},
-            {"files": _file_rows(f.files, ["misaligned", "placed"], top, "misaligned"),
-             "time_windows": _top_windows(f, f.hist["misaligned"], top, "misaligned_requests")},
-            [f"Align requests to the file-system block size ({th['alignment']:,} bytes): pad records or "
-             "read aligned blocks and slice in memory",
-             "On Lustre, match the stripe size to the request alignment (lfs setstripe -S)"])
+    return (
+        f"{mis:,} of {placed:,} requests ({100 * _share(mis, placed):.2f}%) start at a file offset that is "
+        f"not a multiple of {th['alignment']:,} bytes",
+        {
+            "placed_requests": placed,
+            "misaligned_requests": mis,
+            "misaligned_share": round(_share(mis, placed), 6),
+            "alignment": th["alignment"],
+        },
+        {
+            "files": _file_rows(f.files, ["misaligned", "placed"], top, "misaligned"),
+            "time_windows": _top_windows(f, f.hist["misaligned"], top, "misaligned_requests"),
+        },
+        [
+            f"Align requests to the file-system block size ({th['alignment']:,} bytes): pad records or "
+            "read aligned blocks and slice in memory",
+            "On Lustre, match the stripe size to the request alignment (lfs setstripe -S)",
+        ],
+    )
 
 
 def _random_access(f: Facts, th: dict, cfg: dict):
@@ -795,18 +932,27 @@ def _random_access(f: Facts, th: dict, cfg: dict):
         metrics[f"random_{d}s"] = rnd
         metrics[f"random_{d}_share"] = round(_share(rnd, total), 6)
         if total and _share(rnd, total) > th["random_operations"] and rnd > th["random_operations_absolute"]:
-            msgs.append(f"{rnd:,} random {d} requests ({100 * _share(rnd, total):.2f}% of {d}s) start before "
-                        "the end of the previous request of the same process on the same file")
+            msgs.append(
+                f"{rnd:,} random {d} requests ({100 * _share(rnd, total):.2f}% of {d}s) start before "
+                "the end of the previous request of the same process on the same file"
+            )
     if not msgs:
         return None
     top = cfg["evidence"]["top"]
     files = f.files.assign(random=f.files["random_reads"] + f.files["random_writes"])
-    return ("; ".join(msgs), metrics, {
-        "files": _file_rows(files, ["random_reads", "random_writes", "reads", "writes"], top, "random"),
-        "time_windows": _top_windows(f, f.hist["random"], top, "random_requests"),
-    }, ["Change the data layout or access order to read consecutively (sort the indices a process "
-        "reads, or shuffle at the granularity of large chunks/shards instead of single records)",
-        "Prefetch or cache the regions that are re-visited"])
+    return (
+        "; ".join(msgs),
+        metrics,
+        {
+            "files": _file_rows(files, ["random_reads", "random_writes", "reads", "writes"], top, "random"),
+            "time_windows": _top_windows(f, f.hist["random"], top, "random_requests"),
+        },
+        [
+            "Change the data layout or access order to read consecutively (sort the indices a process "
+            "reads, or shuffle at the granularity of large chunks/shards instead of single records)",
+            "Prefetch or cache the regions that are re-visited",
+        ],
+    )
 
 
 def _redundant_reads(f: Facts, th: dict, cfg: dict):
@@ -815,14 +961,26 @@ def _redundant_reads(f: Facts, th: dict, cfg: dict):
     if not placed or _share(red, placed) <= th["redundant_reads"]:
         return None
     top = cfg["evidence"]["top"]
-    return (f"{red:,} of {placed:,} bytes read ({100 * _share(red, placed):.2f}%) re-read byte ranges the same "
-            "file had already delivered",
-            {"read_bytes": placed, "unique_read_bytes": placed - red, "redundant_read_bytes": red,
-             "redundant_share": round(_share(red, placed), 6), "unplaced_read_bytes": f.n["unplaced_read_bytes"]},
-            {"files": _file_rows(f.files, ["redundant_read_bytes", "placed_read_bytes", "unique_read_bytes"], top,
-                                 "redundant_read_bytes")},
-            ["Cache data that is read more than once (in memory, on node-local storage, or with a caching "
-             "data loader)", "Check whether the reader re-reads headers or index blocks on every access"])
+    return (
+        f"{red:,} of {placed:,} bytes read ({100 * _share(red, placed):.2f}%) re-read byte ranges the same "
+        "file had already delivered",
+        {
+            "read_bytes": placed,
+            "unique_read_bytes": placed - red,
+            "redundant_read_bytes": red,
+            "redundant_share": round(_share(red, placed), 6),
+            "unplaced_read_bytes": f.n["unplaced_read_bytes"],
+        },
+        {
+            "files": _file_rows(
+                f.files, ["redundant_read_bytes", "placed_read_bytes", "unique_read_bytes"], top, "redundant_read_bytes"
+            )
+        },
+        [
+            "Cache data that is read more than once (in memory, on node-local storage, or with a caching data loader)",
+            "Check whether the reader re-reads headers or index blocks on every access",
+        ],
+    )
 
 
 def _metadata_time(f: Facts, th: dict, cfg: dict):
@@ -835,20 +993,34 @@ def _metadata_time(f: Facts, th: dict, cfg: dict):
     top = cfg["evidence"]["top"]
     parts = []
     if io and share > th["metadata_time_share"]:
-        parts.append(f"metadata calls (open, close, stat, seek, ...) take {100 * share:.2f}% of the I/O call time "
-                     f"({meta / 1e6:.3f} s of {io / 1e6:.3f} s)")
+        parts.append(
+            f"metadata calls (open, close, stat, seek, ...) take {100 * share:.2f}% of the I/O call time "
+            f"({meta / 1e6:.3f} s of {io / 1e6:.3f} s)"
+        )
     if len(slow):
         parts.append(f"{len(slow)} process(es) spend more than {th['metadata_time_rank']} s in metadata calls")
     s = {"meta_time": 1e-6, "io_time": 1e-6}
-    return ("; ".join(parts),
-            {"meta_time_s": meta / 1e6, "io_time_s": io / 1e6, "meta_share": round(share, 6),
-             "processes_over_rank_threshold": int(len(slow))},
-            {"files": [dict(r, meta_time=round(r["meta_time"] / 1e6, 6)) for r in
-                       _file_rows(f.files, ["meta_time", "opens"], top, "meta_time")],
-             "processes": _proc_rows(procs, ["meta_time", "io_time"], top, "meta_time", s),
-             "time_windows": _top_windows(f, f.hist["meta_time"], top, "meta_time_s", 1e-6)},
-            ["Open files once and keep them open; avoid repeated stat/open/close per sample",
-             "Combine many small files into fewer larger ones, or cache metadata lookups (file lists, sizes)"])
+    return (
+        "; ".join(parts),
+        {
+            "meta_time_s": meta / 1e6,
+            "io_time_s": io / 1e6,
+            "meta_share": round(share, 6),
+            "processes_over_rank_threshold": int(len(slow)),
+        },
+        {
+            "files": [
+                dict(r, meta_time=round(r["meta_time"] / 1e6, 6))
+                for r in _file_rows(f.files, ["meta_time", "opens"], top, "meta_time")
+            ],
+            "processes": _proc_rows(procs, ["meta_time", "io_time"], top, "meta_time", s),
+            "time_windows": _top_windows(f, f.hist["meta_time"], top, "meta_time_s", 1e-6),
+        },
+        [
+            "Open files once and keep them open; avoid repeated stat/open/close per sample",
+            "Combine many small files into fewer larger ones, or cache metadata lookups (file lists, sizes)",
+        ],
+    )
 
 
 def _stdio_share(f: Facts, th: dict, cfg: dict):
@@ -857,12 +1029,18 @@ def _stdio_share(f: Facts, th: dict, cfg: dict):
     if not total or _share(st, total) <= th["interface_stdio"]:
         return None
     top = cfg["evidence"]["top"]
-    return (f"STDIO moves {100 * _share(st, total):.2f}% of the bytes ({st:,} of {total:,})",
-            {"stdio_bytes": st, "total_bytes": total, "stdio_share": round(_share(st, total), 6)},
-            {"files": _file_rows(f.files, ["stdio_bytes"], top, "stdio_bytes"),
-             "time_windows": _top_windows(f, f.hist["stdio_bytes"], top, "stdio_bytes")},
-            ["Use POSIX read/write with large buffers (or MPI-IO/HDF5) instead of fread/fwrite for bulk data",
-             "If STDIO stays, enlarge its buffer with setvbuf"])
+    return (
+        f"STDIO moves {100 * _share(st, total):.2f}% of the bytes ({st:,} of {total:,})",
+        {"stdio_bytes": st, "total_bytes": total, "stdio_share": round(_share(st, total), 6)},
+        {
+            "files": _file_rows(f.files, ["stdio_bytes"], top, "stdio_bytes"),
+            "time_windows": _top_windows(f, f.hist["stdio_bytes"], top, "stdio_bytes"),
+        },
+        [
+            "Use POSIX read/write with large buffers (or MPI-IO/HDF5) instead of fread/fwrite for bulk data",
+            "If STDIO stays, enlarge its buffer with setvbuf",
+        ],
+    )
 
 
 def _shared(f: Facts) -> pd.DataFrame:
@@ -887,23 +1065,35 @@ def _rank_imbalance(f: Facts, th: dict, cfg: dict):
         imb = ((mx - mn) / mx.where(mx > 0)).fillna(0)
         for fname in imb[imb > th["imbalance_size"]].index:
             sub = fp.xs(fname, level="fname")[d]
-            rows.append({"fname": str(fname), "direction": d.split("_")[1], "imbalance": round(float(imb[fname]), 6),
-                         "max_bytes": int(mx[fname]), "min_bytes": int(mn[fname]), "processes": int(len(sub)),
-                         "max_process": f"{sub.idxmax()[0]}:{sub.idxmax()[1]}",
-                         "min_process": f"{sub.idxmin()[0]}:{sub.idxmin()[1]}"})
+            rows.append(
+                {
+                    "fname": str(fname),
+                    "direction": d.split("_")[1],
+                    "imbalance": round(float(imb[fname]), 6),
+                    "max_bytes": int(mx[fname]),
+                    "min_bytes": int(mn[fname]),
+                    "processes": int(len(sub)),
+                    "max_process": f"{sub.idxmax()[0]}:{sub.idxmax()[1]}",
+                    "min_process": f"{sub.idxmin()[0]}:{sub.idxmin()[1]}",
+                }
+            )
     if not rows:
         return None
     rows.sort(key=lambda r: -r["imbalance"])
     top = cfg["evidence"]["top"]
     procs = fp.groupby(level=["hostname", "pid"], sort=False)[["bytes_read", "bytes_written"]].sum()
     procs = procs.assign(bytes=procs["bytes_read"] + procs["bytes_written"])
-    return (f"{len({r['fname'] for r in rows})} shared file(s) are accessed unevenly: per-process bytes differ by "
-            f"up to {100 * rows[0]['imbalance']:.1f}% of the largest ((max - min) / max)",
-            {"imbalanced_files": len({r["fname"] for r in rows}), "max_imbalance": rows[0]["imbalance"]},
-            {"files": rows[:top], "processes": _proc_rows(procs, ["bytes_read", "bytes_written"], top, "bytes")},
-            ["Distribute the data evenly over the processes that share a file (equal-sized slabs, or "
-             "split the file into as many parts as readers)",
-             "Tune the striping of the shared file so each process's part lands on its own servers"])
+    return (
+        f"{len({r['fname'] for r in rows})} shared file(s) are accessed unevenly: per-process bytes differ by "
+        f"up to {100 * rows[0]['imbalance']:.1f}% of the largest ((max - min) / max)",
+        {"imbalanced_files": len({r["fname"] for r in rows}), "max_imbalance": rows[0]["imbalance"]},
+        {"files": rows[:top], "processes": _proc_rows(procs, ["bytes_read", "bytes_written"], top, "bytes")},
+        [
+            "Distribute the data evenly over the processes that share a file (equal-sized slabs, or "
+            "split the file into as many parts as readers)",
+            "Tune the striping of the shared file so each process's part lands on its own servers",
+        ],
+    )
 
 
 def _stragglers(f: Facts, th: dict, cfg: dict):
@@ -922,20 +1112,43 @@ def _stragglers(f: Facts, th: dict, cfg: dict):
         sub = fp.xs(fname, level="fname")["io_time"]
         k = sub.idxmax()
         slow.append(k)
-        rows.append({"fname": str(fname), "time_imbalance": round(float(bad[fname]), 6),
-                     "slowest_process": f"{k[0]}:{k[1]}", "slowest_io_time_s": int(mx[fname]) / 1e6,
-                     "fastest_io_time_s": int(mn[fname]) / 1e6, "total_io_time_s": int(tot[fname]) / 1e6})
+        rows.append(
+            {
+                "fname": str(fname),
+                "time_imbalance": round(float(bad[fname]), 6),
+                "slowest_process": f"{k[0]}:{k[1]}",
+                "slowest_io_time_s": int(mx[fname]) / 1e6,
+                "fastest_io_time_s": int(mn[fname]) / 1e6,
+                "total_io_time_s": int(tot[fname]) / 1e6,
+            }
+        )
     procs = f.procs.loc[[k for k in dict.fromkeys(slow) if k in f.procs.index]]
-    prow = [dict(hostname=str(k[0]), pid=int(k[1]), io_time_s=int(r["io_time"]) / 1e6,
-                 first_s=f.rel(r["first_ts"]), last_s=f.rel(r["last_te"])) for k, r in procs.iterrows()]
-    return (f"stragglers on {len(bad)} shared file(s): the slowest process spends up to "
-            f"{100 * float(bad.iloc[0]):.1f}% of the file's total I/O time more than the fastest",
-            {"straggler_files": int(len(bad)), "max_time_imbalance": round(float(bad.iloc[0]), 6)},
-            {"files": rows, "processes": prow,
-             "time_windows": [{"start_s": p["first_s"], "end_s": p["last_s"], "process": f"{p['hostname']}:{p['pid']}"}
-                              for p in prow]},
-            ["Balance the I/O work (bytes and request count) per process on shared files",
-             "Check the slowest processes' nodes and storage targets (contention, a slow OST/disk)"])
+    prow = [
+        dict(
+            hostname=str(k[0]),
+            pid=int(k[1]),
+            io_time_s=int(r["io_time"]) / 1e6,
+            first_s=f.rel(r["first_ts"]),
+            last_s=f.rel(r["last_te"]),
+        )
+        for k, r in procs.iterrows()
+    ]
+    return (
+        f"stragglers on {len(bad)} shared file(s): the slowest process spends up to "
+        f"{100 * float(bad.iloc[0]):.1f}% of the file's total I/O time more than the fastest",
+        {"straggler_files": int(len(bad)), "max_time_imbalance": round(float(bad.iloc[0]), 6)},
+        {
+            "files": rows,
+            "processes": prow,
+            "time_windows": [
+                {"start_s": p["first_s"], "end_s": p["last_s"], "process": f"{p['hostname']}:{p['pid']}"} for p in prow
+            ],
+        },
+        [
+            "Balance the I/O work (bytes and request count) per process on shared files",
+            "Check the slowest processes' nodes and storage targets (contention, a slow OST/disk)",
+        ],
+    )
 
 
 def _dataloader_stall(f: Facts, th: dict, cfg: dict):
@@ -947,20 +1160,43 @@ def _dataloader_stall(f: Facts, th: dict, cfg: dict):
         return None
     top = cfg["evidence"]["top"]
     tf = f.top_fetch
-    windows = [{"start_s": f.rel(r.ts), "end_s": f.rel(r.ts + r.dur), "wait_s": int(r.dur) / 1e6,
-                "process": f"{r.hostname}:{r.pid}", "step": _num(r.step) if r.step is not None and not pd.isna(r.step) else None}
-               for r in tf.itertuples()][:top]
+    windows = [
+        {
+            "start_s": f.rel(r.ts),
+            "end_s": f.rel(r.ts + r.dur),
+            "wait_s": int(r.dur) / 1e6,
+            "process": f"{r.hostname}:{r.pid}",
+            "step": _num(r.step) if r.step is not None and not pd.isna(r.step) else None,
+        }
+        for r in tf.itertuples()
+    ][:top]
     trainers = f.procs[f.procs["fetch_count"] > 0]
-    return (f"the training loop waits for data {100 * share:.1f}% of the time it spends waiting or computing "
-            f"({wait / 1e6:.3f} s fetch wait vs {comp / 1e6:.3f} s compute over {f.n['fetch_count']:,} batches)",
-            {"fetch_wait_s": wait / 1e6, "compute_s": comp / 1e6, "stall_share": round(share, 6),
-             "batches": f.n["fetch_count"], "mean_wait_s": round(wait / 1e6 / f.n["fetch_count"], 6)},
-            {"processes": _proc_rows(trainers, ["fetch_wait", "fetch_count", "compute_time"], top, "fetch_wait",
-                                     {"fetch_wait": 1e-6, "compute_time": 1e-6}),
-             "time_windows": windows},
-            ["Give the data loader more workers (num_workers / read_threads) and a deeper prefetch "
-             "(prefetch_factor), so batches are ready before the step needs them",
-             "Make samples cheaper to load: larger files or shards, faster storage tier, caching decoded samples"])
+    return (
+        f"the training loop waits for data {100 * share:.1f}% of the time it spends waiting or computing "
+        f"({wait / 1e6:.3f} s fetch wait vs {comp / 1e6:.3f} s compute over {f.n['fetch_count']:,} batches)",
+        {
+            "fetch_wait_s": wait / 1e6,
+            "compute_s": comp / 1e6,
+            "stall_share": round(share, 6),
+            "batches": f.n["fetch_count"],
+            "mean_wait_s": round(wait / 1e6 / f.n["fetch_count"], 6),
+        },
+        {
+            "processes": _proc_rows(
+                trainers,
+                ["fetch_wait", "fetch_count", "compute_time"],
+                top,
+                "fetch_wait",
+                {"fetch_wait": 1e-6, "compute_time": 1e-6},
+            ),
+            "time_windows": windows,
+        },
+        [
+            "Give the data loader more workers (num_workers / read_threads) and a deeper prefetch "
+            "(prefetch_factor), so batches are ready before the step needs them",
+            "Make samples cheaper to load: larger files or shards, faster storage tier, caching decoded samples",
+        ],
+    )
 
 
 def _epoch_split(f: Facts) -> List[dict]:
@@ -974,8 +1210,17 @@ def _epoch_split(f: Facts) -> List[dict]:
         cp_e = _clip(comp, s, e)
         unover = union_measure(merge_unions(io_e, cp_e)) - union_measure(cp_e)
         del win
-        out.append({"epoch": label, "start": s, "end": e, "duration": e - s, "compute": union_measure(cp_e),
-                    "io": union_measure(io_e), "unoverlapped_io": unover})
+        out.append(
+            {
+                "epoch": label,
+                "start": s,
+                "end": e,
+                "duration": e - s,
+                "compute": union_measure(cp_e),
+                "io": union_measure(io_e),
+                "unoverlapped_io": unover,
+            }
+        )
     return out
 
 
@@ -997,26 +1242,45 @@ def _io_bound_epochs(f: Facts, th: dict, cfg: dict):
     bad = [r for r in split if r["duration"] and r["unoverlapped_io"] / r["duration"] > th["io_bound_epoch"]]
     if not bad:
         return None
-    rows = [{"epoch": _num(r["epoch"]), "start_s": f.rel(r["start"]), "end_s": f.rel(r["end"]),
-             "duration_s": r["duration"] / 1e6, "unoverlapped_io_s": r["unoverlapped_io"] / 1e6,
-             "compute_s": r["compute"] / 1e6, "io_share": round(r["unoverlapped_io"] / r["duration"], 6)} for r in split]
+    rows = [
+        {
+            "epoch": _num(r["epoch"]),
+            "start_s": f.rel(r["start"]),
+            "end_s": f.rel(r["end"]),
+            "duration_s": r["duration"] / 1e6,
+            "unoverlapped_io_s": r["unoverlapped_io"] / 1e6,
+            "compute_s": r["compute"] / 1e6,
+            "io_share": round(r["unoverlapped_io"] / r["duration"], 6),
+        }
+        for r in split
+    ]
     badset = {id(r) for r in bad}
-    return (f"{len(bad)} of {len(split)} epoch(s) are I/O bound: unoverlapped I/O and data waiting take more than "
-            f"{100 * th['io_bound_epoch']:.0f}% of the epoch",
-            {"epochs": len(split), "io_bound_epochs": len(bad),
-             "max_io_share": max(round(r["unoverlapped_io"] / r["duration"], 6) for r in bad)},
-            {"time_windows": [row for row, r in zip(rows, split) if id(r) in badset],
-             "epochs": rows},
-            ["Overlap I/O with compute: more loader workers, prefetching, asynchronous reads",
-             "If the first epoch only is I/O bound, warm a node-local cache; if all are, move the dataset "
-             "to a faster tier or reduce bytes per sample"])
+    return (
+        f"{len(bad)} of {len(split)} epoch(s) are I/O bound: unoverlapped I/O and data waiting take more than "
+        f"{100 * th['io_bound_epoch']:.0f}% of the epoch",
+        {
+            "epochs": len(split),
+            "io_bound_epochs": len(bad),
+            "max_io_share": max(round(r["unoverlapped_io"] / r["duration"], 6) for r in bad),
+        },
+        {"time_windows": [row for row, r in zip(rows, split) if id(r) in badset], "epochs": rows},
+        [
+            "Overlap I/O with compute: more loader workers, prefetching, asynchronous reads",
+            "If the first epoch only is I/O bound, warm a node-local cache; if all are, move the dataset "
+            "to a faster tier or reduce bytes per sample",
+        ],
+    )
 
 
 def _workers(f: Facts) -> pd.DataFrame:
     p = f.procs
     if not len(p):
         return p
-    w = p[(p["compute_time"] == 0) & (p["fetch_count"] == 0) & ((p["samples"] > 0) | (p["app_io_time"] > 0) | (p["io_time"] > 0))]
+    w = p[
+        (p["compute_time"] == 0)
+        & (p["fetch_count"] == 0)
+        & ((p["samples"] > 0) | (p["app_io_time"] > 0) | (p["io_time"] > 0))
+    ]
     trainers = p[(p["compute_time"] > 0) | (p["fetch_count"] > 0)]
     if not len(trainers):
         return w.iloc[0:0]
@@ -1032,18 +1296,40 @@ def _worker_imbalance(f: Facts, th: dict, cfg: dict):
     if ratio <= th["worker_imbalance"]:
         return None
     top = cfg["evidence"]["top"]
-    rows = [dict(hostname=str(k[0]), pid=int(k[1]), busy_s=int(r["busy"]) / 1e6, samples=int(r["samples"]),
-                 bytes=int(r["bytes"]), first_s=f.rel(r["first_ts"]), last_s=f.rel(r["last_te"]))
-            for k, r in w.sort_values("busy", ascending=False, kind="stable").head(top).iterrows()]
-    return (f"data-loader workers are unevenly loaded: the busiest works {ratio:.2f}x the mean "
-            f"({len(w)} workers, busy time {w['busy'].max() / 1e6:.3f} s vs mean {mean / 1e6:.3f} s)",
-            {"workers": int(len(w)), "max_over_mean": round(ratio, 6), "max_busy_s": int(w["busy"].max()) / 1e6,
-             "mean_busy_s": round(mean / 1e6, 6), "min_busy_s": int(w["busy"].min()) / 1e6},
-            {"processes": rows,
-             "time_windows": [{"start_s": r["first_s"], "end_s": r["last_s"], "process": f"{r['hostname']}:{r['pid']}"}
-                              for r in rows[:1]]},
-            ["Balance work across workers: equal-sized samples per worker, a sampler that interleaves "
-             "large and small samples, or smaller batches so the slowest worker is not on the critical path"])
+    rows = [
+        dict(
+            hostname=str(k[0]),
+            pid=int(k[1]),
+            busy_s=int(r["busy"]) / 1e6,
+            samples=int(r["samples"]),
+            bytes=int(r["bytes"]),
+            first_s=f.rel(r["first_ts"]),
+            last_s=f.rel(r["last_te"]),
+        )
+        for k, r in w.sort_values("busy", ascending=False, kind="stable").head(top).iterrows()
+    ]
+    return (
+        f"data-loader workers are unevenly loaded: the busiest works {ratio:.2f}x the mean "
+        f"({len(w)} workers, busy time {w['busy'].max() / 1e6:.3f} s vs mean {mean / 1e6:.3f} s)",
+        {
+            "workers": int(len(w)),
+            "max_over_mean": round(ratio, 6),
+            "max_busy_s": int(w["busy"].max()) / 1e6,
+            "mean_busy_s": round(mean / 1e6, 6),
+            "min_busy_s": int(w["busy"].min()) / 1e6,
+        },
+        {
+            "processes": rows,
+            "time_windows": [
+                {"start_s": r["first_s"], "end_s": r["last_s"], "process": f"{r['hostname']}:{r['pid']}"}
+                for r in rows[:1]
+            ],
+        },
+        [
+            "Balance work across workers: equal-sized samples per worker, a sampler that interleaves "
+            "large and small samples, or smaller batches so the slowest worker is not on the critical path"
+        ],
+    )
 
 
 def _checkpoint_time(f: Facts, th: dict, cfg: dict):
@@ -1054,16 +1340,34 @@ def _checkpoint_time(f: Facts, th: dict, cfg: dict):
         return None
     top = cfg["evidence"]["top"]
     tc = f.top_checkpoint
-    windows = [{"start_s": f.rel(r.ts), "end_s": f.rel(r.ts + r.dur), "duration_s": int(r.dur) / 1e6,
-                "name": str(r.name), "process": f"{r.hostname}:{r.pid}"} for r in tc.itertuples()][:top]
-    return (f"checkpointing takes {100 * _share(ck, total):.1f}% of the job ({ck / 1e6:.3f} s of {total / 1e6:.3f} s) "
-            f"and writes {f.n['checkpoint_bytes']:,} bytes",
-            {"checkpoint_s": ck / 1e6, "job_s": total / 1e6, "checkpoint_share": round(_share(ck, total), 6),
-             "checkpoint_events": f.n["checkpoint_events"], "checkpoint_bytes": f.n["checkpoint_bytes"]},
-            {"files": _file_rows(f.files, ["checkpoint_bytes"], top, "checkpoint_bytes"), "time_windows": windows},
-            ["Checkpoint less often, or asynchronously (write from a background thread/process while "
-             "training continues)", "Write checkpoints to a faster tier (node-local NVMe, burst buffer) and "
-             "drain them later; shard them so every rank writes its part in parallel"])
+    windows = [
+        {
+            "start_s": f.rel(r.ts),
+            "end_s": f.rel(r.ts + r.dur),
+            "duration_s": int(r.dur) / 1e6,
+            "name": str(r.name),
+            "process": f"{r.hostname}:{r.pid}",
+        }
+        for r in tc.itertuples()
+    ][:top]
+    return (
+        f"checkpointing takes {100 * _share(ck, total):.1f}% of the job ({ck / 1e6:.3f} s of {total / 1e6:.3f} s) "
+        f"and writes {f.n['checkpoint_bytes']:,} bytes",
+        {
+            "checkpoint_s": ck / 1e6,
+            "job_s": total / 1e6,
+            "checkpoint_share": round(_share(ck, total), 6),
+            "checkpoint_events": f.n["checkpoint_events"],
+            "checkpoint_bytes": f.n["checkpoint_bytes"],
+        },
+        {"files": _file_rows(f.files, ["checkpoint_bytes"], top, "checkpoint_bytes"), "time_windows": windows},
+        [
+            "Checkpoint less often, or asynchronously (write from a background thread/process while "
+            "training continues)",
+            "Write checkpoints to a faster tier (node-local NVMe, burst buffer) and "
+            "drain them later; shard them so every rank writes its part in parallel",
+        ],
+    )
 
 
 def _small_files_per_sample(f: Facts, th: dict, cfg: dict):
@@ -1080,14 +1384,23 @@ def _small_files_per_sample(f: Facts, th: dict, cfg: dict):
         return None
     top = cfg["evidence"]["top"]
     sm = small.assign(bytes_per_open=(small["bytes_read"] / small["opens"]).round(1))
-    return (f"{opens:,} opens of small files (< {th['small_file_bytes']:,} bytes read per open) for {samples:,} samples: "
-            f"{ratio:.2f} small-file opens per sample",
-            {"samples": samples, "small_file_opens": opens, "small_files": int(len(small)),
-             "opens_per_sample": round(ratio, 6),
-             "median_bytes_per_open": float(np.median(small["bytes_read"] / small["opens"]))},
-            {"files": _file_rows(sm, ["opens", "bytes_read", "bytes_per_open"], top, "opens")},
-            ["Pack samples into larger container files or shards (TFRecord, WebDataset tar, HDF5, LMDB) "
-             "and read them sequentially", "Keep files open across samples instead of open/read/close per sample"])
+    return (
+        f"{opens:,} opens of small files (< {th['small_file_bytes']:,} bytes read per open) for {samples:,} samples: "
+        f"{ratio:.2f} small-file opens per sample",
+        {
+            "samples": samples,
+            "small_file_opens": opens,
+            "small_files": int(len(small)),
+            "opens_per_sample": round(ratio, 6),
+            "median_bytes_per_open": float(np.median(small["bytes_read"] / small["opens"])),
+        },
+        {"files": _file_rows(sm, ["opens", "bytes_read", "bytes_per_open"], top, "opens")},
+        [
+            "Pack samples into larger container files or shards (TFRecord, WebDataset tar, HDF5, LMDB) "
+            "and read them sequentially",
+            "Keep files open across samples instead of open/read/close per sample",
+        ],
+    )
 
 
 def _repeated_epoch_reads(f: Facts, th: dict, cfg: dict):
@@ -1111,22 +1424,42 @@ def _repeated_epoch_reads(f: Facts, th: dict, cfg: dict):
         total += tot_f
         repeated += rep_f
         if rep_f:
-            rows.append({"fname": str(fname), "repeated_bytes": rep_f, "bytes_read_in_epochs": tot_f,
-                         "epochs": len(lst), "unique_bytes": union_measure(seen)})
+            rows.append(
+                {
+                    "fname": str(fname),
+                    "repeated_bytes": rep_f,
+                    "bytes_read_in_epochs": tot_f,
+                    "epochs": len(lst),
+                    "unique_bytes": union_measure(seen),
+                }
+            )
     if not total or _share(repeated, total) <= th["repeated_epoch_reads"]:
         return None
     rows.sort(key=lambda r: -r["repeated_bytes"])
     top = cfg["evidence"]["top"]
     unique = sum(union_measure(merge_unions(*[u for _, u in lst])) for lst in by_file.values())
-    return (f"{100 * _share(repeated, total):.1f}% of the bytes read inside epochs ({repeated:,} of {total:,}) "
-            f"were already read in an earlier epoch; the dataset touched is {unique:,} bytes",
-            {"epochs": len(f.epochs), "bytes_read_in_epochs": total, "repeated_bytes": repeated,
-             "repeated_share": round(_share(repeated, total), 6), "unique_bytes": unique,
-             "files_reread": len(rows)},
-            {"files": rows[:top],
-             "time_windows": [{"epoch": _num(lb), "start_s": f.rel(s), "end_s": f.rel(e)} for lb, s, e in f.epochs[1:]][:top]},
-            [f"The data re-read every epoch ({unique:,} bytes) could be cached after the first epoch: in "
-             "memory, on node-local storage, or with a caching loader (e.g. DALI/tf.data cache)"])
+    return (
+        f"{100 * _share(repeated, total):.1f}% of the bytes read inside epochs ({repeated:,} of {total:,}) "
+        f"were already read in an earlier epoch; the dataset touched is {unique:,} bytes",
+        {
+            "epochs": len(f.epochs),
+            "bytes_read_in_epochs": total,
+            "repeated_bytes": repeated,
+            "repeated_share": round(_share(repeated, total), 6),
+            "unique_bytes": unique,
+            "files_reread": len(rows),
+        },
+        {
+            "files": rows[:top],
+            "time_windows": [{"epoch": _num(lb), "start_s": f.rel(s), "end_s": f.rel(e)} for lb, s, e in f.epochs[1:]][
+                :top
+            ],
+        },
+        [
+            f"The data re-read every epoch ({unique:,} bytes) could be cached after the first epoch: in "
+            "memory, on node-local storage, or with a caching loader (e.g. DALI/tf.data cache)"
+        ],
+    )
 
 
 RULES: Tuple[Rule, ...] = (
@@ -1171,8 +1504,10 @@ def run_rules(facts: Facts, cfg: dict) -> InsightReport:
 # ----------------------------------------------------------------------------- driver
 def _windows_partial(df: pd.DataFrame, names: Sequence[str]) -> tuple:
     """(min ts, max te, window rows) of one partition: rows whose name is in ``names``."""
-    x = df[(df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-           & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)]
+    x = df[
+        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
+    ]
     if x.empty:
         return None, None, None
     w = x[_isin(x["name"], names)]
@@ -1197,10 +1532,16 @@ def _epoch_windows(w: pd.DataFrame, cats: dict) -> List[Tuple[Any, int, int]]:
         return []
     e = e.sort_values(["hostname", "pid", "ts"], kind="stable")
     if "epoch" in e.columns and e["epoch"].notna().all():
-        label = e["epoch"].map(lambda v: int(v) if isinstance(v, (int, float, np.integer, np.floating)) and float(v).is_integer() else str(v))
+        label = e["epoch"].map(
+            lambda v: (
+                int(v) if isinstance(v, (int, float, np.integer, np.floating)) and float(v).is_integer() else str(v)
+            )
+        )
     else:
         label = e.groupby(["hostname", "pid"], sort=False).cumcount() + 1
-    g = pd.DataFrame({"label": label.to_numpy(), "ts": e["ts"].to_numpy(), "te": e["te"].to_numpy()}).groupby("label", sort=False)
+    g = pd.DataFrame({"label": label.to_numpy(), "ts": e["ts"].to_numpy(), "te": e["te"].to_numpy()}).groupby(
+        "label", sort=False
+    )
     spans = g.agg(start=("ts", "min"), end=("te", "max")).sort_values("start", kind="stable")
     return [(_num(k), int(r.start), int(r.end)) for k, r in spans.iterrows()]
 
@@ -1231,7 +1572,10 @@ def compute_insights(analyzer, config=None) -> InsightReport:
         "checkpoint_pattern": cats["checkpoint_name_pattern"],
         "small_bytes": int(cfg["thresholds"]["small_bytes"]),
         "alignment": max(1, int(cfg["thresholds"]["alignment"])),
-        "t0": t0, "t1": t1, "bins": bins, "top": int(cfg["evidence"]["top"]),
+        "t0": t0,
+        "t1": t1,
+        "bins": bins,
+        "top": int(cfg["evidence"]["top"]),
         "epochs": epochs,
         "checkpoint": (_EMPTY, _EMPTY),
     }
@@ -1244,18 +1588,22 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     starts = stream_positions(c.gather([c.submit(_stream_carry, p, ctx, pure=False) for p in parts]))
     level = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
     while len(level) > 1:
-        level = [c.submit(combine_facts, *level[i: i + 8], pure=False) for i in range(0, len(level), 8)]
+        level = [c.submit(combine_facts, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
     root = level[0].result()
     facts = finish_facts(root, t0, t1, bins, epochs)
     return run_rules(facts, cfg)
 
 
 def _checkpoint_union(df: pd.DataFrame, ctx: dict):
-    x = df[(df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-           & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)]
+    x = df[
+        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
+        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
+    ]
     if x.empty:
         return _EMPTY, _EMPTY
     cat_io = _isin(x["cat"], ctx["io_cats"])
     is_ck = _isin(x["cat"], ctx["checkpoint_cats"]) | (
-        ~cat_io & x["name"].astype(object).str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool))
+        ~cat_io
+        & x["name"].astype(object).str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool)
+    )
     return union_intervals(x["ts"].to_numpy(dtype=np.int64)[is_ck], x["te"].to_numpy(dtype=np.int64)[is_ck])

@@ -26,6 +26,7 @@ offset      Int64                args.offset, bytes
                                  ``arg_<key>`` (``arg_size``, ``arg_dur``, ...)
 ==========  ===================  ==============================================================
 """
+
 from __future__ import annotations
 
 import os
@@ -42,12 +43,22 @@ if TYPE_CHECKING:
 
 # EVENT_META and CORE_COLUMNS are resolved by the module __getattr__ below
 __all__ = [  # noqa: F822
-    "Batch", "EVENT_META", "CORE_COLUMNS", "ReaderError", "build_index", "checkpoint_stats", "index_path",
-    "load_batch", "load_files", "read_checkpoints", "read_lines", "read_lines_checked", "scan",
+    "Batch",
+    "EVENT_META",
+    "CORE_COLUMNS",
+    "ReaderError",
+    "build_index",
+    "checkpoint_stats",
+    "index_path",
+    "load_batch",
+    "load_files",
+    "read_checkpoints",
+    "read_lines",
+    "read_lines_checked",
+    "scan",
 ]
 
 ReaderError = _reader.ReaderError
-
 
 
 def __getattr__(name: str):
@@ -65,14 +76,15 @@ def __getattr__(name: str):
 @dataclass
 class Batch:
     """Result of :func:`load_batch`."""
+
     events: pd.DataFrame
     metadata: pd.DataFrame
-    skipped_lines: int = 0          # lines that are not valid JSON or lack name/ts
-    lost_bytes: int = 0             # bytes of undecodable / cut-short data in this batch
-    lost_lines: int = 0             # lines of members that failed their CRC/ISIZE (as decoded)
-    unresolved_hashes: int = 0      # fhash/hhash values without a FH/HH record in the file
+    skipped_lines: int = 0  # lines that are not valid JSON or lack name/ts
+    lost_bytes: int = 0  # bytes of undecodable / cut-short data in this batch
+    lost_lines: int = 0  # lines of members that failed their CRC/ISIZE (as decoded)
+    unresolved_hashes: int = 0  # fhash/hhash values without a FH/HH record in the file
     warnings: List[str] = field(default_factory=list)
-    header_mismatches: int = 0      # members read by plain inflation because their header lied
+    header_mismatches: int = 0  # members read by plain inflation because their header lied
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
@@ -107,8 +119,9 @@ def load_files(paths: List[str]):
     files = list(r["files"])
     for f in files:
         if f["skipped_lines"]:
-            f["warnings"].append("%s: %d lines skipped (invalid JSON or missing/invalid name or ts)"
-                                 % (f["path"], f["skipped_lines"]))
+            f["warnings"].append(
+                "%s: %d lines skipped (invalid JSON or missing/invalid name or ts)" % (f["path"], f["skipped_lines"])
+            )
         if f["unresolved_hashes"]:
             f["warnings"].append("%s: %d file/host hashes without a FH/HH record" % (f["path"], f["unresolved_hashes"]))
     return _batch(r, None), files
@@ -135,22 +148,36 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         data[key] = schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload)
     events = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
     warnings, lost_bytes, lost_lines = batch_problems(r, path)
-    return Batch(events=events, metadata=metadata_frame(r["metadata"]), skipped_lines=int(r["skipped_lines"]),
-                 lost_bytes=lost_bytes, lost_lines=lost_lines, warnings=warnings,
-                 header_mismatches=int(r["header_mismatches"]), unresolved_hashes=int(r["unresolved_hashes"]))
+    return Batch(
+        events=events,
+        metadata=metadata_frame(r["metadata"]),
+        skipped_lines=int(r["skipped_lines"]),
+        lost_bytes=lost_bytes,
+        lost_lines=lost_lines,
+        warnings=warnings,
+        header_mismatches=int(r["header_mismatches"]),
+        unresolved_hashes=int(r["unresolved_hashes"]),
+    )
 
 
 def metadata_frame(m: dict) -> pd.DataFrame:
     """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns."""
     import pandas as pd
 
-    return pd.DataFrame({
-        "name": pd.Series(m["name"], dtype=object), "cat": pd.Series(m["cat"], dtype=object),
-        "ph": pd.Series(m["ph"], dtype=object), "pid": pd.Series(m["pid"], dtype="int64"),
-        "tid": pd.Series(m["tid"], dtype="int64"), "ts": pd.array(m["ts"], dtype="Int64"),
-        "dur": pd.array(m["dur"], dtype="Int64"), "key": pd.Series(m["key"], dtype=object),
-        "value": pd.Series(m["value"], dtype=object), "args": pd.Series(m["args"], dtype=object),
-    })
+    return pd.DataFrame(
+        {
+            "name": pd.Series(m["name"], dtype=object),
+            "cat": pd.Series(m["cat"], dtype=object),
+            "ph": pd.Series(m["ph"], dtype=object),
+            "pid": pd.Series(m["pid"], dtype="int64"),
+            "tid": pd.Series(m["tid"], dtype="int64"),
+            "ts": pd.array(m["ts"], dtype="Int64"),
+            "dur": pd.array(m["dur"], dtype="Int64"),
+            "key": pd.Series(m["key"], dtype=object),
+            "value": pd.Series(m["value"], dtype=object),
+            "args": pd.Series(m["args"], dtype=object),
+        }
+    )
 
 
 def batch_problems(r: dict, path: Optional[str]):
@@ -159,8 +186,9 @@ def batch_problems(r: dict, path: Optional[str]):
     warnings = list(r["warnings"])
     if path is not None:  # (load_files gives these per file)
         if r["skipped_lines"]:
-            warnings.append("%s: %d lines skipped (invalid JSON or missing/invalid name or ts)"
-                            % (path, r["skipped_lines"]))
+            warnings.append(
+                "%s: %d lines skipped (invalid JSON or missing/invalid name or ts)" % (path, r["skipped_lines"])
+            )
         if r["unresolved_hashes"]:
             warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
     lost_bytes = sum(f["lost_bytes"] for f in r["files"]) if path is None else r["lost_bytes"]

@@ -155,8 +155,13 @@ def _heat_plot(hm: pd.DataFrame, top: int) -> Optional[str]:
     edges = hm.attrs.get("edges_s") or list(range(hm.shape[1] + 1))
     fig = _figure(9, max(2.4, 0.28 * len(hm) + 1.4))
     ax = fig.add_subplot(1, 1, 1)
-    im = ax.imshow(hm.to_numpy(), aspect="auto", interpolation="nearest", cmap="viridis",
-                   extent=(edges[0], edges[-1], len(hm) - 0.5, -0.5))
+    im = ax.imshow(
+        hm.to_numpy(),
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        extent=(edges[0], edges[-1], len(hm) - 0.5, -0.5),
+    )
     ax.set_yticks(range(len(hm)))
     ax.set_yticklabels([f"{h}:{p}" for h, p in hm.index], fontsize=7)
     ax.set_xlabel("time since first event (s)")
@@ -168,21 +173,34 @@ def _heat_plot(hm: pd.DataFrame, top: int) -> Optional[str]:
 
 def _summary_html(s: dict, stats: dict) -> str:
     t = s["time"]
-    cells = [("events", s["events"]), ("nodes", s["nodes"]), ("processes", s["processes"]),
-             ("files", s["files"]), ("trace files", stats.get("files", 0)),
-             ("total time (s)", t["total"]), ("I/O time (s)", t["io"]), ("compute time (s)", t["compute"]),
-             ("unoverlapped I/O (s)", t["unoverlapped_io"]), ("app I/O (s)", t["app_io"])]
+    cells = [
+        ("events", s["events"]),
+        ("nodes", s["nodes"]),
+        ("processes", s["processes"]),
+        ("files", s["files"]),
+        ("trace files", stats.get("files", 0)),
+        ("total time (s)", t["total"]),
+        ("I/O time (s)", t["io"]),
+        ("compute time (s)", t["compute"]),
+        ("unoverlapped I/O (s)", t["unoverlapped_io"]),
+        ("app I/O (s)", t["app_io"]),
+    ]
     grid = "".join(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(k)}</span></div>' for k, v in cells)
     times = pd.DataFrame({"seconds": {k: v for k, v in t.items()}})
-    funcs = pd.DataFrame({n: {"count": f["count"], **({("size_" + k): v for k, v in f["size"].items()} if f["size"] else {})}
-                          for n, f in s["functions"].items()}).T
+    funcs = pd.DataFrame(
+        {
+            n: {"count": f["count"], **({("size_" + k): v for k, v in f["size"].items()} if f["size"] else {})}
+            for n, f in s["functions"].items()
+        }
+    ).T
     funcs.index.name = "function"
     skipped = ""
     if stats.get("skipped_lines") or stats.get("lost_bytes"):
-        skipped = (f'<p class="muted">skipped input: {stats["skipped_lines"]:,} lines, '
-                   f'{stats["lost_bytes"]:,} bytes</p>')
-    return (f'<section id="summary"><h2>Summary</h2><div class="grid">{grid}</div>'
-            f'<h3>Split of time</h3>{_table(times)}<h3>Metrics by function</h3>{_table(funcs)}{skipped}</section>')
+        skipped = f'<p class="muted">skipped input: {stats["skipped_lines"]:,} lines, {stats["lost_bytes"]:,} bytes</p>'
+    return (
+        f'<section id="summary"><h2>Summary</h2><div class="grid">{grid}</div>'
+        f"<h3>Split of time</h3>{_table(times)}<h3>Metrics by function</h3>{_table(funcs)}{skipped}</section>"
+    )
 
 
 def _insights_html(rep) -> str:
@@ -190,12 +208,14 @@ def _insights_html(rep) -> str:
         return ""
     parts = ['<section id="insights"><h2>Insights</h2>']
     if not rep.insights:
-        parts.append(f'<p>None of the {len(rep.checked)} rules triggered.</p>')
+        parts.append(f"<p>None of the {len(rep.checked)} rules triggered.</p>")
     for i in rep.insights:
         ev = i.evidence
-        parts.append(f'<div class="ins {_e(i.severity)}"><p><span class="sev">{_e(i.severity)}</span>'
-                     f'<b>{_e(i.code)} {_e(i.title)}</b> <span class="muted">({_e(i.rule)})</span></p>'
-                     f'<p>{_e(i.message)}</p>')
+        parts.append(
+            f'<div class="ins {_e(i.severity)}"><p><span class="sev">{_e(i.severity)}</span>'
+            f'<b>{_e(i.code)} {_e(i.title)}</b> <span class="muted">({_e(i.rule)})</span></p>'
+            f"<p>{_e(i.message)}</p>"
+        )
         m = ev.get("metrics") or {}
         if m:
             parts.append(_rows_table([m]))
@@ -249,10 +269,14 @@ def render_report(analyzer, config=None, top: int = 20, bins: int = 50, title: O
     ]
     if epochs is not None and len(epochs):
         body.append(f'<section id="epochs"><h2>Epochs</h2>{_table(epochs, top)}</section>')
-    body.append(f'<section id="timewindows"><h2>Time windows</h2>{_table(tv[tv["ops"] > 0] if "ops" in tv else tv, top)}</section>')
+    body.append(
+        f'<section id="timewindows"><h2>Time windows</h2>{_table(tv[tv["ops"] > 0] if "ops" in tv else tv, top)}</section>'
+    )
     body.append(f'<section id="plots"><h2>Plots</h2>{"".join(plots)}</section></main>')
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{_e(head)}</title><style>{_CSS}</style></head><body>" + "".join(body) + "</body></html>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(head)}</title><style>{_CSS}</style></head><body>" + "".join(body) + "</body></html>"
+    )
 
 
 def write_report(analyzer, path: str, config=None, top: int = 20, bins: int = 50, title: Optional[str] = None) -> str:

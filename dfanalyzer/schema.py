@@ -33,9 +33,22 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "CATEGORY", "CORE_COLUMNS", "CORE_NAMES", "CATEGORICAL_CORE", "NULLABLE_CORE", "kind_of_reader", "categorical",
-    "kind_of", "pandas_dtype", "frame_schema", "union_schema", "empty_column", "make_meta", "cast_column",
-    "align_frame", "unify_categories",
+    "CATEGORY",
+    "CORE_COLUMNS",
+    "CORE_NAMES",
+    "CATEGORICAL_CORE",
+    "NULLABLE_CORE",
+    "kind_of_reader",
+    "categorical",
+    "kind_of",
+    "pandas_dtype",
+    "frame_schema",
+    "union_schema",
+    "empty_column",
+    "make_meta",
+    "cast_column",
+    "align_frame",
+    "unify_categories",
 ]
 
 CATEGORY = "category"

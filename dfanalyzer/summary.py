@@ -356,10 +356,18 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
             p.functions = _function_histograms(take(name)[io_m], name_cats, sv[io_m], has)
         else:
             per_call, weight, spread = _aggregated_sizes(cols, take, agg, calls, sv)
-            p.functions = _function_histograms(take(name)[io_m], name_cats, per_call[io_m],
-                                               has & ~spread[io_m], calls[io_m], weight[io_m])
-            _add_spread(p.functions, take(name)[io_m], name_cats, has & spread[io_m], calls[io_m],
-                        sv[io_m], *(a[io_m] for a in _spread_bounds(cols, take, agg)))
+            p.functions = _function_histograms(
+                take(name)[io_m], name_cats, per_call[io_m], has & ~spread[io_m], calls[io_m], weight[io_m]
+            )
+            _add_spread(
+                p.functions,
+                take(name)[io_m],
+                name_cats,
+                has & spread[io_m],
+                calls[io_m],
+                sv[io_m],
+                *(a[io_m] for a in _spread_bounds(cols, take, agg)),
+            )
     return p
 
 
@@ -439,8 +447,14 @@ def _merge_spread(a, b):
     return [a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3])]
 
 
-def _function_histograms(codes: np.ndarray, uniq: list, sizes: np.ndarray, has: np.ndarray,
-                         calls: Optional[np.ndarray] = None, weight: Optional[np.ndarray] = None) -> Dict[str, list]:
+def _function_histograms(
+    codes: np.ndarray,
+    uniq: list,
+    sizes: np.ndarray,
+    has: np.ndarray,
+    calls: Optional[np.ndarray] = None,
+    weight: Optional[np.ndarray] = None,
+) -> Dict[str, list]:
     """name -> [count, (values, counts), None]: calls and exact histogram of the non-null sizes.
 
     ``codes`` are name codes (-1 = null name, ignored), ``uniq`` their names, ``sizes`` int64
@@ -585,9 +599,9 @@ class Summary:
             "functions": {
                 n: {
                     "count": int(f["count"]),
-                    "size": None if f["size"] is None else {
-                        k: None if f["size"][k] is None else float(f["size"][k]) for k in SIZE_KEYS
-                    },
+                    "size": None
+                    if f["size"] is None
+                    else {k: None if f["size"][k] is None else float(f["size"][k]) for k in SIZE_KEYS},
                 }
                 for n, f in self.functions.items()
             },
@@ -656,9 +670,11 @@ class Summary:
             table.add_column(f"size {lbl}", justify="right")
         for n in sorted(self.functions):
             f = self.functions[n]
-            cells = ["-"] * 6 if f["size"] is None else [
-                "-" if f["size"][k] is None else _human_bytes(f["size"][k]) for k in SIZE_KEYS
-            ]
+            cells = (
+                ["-"] * 6
+                if f["size"] is None
+                else ["-" if f["size"][k] is None else _human_bytes(f["size"][k]) for k in SIZE_KEYS]
+            )
             table.add_row(n, _human_count(f["count"]), *cells)
         return Panel(Group(lines, table), title="Summary", expand=False)
 

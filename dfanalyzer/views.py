@@ -101,8 +101,12 @@ _SIZE_EDGES = np.array([e for _, e in SIZE_BUCKETS], dtype=np.int64)
 # ai API and DLIO 2.0.0 event names used by the epoch view (category, name)
 EPOCH_EVENTS = (("pipeline", "epoch.block"), ("pipeline", "epoch"))
 TRAIN_EVENTS = (("pipeline", "train"), ("dlio_benchmark", "DLIOBenchmark._train"))
-FETCH_EVENTS = (("dataloader", "fetch.iter"), ("dataloader", "fetch"), ("dlio_benchmark", "_train.iter"),
-                ("dlio_benchmark", "loop.iter"))
+FETCH_EVENTS = (
+    ("dataloader", "fetch.iter"),
+    ("dataloader", "fetch"),
+    ("dlio_benchmark", "_train.iter"),
+    ("dlio_benchmark", "loop.iter"),
+)
 COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
 CHECKPOINT_CATS = ("checkpoint",)
 EVAL_EVENTS = (("pipeline", "evaluate"), ("dlio_benchmark", "DLIOBenchmark._eval"))
@@ -132,6 +136,7 @@ def _run(events, partial: Callable, combine: Callable, finish: Callable, *args, 
 
 def _span(events, client=None) -> Tuple[Optional[int], Optional[int]]:
     """``(min ts, max te)`` µs of the events (``ph == "X"``, not ``dftracer``); ``(None, None)`` if none."""
+
     def part(df):
         c = _Cols(df)
         if c.n == 0:
@@ -312,8 +317,24 @@ def _percentiles(hist) -> List[float]:
 class _Group:
     """Mergeable metrics of one group of events (a function, a file, a tag value, ...)."""
 
-    __slots__ = ("count", "dur_sum", "bytes", "sized", "hist", "union", "min_ts", "max_te", "procs",
-                 "buckets", "read_bytes", "write_bytes", "seq", "consec", "rand", "ends")
+    __slots__ = (
+        "count",
+        "dur_sum",
+        "bytes",
+        "sized",
+        "hist",
+        "union",
+        "min_ts",
+        "max_te",
+        "procs",
+        "buckets",
+        "read_bytes",
+        "write_bytes",
+        "seq",
+        "consec",
+        "rand",
+        "ends",
+    )
 
     def __init__(self):
         self.count = 0
@@ -341,10 +362,12 @@ class _Group:
             self.rand += 1
 
 
-_READ_NAMES = frozenset(("read", "pread", "pread64", "readv", "preadv", "preadv2", "fread", "fgets", "getc",
-                         "fgetc", "fscanf"))
-_WRITE_NAMES = frozenset(("write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite", "fputs",
-                          "fputc", "fprintf"))
+_READ_NAMES = frozenset(
+    ("read", "pread", "pread64", "readv", "preadv", "preadv2", "fread", "fgets", "getc", "fgetc", "fscanf")
+)
+_WRITE_NAMES = frozenset(
+    ("write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite", "fputs", "fputc", "fprintf")
+)
 
 
 def _grouped_unions(g: np.ndarray, ts: np.ndarray, te: np.ndarray, k: int) -> List[Tuple[np.ndarray, np.ndarray]]:
@@ -535,15 +558,29 @@ def _functions_finish(groups):
     return _frame(rows, "name", _FUNCTION_COLUMNS)
 
 
-_FUNCTION_COLUMNS = ["count", "bytes", "time_s", "busy_s", "mean_us", "p50_us", "p90_us", "p99_us", "max_us",
-                     "bandwidth_mib_s", "time_share"]
+_FUNCTION_COLUMNS = [
+    "count",
+    "bytes",
+    "time_s",
+    "busy_s",
+    "mean_us",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "max_us",
+    "bandwidth_mib_s",
+    "time_share",
+]
 
 
 def _frame(rows: Mapping, index_name, columns: List[str], sort: Optional[str] = "time_s") -> pd.DataFrame:
     df = pd.DataFrame.from_dict(dict(rows), orient="index", columns=columns) if rows else pd.DataFrame(columns=columns)
     if isinstance(index_name, (list, tuple)):
-        df.index = pd.MultiIndex.from_tuples(list(df.index), names=list(index_name)) if len(df) else \
-            pd.MultiIndex.from_tuples([], names=list(index_name))
+        df.index = (
+            pd.MultiIndex.from_tuples(list(df.index), names=list(index_name))
+            if len(df)
+            else pd.MultiIndex.from_tuples([], names=list(index_name))
+        )
     else:
         df.index.name = index_name
     if sort and len(df):
@@ -564,9 +601,24 @@ def function_metrics(events, io_cats: Sequence[str] = IO_CATS, client=None) -> p
 
 
 # ---------------------------------------------------------------------------- files
-_FILE_COLUMNS = ["ops", "bytes", "read_bytes", "write_bytes", "time_s", "busy_s", "bandwidth_mib_s", "processes",
-                 "first_s", "last_s", "p50_us", "max_us", "consecutive", "sequential", "random", "pattern"] + \
-    ["size_" + lbl for lbl, _ in SIZE_BUCKETS]
+_FILE_COLUMNS = [
+    "ops",
+    "bytes",
+    "read_bytes",
+    "write_bytes",
+    "time_s",
+    "busy_s",
+    "bandwidth_mib_s",
+    "processes",
+    "first_s",
+    "last_s",
+    "p50_us",
+    "max_us",
+    "consecutive",
+    "sequential",
+    "random",
+    "pattern",
+] + ["size_" + lbl for lbl, _ in SIZE_BUCKETS]
 
 
 def _files_partial(df, cats):
@@ -693,8 +745,21 @@ def _procs_combine(parts):
     return out
 
 
-_PROC_COLUMNS = ["events", "io_events", "bytes", "io_time_s", "app_io_time_s", "compute_time_s",
-                 "unoverlapped_io_s", "lifetime_s", "start_s", "end_s", "threads", "parent", "role"]
+_PROC_COLUMNS = [
+    "events",
+    "io_events",
+    "bytes",
+    "io_time_s",
+    "app_io_time_s",
+    "compute_time_s",
+    "unoverlapped_io_s",
+    "lifetime_s",
+    "start_s",
+    "end_s",
+    "threads",
+    "parent",
+    "role",
+]
 
 
 def _procs_finish(procs, parents):
@@ -746,9 +811,14 @@ def _process_attrs(df: pd.DataFrame) -> None:
     df.attrs["slowest_process"] = tuple(df["io_time_s"].idxmax()) if len(df) and df["io_time_s"].max() > 0 else None
 
 
-def process_view(events, io_cats: Sequence[str] = IO_CATS, compute_cats: Sequence[str] = COMPUTE_CATS,
-                 app_io_cats: Sequence[str] = APP_IO_CATS, parents: Optional[Mapping] = None,
-                 client=None) -> pd.DataFrame:
+def process_view(
+    events,
+    io_cats: Sequence[str] = IO_CATS,
+    compute_cats: Sequence[str] = COMPUTE_CATS,
+    app_io_cats: Sequence[str] = APP_IO_CATS,
+    parents: Optional[Mapping] = None,
+    client=None,
+) -> pd.DataFrame:
     """Per process ``(hostname, pid)``, sorted by ``io_time_s``.
 
     Columns: ``events`` (all events), ``io_events``, ``bytes`` (sum of ``size`` of its I/O
@@ -765,8 +835,16 @@ def process_view(events, io_cats: Sequence[str] = IO_CATS, compute_cats: Sequenc
     ``workers``, ``worker_io_imbalance`` and ``worker_app_io_imbalance`` (over workers only; NaN
     when there are none).
     """
-    return _run(events, _procs_partial, _procs_combine, lambda p: _procs_finish(p, dict(parents or {})),
-                tuple(io_cats), tuple(compute_cats), tuple(app_io_cats), client=client)
+    return _run(
+        events,
+        _procs_partial,
+        _procs_combine,
+        lambda p: _procs_finish(p, dict(parents or {})),
+        tuple(io_cats),
+        tuple(compute_cats),
+        tuple(app_io_cats),
+        client=client,
+    )
 
 
 def parents_from_metadata(metadata: pd.DataFrame) -> Dict[int, int]:
@@ -813,8 +891,14 @@ def _split(ts: np.ndarray, te: np.ndarray, edges: np.ndarray):
 def _time_partial(df, edges, io_cats, compute_cats, by_process):
     c = _Cols(df)
     nb = edges.size - 1
-    out = {"io_us": np.zeros(nb, dtype=np.int64), "bytes": np.zeros(nb, dtype=np.float64),
-           "ops": np.zeros(nb, dtype=np.int64), "io": _EMPTY_U, "cp": _EMPTY_U, "proc": {}}
+    out = {
+        "io_us": np.zeros(nb, dtype=np.int64),
+        "bytes": np.zeros(nb, dtype=np.float64),
+        "ops": np.zeros(nb, dtype=np.int64),
+        "io": _EMPTY_U,
+        "cp": _EMPTY_U,
+        "proc": {},
+    }
     if c.n == 0:
         return out
     io = c.cat_mask(io_cats)
@@ -879,26 +963,33 @@ def _time_finish(p, edges):
     w_s = np.maximum(width, 1) * 1e-6
     io_us = p["io_us"] if p["io_us"] is not None else np.zeros(nb, dtype=np.int64)
     by = p["bytes"] if p["bytes"] is not None else np.zeros(nb)
-    df = pd.DataFrame({
-        "start_s": (edges[:-1] - t0) * 1e-6,
-        "end_s": (edges[1:] - t0) * 1e-6,
-        "ops": p["ops"] if p["ops"] is not None else np.zeros(nb, dtype=np.int64),
-        "bytes": by,
-        "io_time_s": io_us * 1e-6,
-        "io_busy_s": io_busy * 1e-6,
-        "compute_busy_s": cp_busy * 1e-6,
-        "overlap_s": ov * 1e-6,
-        "bandwidth_mib_s": by / MIB / w_s,
-        "concurrency": io_us / np.maximum(width, 1),
-    })
+    df = pd.DataFrame(
+        {
+            "start_s": (edges[:-1] - t0) * 1e-6,
+            "end_s": (edges[1:] - t0) * 1e-6,
+            "ops": p["ops"] if p["ops"] is not None else np.zeros(nb, dtype=np.int64),
+            "bytes": by,
+            "io_time_s": io_us * 1e-6,
+            "io_busy_s": io_busy * 1e-6,
+            "compute_busy_s": cp_busy * 1e-6,
+            "overlap_s": ov * 1e-6,
+            "bandwidth_mib_s": by / MIB / w_s,
+            "concurrency": io_us / np.maximum(width, 1),
+        }
+    )
     df.index.name = "bin"
     df.attrs["t0_us"] = t0
     return df, p["proc"]
 
 
-def time_view(events, bins: Optional[int] = None, window_us: Optional[int] = None,
-              io_cats: Sequence[str] = IO_CATS, compute_cats: Sequence[str] = COMPUTE_CATS,
-              client=None) -> pd.DataFrame:
+def time_view(
+    events,
+    bins: Optional[int] = None,
+    window_us: Optional[int] = None,
+    io_cats: Sequence[str] = IO_CATS,
+    compute_cats: Sequence[str] = COMPUTE_CATS,
+    client=None,
+) -> pd.DataFrame:
     """Per time window over ``[min ts, max te)`` of the frame: ``bins`` equal windows (default
     100) or windows of ``window_us`` µs (the last one may reach past ``max te``).
 
@@ -916,16 +1007,18 @@ def time_view(events, bins: Optional[int] = None, window_us: Optional[int] = Non
     return df
 
 
-def heatmap(events, bins: Optional[int] = None, window_us: Optional[int] = None,
-            io_cats: Sequence[str] = IO_CATS, client=None) -> pd.DataFrame:
+def heatmap(
+    events, bins: Optional[int] = None, window_us: Optional[int] = None, io_cats: Sequence[str] = IO_CATS, client=None
+) -> pd.DataFrame:
     """Process x time I/O heat map: rows ``(hostname, pid)``, one column per window (as
     :func:`time_view`), values the I/O time (s) of that process in that window, durations split
     across windows. ``attrs["edges_s"]`` are the window edges (s since the first event)."""
     tv, proc = _time_and_heat(events, bins, window_us, io_cats, (), True, client)
     keys = sorted(proc)
     data = np.array([proc[k] for k in keys], dtype=np.float64).reshape(len(keys), len(tv)) * 1e-6
-    out = pd.DataFrame(data, index=pd.MultiIndex.from_tuples(keys, names=["hostname", "pid"]) if keys else None,
-                       columns=tv.index)
+    out = pd.DataFrame(
+        data, index=pd.MultiIndex.from_tuples(keys, names=["hostname", "pid"]) if keys else None, columns=tv.index
+    )
     out.attrs["edges_s"] = list(tv["start_s"]) + ([float(tv["end_s"].iloc[-1])] if len(tv) else [])
     return out
 
@@ -935,8 +1028,17 @@ def _time_and_heat(events, bins, window_us, io_cats, compute_cats, by_process, c
     if t0 is None:
         raise ValueError("no events in the frame")
     edges = _bins_for(t0, t1, bins, window_us)
-    return _run(events, _time_partial, _time_combine, lambda p: _time_finish(p, edges), edges,
-                tuple(io_cats), tuple(compute_cats), by_process, client=client)
+    return _run(
+        events,
+        _time_partial,
+        _time_combine,
+        lambda p: _time_finish(p, edges),
+        edges,
+        tuple(io_cats),
+        tuple(compute_cats),
+        by_process,
+        client=client,
+    )
 
 
 # ---------------------------------------------------------------------------- context tags
@@ -980,8 +1082,17 @@ def _tag_combine(parts):
     }
 
 
-_TAG_COLUMNS = ["events", "time_s", "span_s", "io_time_s", "app_io_time_s", "compute_time_s", "unoverlapped_io_s",
-                "start_s", "end_s"]
+_TAG_COLUMNS = [
+    "events",
+    "time_s",
+    "span_s",
+    "io_time_s",
+    "app_io_time_s",
+    "compute_time_s",
+    "unoverlapped_io_s",
+    "start_s",
+    "end_s",
+]
 
 
 def _tag_finish(p, key):
@@ -1013,8 +1124,14 @@ def _tag_finish(p, key):
     return df
 
 
-def tag_view(events, key: str, io_cats: Sequence[str] = IO_CATS, compute_cats: Sequence[str] = COMPUTE_CATS,
-             app_io_cats: Sequence[str] = APP_IO_CATS, client=None) -> pd.DataFrame:
+def tag_view(
+    events,
+    key: str,
+    io_cats: Sequence[str] = IO_CATS,
+    compute_cats: Sequence[str] = COMPUTE_CATS,
+    app_io_cats: Sequence[str] = APP_IO_CATS,
+    client=None,
+) -> pd.DataFrame:
     """Per value of the context tag ``key`` (any args column, e.g. ``epoch``, ``step``).
 
     The events carrying ``key == v`` define the value's time span ``S_v`` (union of their
@@ -1026,15 +1143,31 @@ def tag_view(events, key: str, io_cats: Sequence[str] = IO_CATS, compute_cats: S
     ``S_v``), ``start_s`` / ``end_s`` (s since the first tagged or I/O event). An args key that no
     event has gives an empty frame.
     """
-    return _run(events, _tag_partial, _tag_combine, lambda p: _tag_finish(p, key), key, tuple(io_cats),
-                tuple(compute_cats), tuple(app_io_cats), client=client)
+    return _run(
+        events,
+        _tag_partial,
+        _tag_combine,
+        lambda p: _tag_finish(p, key),
+        key,
+        tuple(io_cats),
+        tuple(compute_cats),
+        tuple(app_io_cats),
+        client=client,
+    )
 
 
 # ---------------------------------------------------------------------------- epochs
 def _epoch_partial(df, io_cats):
     c = _Cols(df)
-    out = {"epochs": [], "train": [], "io": _EMPTY_U, "fetch": _EMPTY_U, "cp": _EMPTY_U, "ckpt": _EMPTY_U,
-           "eval": _EMPTY_U}
+    out = {
+        "epochs": [],
+        "train": [],
+        "io": _EMPTY_U,
+        "fetch": _EMPTY_U,
+        "cp": _EMPTY_U,
+        "ckpt": _EMPTY_U,
+        "eval": _EMPTY_U,
+    }
     if c.n == 0:
         return out
     ts, te = c.ts, c.te
@@ -1042,9 +1175,13 @@ def _epoch_partial(df, io_cats):
     for label, m in (("epochs", c.pair_mask(EPOCH_EVENTS)), ("train", c.pair_mask(TRAIN_EVENTS))):
         r = np.flatnonzero(m)
         out[label] = [(keys[int(pk[i])], int(ts[i]), int(te[i])) for i in r]
-    for label, m in (("io", c.cat_mask(io_cats)), ("fetch", c.pair_mask(FETCH_EVENTS)),
-                     ("cp", c.cat_mask(COMPUTE_EVENTS_CATS)), ("ckpt", c.cat_mask(CHECKPOINT_CATS)),
-                     ("eval", c.pair_mask(EVAL_EVENTS))):
+    for label, m in (
+        ("io", c.cat_mask(io_cats)),
+        ("fetch", c.pair_mask(FETCH_EVENTS)),
+        ("cp", c.cat_mask(COMPUTE_EVENTS_CATS)),
+        ("ckpt", c.cat_mask(CHECKPOINT_CATS)),
+        ("eval", c.pair_mask(EVAL_EVENTS)),
+    ):
         out[label] = union_intervals(ts[m], te[m])
     return out
 
@@ -1059,8 +1196,21 @@ def _epoch_combine(parts):
     return out
 
 
-_EPOCH_COLUMNS = ["processes", "start_s", "duration_s", "train_s", "fetch_s", "compute_s", "io_s", "checkpoint_s",
-                  "eval_s", "fetch_unoverlapped_s", "io_unoverlapped_s", "other_s", "source"]
+_EPOCH_COLUMNS = [
+    "processes",
+    "start_s",
+    "duration_s",
+    "train_s",
+    "fetch_s",
+    "compute_s",
+    "io_s",
+    "checkpoint_s",
+    "eval_s",
+    "fetch_unoverlapped_s",
+    "io_unoverlapped_s",
+    "other_s",
+    "source",
+]
 
 
 def _epoch_finish(p):
@@ -1079,8 +1229,12 @@ def _epoch_finish(p):
         span = union_intervals(np.array([a for a, _ in iv]), np.array([b for _, b in iv]))
         inside = {name: _intersect(p[name], span) for name in ("io", "fetch", "cp", "ckpt", "eval")}
         train_iv = [(a, b) for _, a, b in p["train"]]
-        train = _intersect(union_intervals(np.array([a for a, _ in train_iv], dtype=np.int64),
-                                           np.array([b for _, b in train_iv], dtype=np.int64)), span)
+        train = _intersect(
+            union_intervals(
+                np.array([a for a, _ in train_iv], dtype=np.int64), np.array([b for _, b in train_iv], dtype=np.int64)
+            ),
+            span,
+        )
         busy = merge_unions(inside["fetch"], inside["cp"], inside["ckpt"], inside["eval"])
         rows[k + 1] = {
             "processes": len(iv),
@@ -1192,7 +1346,7 @@ def layer_view(events, mapping: Optional[Mapping[str, Optional[str]]] = None, cl
 
 
 # ============================================================================ comparison
-_HIGHER_WORSE_PREFIXES = ("time.", )
+_HIGHER_WORSE_PREFIXES = ("time.",)
 _FUNC_HIGHER_WORSE = ("time_s", "busy_s", "mean_us", "p50_us", "p90_us", "p99_us", "max_us")
 _FUNC_LOWER_WORSE = ("bandwidth_mib_s",)
 
@@ -1267,6 +1421,8 @@ def compare(a, b, threshold: Optional[float] = None) -> pd.DataFrame:
     else:
         with np.errstate(invalid="ignore"):
             reg = (direction != 0) & (direction * delta > float(threshold) * np.abs(va))
-    df = pd.DataFrame({"a": va, "b": vb, "delta": delta, "ratio": ratio, "direction": direction,
-                       "regression": reg}, index=pd.Index(keys, name="metric"))
+    df = pd.DataFrame(
+        {"a": va, "b": vb, "delta": delta, "ratio": ratio, "direction": direction, "regression": reg},
+        index=pd.Index(keys, name="metric"),
+    )
     return df

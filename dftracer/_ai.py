@@ -45,8 +45,7 @@ class AIRegion(_Region):
         self._cargs = None
         self._children = {}
         for attr, child_name in (children or {}).items():
-            self._add_child(attr, AIRegion(self._cat, child_name, None, self._enable,
-                                           parent=self))
+            self._add_child(attr, AIRegion(self._cat, child_name, None, self._enable, parent=self))
 
     def _add_child(self, attr, child):
         setattr(self, attr, child)
@@ -109,16 +108,17 @@ class AIRegion(_Region):
                     _emit(name, cat, t0, t1 - t0, args)
                 except Exception:
                     _emit_retry(name, cat, t0, t1 - t0, args)
+
         return traced
 
-    def __call__(self, fn=None, *, enable=None, epoch=None, step=None, image_idx=None,
-                 image_size=None, args=None, **tags):
+    def __call__(
+        self, fn=None, *, enable=None, epoch=None, step=None, image_idx=None, image_size=None, args=None, **tags
+    ):
         extra = _collect_tags(epoch, step, image_idx, image_size, args, tags)
         node = self
         if extra or enable is not None:
             # a copy below this node: it still sees later update() calls on the tree
-            node = AIRegion(self._cat, self._name, extra,
-                            self._enable if enable is None else enable, parent=self)
+            node = AIRegion(self._cat, self._name, extra, self._enable if enable is None else enable, parent=self)
         if fn is not None and callable(fn):
             return node._wrap(fn, node._name)
         return node
@@ -139,14 +139,11 @@ class AIRegion(_Region):
             else:
                 self._pop_emit()
 
-    def iter(self, iterator, *, include_block=True, include_iter=True, iter_name=None,
-             block_name=None):
+    def iter(self, iterator, *, include_block=True, include_iter=True, iter_name=None, block_name=None):
         if not self._on:
             return iter(iterator)
-        wait_name = iter_name or (self._name if self._name.endswith(_SEP + "iter")
-                                  else f"{self._name}{_SEP}iter")
-        body_name = block_name or (self._name if self._name.endswith(_SEP + "block")
-                                   else f"{self._name}{_SEP}block")
+        wait_name = iter_name or (self._name if self._name.endswith(_SEP + "iter") else f"{self._name}{_SEP}iter")
+        body_name = block_name or (self._name if self._name.endswith(_SEP + "block") else f"{self._name}{_SEP}block")
         return self._iter(iterator, wait_name, body_name, "count", include_iter, include_block)
 
     def enable(self) -> None:
@@ -185,8 +182,9 @@ class AIRegion(_Region):
 
 def _io(cat, parent_node):
     base = f"{parent_node.name}{_SEP}io"
-    return AIRegion(cat, base, parent=parent_node,
-                    children={op: f"{base}{_SEP}{op}" for op in ("open", "read", "write", "close")})
+    return AIRegion(
+        cat, base, parent=parent_node, children={op: f"{base}{_SEP}{op}" for op in ("open", "read", "write", "close")}
+    )
 
 
 def _build_ai() -> AIRegion:
@@ -195,8 +193,19 @@ def _build_ai() -> AIRegion:
         "compute": ("forward", "backward", "step"),
         "data": ("preprocess", "item"),
         "dataloader": ("fetch",),
-        "comm": ("send", "receive", "barrier", "bcast", "reduce", "all_reduce", "gather",
-                 "all_gather", "scatter", "reduce_scatter", "all_to_all"),
+        "comm": (
+            "send",
+            "receive",
+            "barrier",
+            "bcast",
+            "reduce",
+            "all_reduce",
+            "gather",
+            "all_gather",
+            "scatter",
+            "reduce_scatter",
+            "all_to_all",
+        ),
         "device": ("transfer",),
         "checkpoint": ("capture", "restart"),
         "pipeline": ("epoch", "train", "evaluate", "test"),
@@ -218,5 +227,3 @@ _native.bind(sys.modules[__name__])
 #: ai.dataloader.fetch, ai.compute{,.forward,.backward,.step}, ai.data.{item,preprocess},
 #: ai.checkpoint.{init,capture,restart}, ai.comm.*, ai.device.transfer.
 ai = _build_ai()
-
-

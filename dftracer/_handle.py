@@ -69,8 +69,9 @@ class dftracer:
         """Current enter_event() nesting depth of this thread."""
         return getattr(self._depth, "level", 0)
 
-    def log_event(self, name, cat, start_time, duration, args=None, int_args=None,
-                  float_args=None, string_args=None) -> None:
+    def log_event(
+        self, name, cat, start_time, duration, args=None, int_args=None, float_args=None, string_args=None
+    ) -> None:
         """Log one complete event: ``start_time`` and ``duration`` in µs, ``args`` a dict of
         int/float/bool/str values (pydftracer's int_args/float_args/string_args are merged)."""
         if not DFTRACER_ENABLE:
@@ -101,8 +102,13 @@ class dftracer:
             return
         if _native.is_first_emit():
             _native.ensure_init()
-        _native.safe_call(_native.core.log_instant, str(name), str(cat), int(_native.now() if ts is None else ts),
-                   {str(k): _tag_value(v) for k, v in args.items()} if args else None)
+        _native.safe_call(
+            _native.core.log_instant,
+            str(name),
+            str(cat),
+            int(_native.now() if ts is None else ts),
+            {str(k): _tag_value(v) for k, v in args.items()} if args else None,
+        )
 
     def log_metadata_event(self, key, value) -> None:
         """Write a metadata record (``ph: "M"``) with ``key`` and ``str(value)``."""

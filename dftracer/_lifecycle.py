@@ -32,6 +32,7 @@ def _register_mp_child_finalizer() -> None:
     # business (docs/format.md, crash behaviour).
     global _finalizer_pid
     import multiprocessing.util as mpu
+
     if _finalizer_pid != os.getpid():
         _finalizer_pid = os.getpid()
         mpu.Finalize(None, _native.finalize_core, exitpriority=-(2**30))
@@ -50,6 +51,7 @@ def register_mp_hooks() -> None:
     try:
         import multiprocessing
         import multiprocessing.util as mpu
+
         if multiprocessing.parent_process() is not None:
             _register_mp_child_finalizer()
         if not _mp_hook_registered:
@@ -81,6 +83,7 @@ def _flush_then(real):
             except Exception:
                 pass
         return real(*args, **kwargs)
+
     return call
 
 

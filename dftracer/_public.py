@@ -22,5 +22,17 @@ checkpoint = ai.checkpoint
 comm = ai.comm
 device = ai.device
 
-__all__ = ["DFTRACER_ENABLE", "dftracer", "dft_fn", "ai", "AIRegion", "pipeline", "dataloader",
-           "compute", "data", "checkpoint", "comm", "device"]
+__all__ = [
+    "DFTRACER_ENABLE",
+    "dftracer",
+    "dft_fn",
+    "ai",
+    "AIRegion",
+    "pipeline",
+    "dataloader",
+    "compute",
+    "data",
+    "checkpoint",
+    "comm",
+    "device",
+]

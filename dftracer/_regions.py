@@ -78,12 +78,10 @@ class _Region:
         return False
 
     # -- loops ----------------------------------------------------------------------------------
-    def _iter(self, iterable, wait_name, body_name, count_key, include_wait=True,
-              include_body=True):
+    def _iter(self, iterable, wait_name, body_name, count_key, include_wait=True, include_body=True):
         if not self._on:
             return iter(iterable)
-        return self._iter_gen(iter(iterable), wait_name, body_name, count_key,
-                              include_wait, include_body)
+        return self._iter_gen(iter(iterable), wait_name, body_name, count_key, include_wait, include_body)
 
     def _iter_gen(self, it, wait_name, body_name, count_key, include_wait, include_body):
         cat = self._cat
@@ -149,8 +147,7 @@ class dft_fn(_Region):
       decorated call still running).
     """
 
-    def __init__(self, cat, name=None, epoch=None, step=None, image_idx=None, image_size=None,
-                 enable=True):
+    def __init__(self, cat, name=None, epoch=None, step=None, image_idx=None, image_size=None, enable=True):
         if not name:
             try:
                 name = sys._getframe(1).f_code.co_name
@@ -167,6 +164,7 @@ class dft_fn(_Region):
         cat = self._cat
 
         if extractor is None:
+
             @wraps(f)
             def traced(*a, **k):
                 t0 = _now()
@@ -179,6 +177,7 @@ class dft_fn(_Region):
                     except Exception:
                         _emit_retry(name, cat, t0, t1 - t0, region._args)
         else:
+
             @wraps(f)
             def traced(*a, **k):
                 extra = extractor(a, k)
@@ -197,19 +196,28 @@ class dft_fn(_Region):
                         _emit(name, cat, t0, t1 - t0, args)
                     except Exception:
                         _emit_retry(name, cat, t0, t1 - t0, args)
+
         return traced
 
     # decorators
     def log(self, func=None, name=None):
         def deco(f):
-            return self._wrap(f, name or getattr(f, "__qualname__", str(f)),
-                              _make_extractor(f, scan_self=True) if DFTRACER_ENABLE else None)
+            return self._wrap(
+                f,
+                name or getattr(f, "__qualname__", str(f)),
+                _make_extractor(f, scan_self=True) if DFTRACER_ENABLE else None,
+            )
+
         return deco(func) if callable(func) else deco
 
     def log_init(self, init=None, name=None):
         def deco(f):
-            return self._wrap(f, name or getattr(f, "__qualname__", str(f)),
-                              _make_extractor(f, scan_self=False) if DFTRACER_ENABLE else None)
+            return self._wrap(
+                f,
+                name or getattr(f, "__qualname__", str(f)),
+                _make_extractor(f, scan_self=False) if DFTRACER_ENABLE else None,
+            )
+
         return deco(init) if callable(init) else deco
 
     def log_static(self, func=None, name=None):
@@ -218,6 +226,7 @@ class dft_fn(_Region):
                 inner = f.__func__
                 return staticmethod(self._wrap(inner, name or inner.__qualname__))
             return self._wrap(f, name or getattr(f, "__qualname__", str(f)))
+
         return deco(func) if (callable(func) or isinstance(func, staticmethod)) else deco
 
     # loops

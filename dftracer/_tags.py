@@ -56,8 +56,8 @@ def _code_params(f):
     defaults = {}
     pos_defaults = getattr(f, "__defaults__", None) or ()
     if pos_defaults:
-        pos_names = names[:code.co_argcount]
-        for name, value in zip(pos_names[len(pos_names) - len(pos_defaults):], pos_defaults):
+        pos_names = names[: code.co_argcount]
+        for name, value in zip(pos_names[len(pos_names) - len(pos_defaults) :], pos_defaults):
             defaults[name] = value
     kw_defaults = getattr(f, "__kwdefaults__", None) or {}
     defaults.update(kw_defaults)
@@ -74,8 +74,11 @@ def _make_extractor(f, scan_self: bool):
     wanted = [(i if i < n_pos else -1, n) for i, n in enumerate(names) if n in _KNOWN_TAGS]
     is_method = scan_self and bool(names) and names[0] == "self"
     # **kwargs functions: known tag names passed by keyword count too
-    kw_only = [n for n in _KNOWN_TAGS if n not in names] \
-        if code is not None and code.co_flags & inspect.CO_VARKEYWORDS else []
+    kw_only = (
+        [n for n in _KNOWN_TAGS if n not in names]
+        if code is not None and code.co_flags & inspect.CO_VARKEYWORDS
+        else []
+    )
     if not wanted and not is_method and not kw_only:
         return None
 

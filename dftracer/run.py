@@ -71,7 +71,11 @@ def build_env(args: argparse.Namespace, base: dict[str, str] | None = None) -> d
     if args.no_compression:
         env["DFTRACER_TRACE_COMPRESSION"] = "0"
     lib = preload_library()
-    others = [p for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p and not p.endswith("libdftracer_preload.so")]
+    others = [
+        p
+        for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+        if p and not p.endswith("libdftracer_preload.so")
+    ]
     env["LD_PRELOAD"] = ":".join([lib] + others)
     return env
 
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"dftracer-run: cannot run {cmd[0]!r}: {exc.strerror}", file=sys.stderr)
         return 127
+
     # The command gets terminal signals itself (same process group); we only wait for it and
     # forward SIGTERM/SIGHUP sent to us.
     def forward(signum, _frame):
@@ -116,12 +121,15 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(s, h)
     if not args.quiet:
         files = sorted(
-            f for f in glob.glob(glob.escape(prefix) + "*.pfw*")
+            f
+            for f in glob.glob(glob.escape(prefix) + "*.pfw*")
             if not f.endswith(".zindex") and os.path.getmtime(f) >= start - 1
         )
         total = sum(os.path.getsize(f) for f in files)
-        print(f"dftracer-run: {len(files)} trace file(s), {total} bytes, in {outdir} "
-              f"(prefix {os.path.basename(prefix)})", file=sys.stderr)
+        print(
+            f"dftracer-run: {len(files)} trace file(s), {total} bytes, in {outdir} (prefix {os.path.basename(prefix)})",
+            file=sys.stderr,
+        )
         for f in files:
             print(f"  {f}", file=sys.stderr)
     return 128 - rc if rc < 0 else rc

@@ -6,6 +6,7 @@ forked worker processes, with application-level events from ``dftracer.python``.
 
 Usage: python scripts/example_app.py DATA_DIR [--files N] [--file-size BYTES]
 """
+
 import argparse
 import multiprocessing as mp
 import os

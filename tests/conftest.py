@@ -77,9 +77,7 @@ def dask_client():
     """One in-process Dask LocalCluster (2 workers x 1 thread) shared by the session (default client)."""
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=40
-    )
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=40)
     client = Client(cluster)
     yield client
     client.close()

@@ -4,6 +4,7 @@ through ``dftracer.dftracer``). Uses only forms on which both Python layers agre
 read from ``self`` and from parameters, ``with``/``update``, the ``ai`` tree, iter, metadata).
 Usage: python pydftracer_program.py TRACE_FILE [v1]   (v1: the pydftracer 1.0.x logger API)
 """
+
 import sys
 
 

@@ -9,10 +9,10 @@ import sys
 from collections import Counter
 
 import pytest
-
 from conftest import DATA, pythonpath_env
-from dfanalyzer import DFAnalyzer
 from test_analyzer_summary import brute_force
+
+from dfanalyzer import DFAnalyzer
 
 CM1 = os.path.join(DATA, "dftracer-v1.0.5-cm1")
 LEGACY = os.path.join(DATA, "dftracer-legacy")
@@ -71,8 +71,20 @@ def test_cm1_exact_facts(cm1, traces):
 
 def test_cm1_groupby_and_columns(cm1):
     ev = cm1.events
-    assert list(ev.columns[:12]) == ["name", "cat", "ph", "hostname", "fname", "pid", "tid", "ts", "dur",
-                                     "te", "size", "offset"]
+    assert list(ev.columns[:12]) == [
+        "name",
+        "cat",
+        "ph",
+        "hostname",
+        "fname",
+        "pid",
+        "tid",
+        "ts",
+        "dur",
+        "te",
+        "size",
+        "offset",
+    ]
     full = ev.compute()
     assert (full["te"] == full["ts"] + full["dur"]).all()
     got = ev.groupby("name", observed=True)["size"].sum().compute()
@@ -132,13 +144,16 @@ def test_legacy_exact(traces, dask_client):
 
 def _run_cli(args, cwd):
     env = pythonpath_env()
-    return subprocess.run([sys.executable, "-m", "dfanalyzer.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_json_and_plot(traces, cm1, tmp_path):
-    r = _run_cli(["summary", str(traces / "cm1" / "*.pfw.gz"), "--json", "--workers", "2",
-                  "--plot", str(tmp_path / "plots")], cwd=str(tmp_path))
+    r = _run_cli(
+        ["summary", str(traces / "cm1" / "*.pfw.gz"), "--json", "--workers", "2", "--plot", str(tmp_path / "plots")],
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got == cm1.summary(show=False).to_dict()
@@ -156,13 +171,25 @@ def test_cli_panel(traces, tmp_path):
 
 def test_cli_progress_bar_on_a_terminal(traces, tmp_path):
     import pty
+
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dfanalyzer.cli", "summary", str(traces / "legacy" / "test.pfw.gz"),
-             "--workers", "1", "--json"],
-            cwd=str(tmp_path), env=dict(pythonpath_env(), TERM="xterm", COLUMNS="100"),
-            stdout=subprocess.PIPE, stderr=slave)
+            [
+                sys.executable,
+                "-m",
+                "dfanalyzer.cli",
+                "summary",
+                str(traces / "legacy" / "test.pfw.gz"),
+                "--workers",
+                "1",
+                "--json",
+            ],
+            cwd=str(tmp_path),
+            env=dict(pythonpath_env(), TERM="xterm", COLUMNS="100"),
+            stdout=subprocess.PIPE,
+            stderr=slave,
+        )
         os.close(slave)
         chunks = []
         while True:

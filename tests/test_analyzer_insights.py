@@ -96,7 +96,9 @@ def checkpoint_job(ck_us, total_us=10_000_000):
     evs.append(("checkpoint", "checkpoint", t, ck_us, {"epoch": 1}))
     evs.append(_open("/ckpt/model.pt", 9, t + 1))
     for i in range(4):
-        evs.append(("write", "POSIX", t + 10 + i * 20, 10, {"fname": "/ckpt/model.pt", "fd": 9, "count": MiB, "ret": MiB}))
+        evs.append(
+            ("write", "POSIX", t + 10 + i * 20, 10, {"fname": "/ckpt/model.pt", "fd": 9, "count": MiB, "ret": MiB})
+        )
     evs.append(_close("/ckpt/model.pt", 9, t + 200))
     return evs
 
@@ -129,37 +131,89 @@ def epoch_reads(reread):
 
 
 SCENARIOS = {
-    "small_requests": ({0: seq_reads("/data/small.bin", 1200, 4 * KiB)},
-                       {0: seq_reads("/data/small.bin", 1200, MiB)}),
-    "misaligned_requests": ({0: preads("/data/m.bin", [i * MiB + 100 for i in range(100)], MiB)},
-                            {0: preads("/data/m.bin", [i * MiB for i in range(100)], MiB)}),
-    "random_access": ({0: preads("/data/r.bin", [i * MiB for i in range(1199, -1, -1)], MiB)},
-                      {0: preads("/data/r.bin", [i * MiB for i in range(1200)], MiB)}),
-    "redundant_reads": ({0: preads("/data/d.bin", [i * MiB for i in list(range(4)) * 2], MiB)},
-                        {0: preads("/data/d.bin", [i * MiB for i in range(8)], MiB)}),
-    "metadata_time": ({0: [e for i in range(20) for e in
-                           (_open(f"/data/f{i}", 3, i * 2000, 800), _read(f"/data/f{i}", 3, MiB, i * 2000 + 900, 100),
-                            _close(f"/data/f{i}", 3, i * 2000 + 1100, 800))]},
-                      {0: [e for i in range(20) for e in
-                           (_open(f"/data/f{i}", 3, i * 2000, 10), _read(f"/data/f{i}", 3, MiB, i * 2000 + 20, 1000),
-                            _close(f"/data/f{i}", 3, i * 2000 + 1100, 10))]}),
-    "stdio_share": ({0: [("fopen", "STDIO", 0, 5, {"fname": "/data/s.txt", "fd": 4, "ret": 0})]
-                        + [("fread", "STDIO", 10 + i * 20, 10, {"fname": "/data/s.txt", "fd": 4, "count": MiB, "size": 1, "ret": MiB})
-                           for i in range(10)] + seq_reads("/data/p.bin", 1, MiB, 1000)},
-                    {0: seq_reads("/data/p.bin", 10, MiB)}),
-    "rank_imbalance": ({0: preads("/data/shared.bin", [i * MiB for i in range(8)], MiB, dur=25),
-                        1: preads("/data/shared.bin", [(8 + i) * MiB for i in range(2)], MiB, dur=100)},
-                       {0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-                        1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=50)}),
-    "stragglers": ({0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-                    1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=500)},
-                   {0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-                    1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=55)}),
+    "small_requests": ({0: seq_reads("/data/small.bin", 1200, 4 * KiB)}, {0: seq_reads("/data/small.bin", 1200, MiB)}),
+    "misaligned_requests": (
+        {0: preads("/data/m.bin", [i * MiB + 100 for i in range(100)], MiB)},
+        {0: preads("/data/m.bin", [i * MiB for i in range(100)], MiB)},
+    ),
+    "random_access": (
+        {0: preads("/data/r.bin", [i * MiB for i in range(1199, -1, -1)], MiB)},
+        {0: preads("/data/r.bin", [i * MiB for i in range(1200)], MiB)},
+    ),
+    "redundant_reads": (
+        {0: preads("/data/d.bin", [i * MiB for i in list(range(4)) * 2], MiB)},
+        {0: preads("/data/d.bin", [i * MiB for i in range(8)], MiB)},
+    ),
+    "metadata_time": (
+        {
+            0: [
+                e
+                for i in range(20)
+                for e in (
+                    _open(f"/data/f{i}", 3, i * 2000, 800),
+                    _read(f"/data/f{i}", 3, MiB, i * 2000 + 900, 100),
+                    _close(f"/data/f{i}", 3, i * 2000 + 1100, 800),
+                )
+            ]
+        },
+        {
+            0: [
+                e
+                for i in range(20)
+                for e in (
+                    _open(f"/data/f{i}", 3, i * 2000, 10),
+                    _read(f"/data/f{i}", 3, MiB, i * 2000 + 20, 1000),
+                    _close(f"/data/f{i}", 3, i * 2000 + 1100, 10),
+                )
+            ]
+        },
+    ),
+    "stdio_share": (
+        {
+            0: [("fopen", "STDIO", 0, 5, {"fname": "/data/s.txt", "fd": 4, "ret": 0})]
+            + [
+                (
+                    "fread",
+                    "STDIO",
+                    10 + i * 20,
+                    10,
+                    {"fname": "/data/s.txt", "fd": 4, "count": MiB, "size": 1, "ret": MiB},
+                )
+                for i in range(10)
+            ]
+            + seq_reads("/data/p.bin", 1, MiB, 1000)
+        },
+        {0: seq_reads("/data/p.bin", 10, MiB)},
+    ),
+    "rank_imbalance": (
+        {
+            0: preads("/data/shared.bin", [i * MiB for i in range(8)], MiB, dur=25),
+            1: preads("/data/shared.bin", [(8 + i) * MiB for i in range(2)], MiB, dur=100),
+        },
+        {
+            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
+            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=50),
+        },
+    ),
+    "stragglers": (
+        {
+            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
+            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=500),
+        },
+        {
+            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
+            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=55),
+        },
+    ),
     "dataloader_stall": ({0: ai_trainer(10, 50_000, 50_000)[0]}, {0: ai_trainer(10, 1_000, 50_000)[0]}),
-    "io_bound_epochs": ({0: epochs_trainer([(80_000, 20_000), (10_000, 90_000)])},
-                        {0: epochs_trainer([(10_000, 90_000), (10_000, 90_000)])}),
-    "worker_imbalance": ({0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 10_000), 2: worker(10, 40_000, fd=8)},
-                         {0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 20_000), 2: worker(10, 21_000, fd=8)}),
+    "io_bound_epochs": (
+        {0: epochs_trainer([(80_000, 20_000), (10_000, 90_000)])},
+        {0: epochs_trainer([(10_000, 90_000), (10_000, 90_000)])},
+    ),
+    "worker_imbalance": (
+        {0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 10_000), 2: worker(10, 40_000, fd=8)},
+        {0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 20_000), 2: worker(10, 21_000, fd=8)},
+    ),
     "checkpoint_time": ({0: checkpoint_job(2_000_000)}, {0: checkpoint_job(500_000)}),
     "small_files_per_sample": (small_files(200, one_file=False), small_files(200, one_file=True)),
     "repeated_epoch_reads": (epoch_reads(True), epoch_reads(False)),
@@ -168,9 +222,9 @@ SCENARIOS = {
 
 def generate(outdir):
     """Write every scenario with the real tracer: one forked child per (scenario, variant, rank)."""
-    from dftracer.python import dftracer
-
     import time
+
+    from dftracer.python import dftracer
 
     base = int(time.time() * 1e6) - 60_000_000  # µs; log_event takes explicit timestamps
     children, pids = [], {}
@@ -183,8 +237,9 @@ def generate(outdir):
                 if pid == 0:
                     code = 1
                     try:
-                        log = dftracer.initialize_log(logfile=os.path.join(d, f"trace-{rank}.pfw"), data_dir=None,
-                                                      process_id=rank)
+                        log = dftracer.initialize_log(
+                            logfile=os.path.join(d, f"trace-{rank}.pfw"), data_dir=None, process_id=rank
+                        )
                         for name, cat, ts, dur, args in events:
                             log.log_event(name, cat, base + int(ts), int(dur), args)
                         log.finalize()
@@ -240,8 +295,13 @@ def test_rule_triggers_and_stays_quiet(scenarios, dask_client, rule):
 def _small(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["reads"] == 1200 and m["small_reads"] == 1200 and m["small_read_share"] == 1.0
-    assert ins.evidence["files"][0] == {"fname": "/data/small.bin", "small_reads": 1200, "small_writes": 0,
-                                        "reads": 1200, "writes": 0}
+    assert ins.evidence["files"][0] == {
+        "fname": "/data/small.bin",
+        "small_reads": 1200,
+        "small_writes": 0,
+        "reads": 1200,
+        "writes": 0,
+    }
     assert sum(w["small_requests"] for w in ins.evidence["time_windows"]) <= 1200
 
 
@@ -335,10 +395,19 @@ def _epoch_reads(ins, ev, pid):
 
 
 CHECKS = {
-    "small_requests": _small, "misaligned_requests": _misaligned, "random_access": _random,
-    "redundant_reads": _redundant, "metadata_time": _metadata, "stdio_share": _stdio,
-    "rank_imbalance": _rank, "stragglers": _strag, "dataloader_stall": _stall, "io_bound_epochs": _io_bound,
-    "worker_imbalance": _workers, "checkpoint_time": _ckpt, "small_files_per_sample": _small_files,
+    "small_requests": _small,
+    "misaligned_requests": _misaligned,
+    "random_access": _random,
+    "redundant_reads": _redundant,
+    "metadata_time": _metadata,
+    "stdio_share": _stdio,
+    "rank_imbalance": _rank,
+    "stragglers": _strag,
+    "dataloader_stall": _stall,
+    "io_bound_epochs": _io_bound,
+    "worker_imbalance": _workers,
+    "checkpoint_time": _ckpt,
+    "small_files_per_sample": _small_files,
     "repeated_epoch_reads": _epoch_reads,
 }
 
@@ -351,7 +420,9 @@ def test_yaml_thresholds_override(scenarios, dask_client, tmp_path):
     cfg.write_text("thresholds:\n  small_requests_absolute: 5000\nrules:\n  random_access: {severity: info}\n")
     rep, _ = run(scenarios, dask_client, "small_requests", "trigger", config=str(cfg))
     assert rep.get("small_requests") is None and rep.thresholds["small_requests_absolute"] == 5000
-    off, _ = run(scenarios, dask_client, "small_requests", "trigger", config={"rules": {"small_requests": {"enabled": False}}})
+    off, _ = run(
+        scenarios, dask_client, "small_requests", "trigger", config={"rules": {"small_requests": {"enabled": False}}}
+    )
     assert "small_requests" not in off.checked
     with pytest.raises(ValueError, match="no_such_key"):
         load_config({"thresholds": {"no_such_key": 1}})
@@ -363,8 +434,13 @@ def test_yaml_thresholds_override(scenarios, dask_client, tmp_path):
 def test_cli_insights_json_and_table(scenarios, tmp_path):
     d = scenarios / "small_requests" / "trigger"
     env = pythonpath_env()
-    out = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--json", "--workers", "1"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--json", "--workers", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert [i["rule"] for i in doc["insights"]] == ["small_requests"]
@@ -372,14 +448,24 @@ def test_cli_insights_json_and_table(scenarios, tmp_path):
     assert len(doc["checked"]) == len(SCENARIOS)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("thresholds: {small_bytes: 1024}\n")
-    out = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--config", str(cfg),
-                          "--workers", "1"], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--config", str(cfg), "--workers", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "none of the 14 rules triggered" in out.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("thresholds: {nope: 1}\n")
-    out = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--config", str(bad)],
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "insights", str(d), "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2 and "nope" in out.stderr
 
 
@@ -406,6 +492,7 @@ def test_cm1_facts_match_pandas(dask_client, tmp_path):
     assert n["bytes_stdio"] == int(pd_sum(x[x["cat"] == "STDIO"], READ_NAMES | WRITE_NAMES))
     assert n["io_time"] == int(x["dur"].sum())
     from dfanalyzer.insights import DATA_NAMES
+
     assert n["meta_time"] == int(x[~x["name"].isin(DATA_NAMES)]["dur"].sum())
     files = rep.facts.files
     assert int(files["bytes_read"].sum()) == int(r[r["fname"].notna()]["size"].sum())
@@ -424,6 +511,7 @@ def test_file_positions_carry_across_partitions():
     """A read whose open (or lseek) is in an earlier partition is still placed exactly."""
     import numpy as np
     import pandas as pd
+
     from dfanalyzer.insights import _place_requests, _stream_carry, stream_positions
 
     def part(rows):

@@ -3,9 +3,8 @@
 import os
 
 import nbformat
-from nbclient import NotebookClient
-
 from conftest import PKG_ROOT, ROOT
+from nbclient import NotebookClient
 
 
 def test_quickstart_notebook_executes(tmp_path):
@@ -13,14 +12,16 @@ def test_quickstart_notebook_executes(tmp_path):
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env_path if env_path else "")
     try:
-        NotebookClient(nb, timeout=240, kernel_name="python3",
-                       resources={"metadata": {"path": os.path.join(ROOT, "notebooks")}}).execute()
+        NotebookClient(
+            nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": os.path.join(ROOT, "notebooks")}}
+        ).execute()
     finally:
         if env_path:
             os.environ["PYTHONPATH"] = env_path
         else:
             os.environ.pop("PYTHONPATH", None)
     outs = {i: c.get("outputs", []) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+
     def text(i):
         return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outs[i])
 

@@ -13,11 +13,11 @@ from collections import namedtuple
 import numpy as np
 import pandas as pd
 import pytest
+from test_analyzer_summary import brute_force, synthetic_events
 
 import dfanalyzer
 from dfanalyzer import DFAnalyzer
 from dfanalyzer import analyzer as A
-from test_analyzer_summary import brute_force, synthetic_events
 
 Batch = namedtuple("Batch", "events metadata skipped_lines lost_bytes warnings")
 CKPT_LINES = 50
@@ -32,8 +32,14 @@ def _fake_reader():
             raise ValueError(f"{path}: not a gzip file")
         n = 4 if base.startswith("a") else 3
         ck = [{"number": i, "uncompressed_size": 1000, "num_lines": CKPT_LINES} for i in range(n)]
-        return {"path": path, "kind": "member", "lines": n * CKPT_LINES, "compressed_bytes": 300 * n,
-                "uncompressed_bytes": 1000 * n, "checkpoints": ck}
+        return {
+            "path": path,
+            "kind": "member",
+            "lines": n * CKPT_LINES,
+            "compressed_bytes": 300 * n,
+            "uncompressed_bytes": 1000 * n,
+            "checkpoints": ck,
+        }
 
     def load_batch(path, first, last, index_dir=None):
         base = os.path.basename(path)
@@ -79,8 +85,7 @@ def _touch(d, *names):
 
 
 def expected_frame(reader, files, batches):
-    return pd.concat(
-        [reader.load_batch(f, a, b).events for f, a, b in batches], ignore_index=True)
+    return pd.concat([reader.load_batch(f, a, b).events for f, a, b in batches], ignore_index=True)
 
 
 def test_plan_batches_aligned():
@@ -100,8 +105,7 @@ def test_plan_batches_balanced_within_file():
 
 def test_plan_partitions_whole_batches():
     # batches that fit are never split; small neighbours are packed; empty ones dropped
-    assert A.plan_partitions([5, 0, 3, 2, 5, 1], 5) == [
-        [(0, 0, 5)], [(2, 0, 3), (3, 0, 2)], [(4, 0, 5)], [(5, 0, 1)]]
+    assert A.plan_partitions([5, 0, 3, 2, 5, 1], 5) == [[(0, 0, 5)], [(2, 0, 3), (3, 0, 2)], [(4, 0, 5)], [(5, 0, 1)]]
     # a batch larger than the target is cut into equal slices
     assert A.plan_partitions([9, 2], 4) == [[(0, 0, 3)], [(0, 3, 6)], [(0, 6, 9)], [(1, 0, 2)]]
     assert A.plan_partitions([2], 5) == [[(0, 0, 2)]]
@@ -124,8 +128,9 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
     (tmp_path / "a1.pfw.gz.zindex").write_bytes(b"idx")  # sidecars never count as traces
     # partition bound of 7000 B / (100 + 9 * 3 args) B per row = 55 rows: 100-row batches are cut
     # in the middle, 50-row batches stay whole
-    an = DFAnalyzer(pat, client=dask_client, batch_size_mb=2000 / 2**20, partition_size_mb=7000 / 2**20,
-                    small_file_mb=0)  # every file through the (fake) index path
+    an = DFAnalyzer(
+        pat, client=dask_client, batch_size_mb=2000 / 2**20, partition_size_mb=7000 / 2**20, small_file_mb=0
+    )  # every file through the (fake) index path
     files = sorted(str(p) for p in tmp_path.glob("*.pfw.gz"))
     assert an.files == files
     # 2000-byte batches: a1 has 4 checkpoints -> (0,1),(2,3); 3-checkpoint files -> (0,1),(2,2)

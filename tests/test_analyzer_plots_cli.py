@@ -1,26 +1,27 @@
 """Timeline plots (paper Fig. 8a/8b) and CLI argument handling."""
 
-import json
 import os
 
 import numpy as np
 import pandas as pd
 import pytest
+from test_analyzer_pipeline import _touch, fake_reader  # noqa: F401  (fixture)
 
 from dfanalyzer import DFAnalyzer, cli, plots
-from test_analyzer_pipeline import _touch, fake_reader  # noqa: F401  (fixture)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_timeline_partial_exact():
-    df = pd.DataFrame({
-        "cat": pd.Categorical(["POSIX", "POSIX", "compute", "STDIO", "POSIX"]),
-        "ph": pd.Categorical(["X"] * 5),
-        "ts": np.array([0, 10, 20, 50, 99], dtype=np.int64),
-        "dur": np.array([5, 5, 30, 7, 1], dtype=np.int64),
-        "size": pd.array([100, None, 7, 300, 50], dtype="Int64"),
-    })
+    df = pd.DataFrame(
+        {
+            "cat": pd.Categorical(["POSIX", "POSIX", "compute", "STDIO", "POSIX"]),
+            "ph": pd.Categorical(["X"] * 5),
+            "ts": np.array([0, 10, 20, 50, 99], dtype=np.int64),
+            "dur": np.array([5, 5, 30, 7, 1], dtype=np.int64),
+            "size": pd.array([100, None, 7, 300, 50], dtype="Int64"),
+        }
+    )
     h = plots.timeline_partial(df, 0, 100, 4, ("POSIX", "STDIO"))
     assert h["bytes"].tolist() == [100, 0, 300, 50]
     assert h["dur"].tolist() == [10, 0, 7, 1]
@@ -45,8 +46,22 @@ def test_plot_timeline_writes_pngs(tmp_path, fake_reader, dask_client):  # noqa:
 
 
 def test_cli_parser():
-    a = cli.build_parser().parse_args(["summary", "x*.gz", "y", "--json", "--workers", "3", "--index-dir", "/i",
-                                       "--plot", "/p", "--io-cats", "POSIX, STDIO,MPI"])
+    a = cli.build_parser().parse_args(
+        [
+            "summary",
+            "x*.gz",
+            "y",
+            "--json",
+            "--workers",
+            "3",
+            "--index-dir",
+            "/i",
+            "--plot",
+            "/p",
+            "--io-cats",
+            "POSIX, STDIO,MPI",
+        ]
+    )
     assert a.patterns == ["x*.gz", "y"] and a.json and a.workers == 3 and a.index_dir == "/i"
     assert a.plot == "/p" and a.io_cats == ("POSIX", "STDIO", "MPI") and a.scheduler is None
     with pytest.raises(SystemExit):

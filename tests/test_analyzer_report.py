@@ -15,23 +15,35 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DATA, pythonpath_env
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian package chromium not installed "
-                                "(scripts/system_deps.sh test)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian package chromium not installed (scripts/system_deps.sh test)"
+)
 
 # Headless, offline: the proxy is a dead port, browser background services are off.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
-         "--proxy-server=127.0.0.1:9", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--disable-default-apps", "--no-first-run", "--disable-extensions"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--window-size=1200,900",
+    "--proxy-server=127.0.0.1:9",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--no-first-run",
+    "--disable-extensions",
+]
 
 
 def chromium(tmp_path, *args):
     prof = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", *args], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={prof}", *args], capture_output=True, text=True, timeout=120
+    )
     return out
 
 
@@ -40,8 +52,11 @@ def page_requests(netlog):
     the initiator "not an origin"; the page's own file:// load is not a fetch)."""
     d = json.loads(netlog.read_text())
     start = d["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    urls = {e["params"].get("url") or "" for e in d["events"]
-            if e["type"] == start and e.get("params", {}).get("initiator") != "not an origin"}
+    urls = {
+        e["params"].get("url") or ""
+        for e in d["events"]
+        if e["type"] == start and e.get("params", {}).get("initiator") != "not an origin"
+    }
     return sorted(u for u in urls if u and not u.startswith("file:"))
 
 
@@ -52,9 +67,25 @@ def report(tmp_path_factory, dask_client):
         name = f"cm1-DEFAULT-353778{i}-preload.pfw.gz"
         shutil.copy(os.path.join(DATA, "dftracer-v1.0.5-cm1", name), d / name)
     out = d / "report.html"
-    res = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "report", str(d / "*.pfw.gz"), "-o", str(out),
-                          "--workers", "1", "--bins", "20"], capture_output=True, text=True, env=pythonpath_env(),
-                         timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dfanalyzer.cli",
+            "report",
+            str(d / "*.pfw.gz"),
+            "-o",
+            str(out),
+            "--workers",
+            "1",
+            "--bins",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        env=pythonpath_env(),
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     from dfanalyzer import DFAnalyzer
 
@@ -89,8 +120,12 @@ def test_report_renders_in_chromium(report, tmp_path):
 
     def count(region, rgb, tol=6):
         x0, y0, x1, y1 = region
-        return sum(1 for x in range(x0, x1, 2) for y in range(y0, y1, 2)
-                   if all(abs(a - b) <= tol for a, b in zip(px[x, y], rgb)))
+        return sum(
+            1
+            for x in range(x0, x1, 2)
+            for y in range(y0, y1, 2)
+            if all(abs(a - b) <= tol for a, b in zip(px[x, y], rgb))
+        )
 
     top = (0, 0, 1200, 420)
     # the header band and the summary's stat boxes (#1f4e79) and the summary panel (#e8f1fb)
@@ -115,8 +150,10 @@ def test_report_fetches_nothing(report, tmp_path):
     assert page_requests(net) == []
     # control: the same check sees a page's external image and stylesheet
     bad = tmp_path / "bad.html"
-    bad.write_text('<html><body><img src="http://127.0.0.1:9/x.png">'
-                   '<link rel="stylesheet" href="https://example.invalid/a.css"></body></html>')
+    bad.write_text(
+        '<html><body><img src="http://127.0.0.1:9/x.png">'
+        '<link rel="stylesheet" href="https://example.invalid/a.css"></body></html>'
+    )
     net2 = tmp_path / "net2.json"
     chromium(tmp_path, f"--log-net-log={net2}", "--dump-dom", bad.as_uri())
     assert page_requests(net2) == ["http://127.0.0.1:9/x.png", "https://example.invalid/a.css"]

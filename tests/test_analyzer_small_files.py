@@ -1,14 +1,14 @@
 """Many small files (read whole in groups, no index files) and the same file reached by several
 paths (de-duplicated by device and inode) -- issue 15."""
+
 import gzip
 import json
 import os
 import subprocess
 import sys
 
-from dfanalyzer import DFAnalyzer
+from dfanalyzer import DFAnalyzer, tools
 from dfanalyzer import analyzer as A
-from dfanalyzer import tools
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import gen_traces  # noqa: E402
@@ -19,11 +19,15 @@ PER_FILE = 7  # events per file: pid p has events with dur 1..7
 
 
 def _events(pid, n=PER_FILE):
-    out = [b'{"id":0,"name":"hostname","cat":"dftracer","pid":%d,"tid":%d,"ts":1,"ph":"M",'
-           b'"args":{"name":"hostname","value":"n%d"}}\n' % (pid, pid, pid % 3)]
+    out = [
+        b'{"id":0,"name":"hostname","cat":"dftracer","pid":%d,"tid":%d,"ts":1,"ph":"M",'
+        b'"args":{"name":"hostname","value":"n%d"}}\n' % (pid, pid, pid % 3)
+    ]
     for i in range(n):
-        out.append(b'{"id":%d,"name":"read","cat":"POSIX","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
-                   b'"args":{"fname":"/d/f%d","ret":10}}\n' % (i + 1, pid, pid, 1000 * pid + 10 * i, i + 1, i))
+        out.append(
+            b'{"id":%d,"name":"read","cat":"POSIX","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
+            b'"args":{"fname":"/d/f%d","ret":10}}\n' % (i + 1, pid, pid, 1000 * pid + 10 * i, i + 1, i)
+        )
     return out
 
 
@@ -35,8 +39,9 @@ def test_small_files_exact_totals(tmp_path, dask_client):
         if pid % 500 == 0:  # a few plain gzip (DFTracer v1 style) files among our member files
             (d / f"t-{pid}.pfw.gz").write_bytes(gzip.compress(b"".join(lines)))
         else:
-            (d / f"t-{pid}.pfw.gz").write_bytes(gen_traces.gzip_member(b"".join(lines[:4]))
-                                                + gen_traces.gzip_member(b"".join(lines[4:])))
+            (d / f"t-{pid}.pfw.gz").write_bytes(
+                gen_traces.gzip_member(b"".join(lines[:4])) + gen_traces.gzip_member(b"".join(lines[4:]))
+            )
     member = gen_traces.gzip_member(b"".join(_events(FILES + 1)))
     (d / "cut.pfw.gz").write_bytes(member[: len(member) - 30])  # cut short: its whole lines are kept
     (d / "bad.pfw.gz").write_bytes(b"not gzip\n" * 20)
@@ -108,8 +113,13 @@ def test_dftracer_index_lists_a_file_once(tmp_path, capsys):
 
 def test_cli_summary_notes_duplicates(tmp_path):
     d, target = _linked(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "summary", str(d), "--json", "--workers", "1"],
-                          env=pythonpath_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "summary", str(d), "--json", "--workers", "1"],
+        env=pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert '"events": 100,' in proc.stdout
     assert proc.stderr.count("the same file as") == 3

@@ -15,8 +15,14 @@ def synthetic_events(n=3000, seed=7):
     """Random events with the DFAnalyzer.events columns (pandas only, no parsing)."""
     rng = np.random.default_rng(seed)
     cats = np.array(["POSIX", "STDIO", "compute", "reader", "dftracer", "other"])
-    names = {"POSIX": ["read", "write", "open", "close"], "STDIO": ["fread", "fwrite", "fopen"],
-             "compute": ["step"], "reader": ["__getitem__"], "dftracer": ["start"], "other": ["misc"]}
+    names = {
+        "POSIX": ["read", "write", "open", "close"],
+        "STDIO": ["fread", "fwrite", "fopen"],
+        "compute": ["step"],
+        "reader": ["__getitem__"],
+        "dftracer": ["start"],
+        "other": ["misc"],
+    }
     cat = cats[rng.integers(0, len(cats), n)]
     name = np.array([names[c][rng.integers(0, len(names[c]))] for c in cat])
     host = np.array(["h0", "h1"])[rng.integers(0, 2, n)]
@@ -25,20 +31,33 @@ def synthetic_events(n=3000, seed=7):
     ts = rng.integers(1_000_000, 1_000_000 + 5_000_000, n)
     dur = rng.integers(0, 20_000, n)
     dur[rng.random(n) < 0.05] = 0
-    size = pd.array(np.where(np.isin(name, ["read", "write", "fread", "fwrite"]),
-                             rng.choice([0, 512, 4096, 4096, 131072, 1 << 20], n), 0), dtype="Int64")
+    size = pd.array(
+        np.where(
+            np.isin(name, ["read", "write", "fread", "fwrite"]), rng.choice([0, 512, 4096, 4096, 131072, 1 << 20], n), 0
+        ),
+        dtype="Int64",
+    )
     size[~np.isin(name, ["read", "write", "fread", "fwrite"])] = pd.NA
     size[rng.random(n) < 0.03] = pd.NA
     fname = pd.Series(np.array([f"/d/f{i}" for i in range(40)])[rng.integers(0, 40, n)], dtype=object)
     fname[rng.random(n) < 0.1] = None
     ph = np.where(rng.random(n) < 0.97, "X", "i")
-    df = pd.DataFrame({
-        "name": pd.Categorical(name), "cat": pd.Categorical(cat), "ph": pd.Categorical(ph),
-        "hostname": pd.Categorical(host), "fname": pd.Categorical(fname),
-        "pid": pid.astype(np.int64), "tid": tid.astype(np.int64), "ts": ts.astype(np.int64),
-        "dur": dur.astype(np.int64), "te": (ts + dur).astype(np.int64), "size": size,
-        "offset": pd.array([None] * n, dtype="Int64"),
-    })
+    df = pd.DataFrame(
+        {
+            "name": pd.Categorical(name),
+            "cat": pd.Categorical(cat),
+            "ph": pd.Categorical(ph),
+            "hostname": pd.Categorical(host),
+            "fname": pd.Categorical(fname),
+            "pid": pid.astype(np.int64),
+            "tid": tid.astype(np.int64),
+            "ts": ts.astype(np.int64),
+            "dur": dur.astype(np.int64),
+            "te": (ts + dur).astype(np.int64),
+            "size": size,
+            "offset": pd.array([None] * n, dtype="Int64"),
+        }
+    )
     return df
 
 
@@ -67,6 +86,7 @@ def brute_force(df):
     ev = df[(df["ph"].astype(object) == "X") & (df["cat"].astype(object) != "dftracer")]
     cat = ev["cat"].astype(object)
     io, cp, app = ev[cat.isin(IO)], ev[cat.isin(COMPUTE)], ev[cat.isin(APP)]
+
     def iv(d):
         return list(zip(d["ts"].tolist(), d["te"].tolist()))
 
@@ -75,22 +95,36 @@ def brute_force(df):
     funcs = {}
     for nm, g in io.groupby(io["name"].astype(object)):
         sz = g["size"].dropna().to_numpy(dtype=np.int64)
-        funcs[nm] = {"count": len(g), "size": None if sz.size == 0 else {
-            "min": float(sz.min()), "p25": float(np.percentile(sz, 25)),
-            "mean": float(np.float64(int(sz.sum())) / np.float64(sz.size)),
-            "median": float(np.percentile(sz, 50)), "p75": float(np.percentile(sz, 75)), "max": float(sz.max())}}
+        funcs[nm] = {
+            "count": len(g),
+            "size": None
+            if sz.size == 0
+            else {
+                "min": float(sz.min()),
+                "p25": float(np.percentile(sz, 25)),
+                "mean": float(np.float64(int(sz.sum())) / np.float64(sz.size)),
+                "median": float(np.percentile(sz, 50)),
+                "p75": float(np.percentile(sz, 75)),
+                "max": float(sz.max()),
+            },
+        }
     return {
         "events": len(ev),
         "nodes": ev["hostname"].astype(object).nunique(),
         "processes": len(ev[["hostname", "pid"]].astype(object).drop_duplicates()),
-        "threads": {"compute": len(cp[["hostname", "pid", "tid"]].astype(object).drop_duplicates()),
-                    "io": len(io[["hostname", "pid", "tid"]].astype(object).drop_duplicates())},
+        "threads": {
+            "compute": len(cp[["hostname", "pid", "tid"]].astype(object).drop_duplicates()),
+            "io": len(io[["hostname", "pid", "tid"]].astype(object).drop_duplicates()),
+        },
         "files": io["fname"].astype(object).dropna().nunique(),
         "time": {
             "total": (int(ev["te"].max()) - int(ev["ts"].min())) * us,
-            "app_io": len(seta) * us, "unoverlapped_app_io": len(seta - setc) * us,
-            "unoverlapped_app_compute": len(setc - seta) * us, "compute": len(setc) * us,
-            "io": len(seti) * us, "unoverlapped_io": len(seti - setc) * us,
+            "app_io": len(seta) * us,
+            "unoverlapped_app_io": len(seta - setc) * us,
+            "unoverlapped_app_compute": len(setc - seta) * us,
+            "compute": len(setc) * us,
+            "io": len(seti) * us,
+            "unoverlapped_io": len(seti - setc) * us,
             "unoverlapped_compute": len(setc - seti) * us,
         },
         "functions": dict(sorted(funcs.items())),
@@ -155,22 +189,49 @@ def test_partials_merged_equal_brute_force():
 
 def test_to_dict_shape_and_panel_text():
     df = synthetic_events(400, seed=1)
-    s = S.finish(S.partition_partial(df, IO, COMPUTE, APP),
-                 skipped=[{"path": "/x/bad.pfw.gz", "skipped_lines": 3, "lost_bytes": 120, "warnings": []}])
+    s = S.finish(
+        S.partition_partial(df, IO, COMPUTE, APP),
+        skipped=[{"path": "/x/bad.pfw.gz", "skipped_lines": 3, "lost_bytes": 120, "warnings": []}],
+    )
     d = s.to_dict()
     assert list(d) == ["events", "nodes", "processes", "threads", "files", "time", "functions"]
     assert list(d["threads"]) == ["compute", "io"]
-    assert list(d["time"]) == ["total", "app_io", "unoverlapped_app_io", "unoverlapped_app_compute",
-                               "compute", "io", "unoverlapped_io", "unoverlapped_compute"]
+    assert list(d["time"]) == [
+        "total",
+        "app_io",
+        "unoverlapped_app_io",
+        "unoverlapped_app_compute",
+        "compute",
+        "io",
+        "unoverlapped_io",
+        "unoverlapped_compute",
+    ]
     for f in d["functions"].values():
         assert set(f) == {"count", "size"}
         assert f["size"] is None or list(f["size"]) == ["min", "p25", "mean", "median", "p75", "max"]
     text = str(s)
-    for label in ("Scheduler Allocation Details", "Nodes: 2", "Processes:", "Compute:", "I/O:",
-                  "Events Recorded", "Description of Dataset Used", "Files:", "Behavior of Application",
-                  "Total Time", "Overall App Level I/O", "Unoverlapped App I/O", "Unoverlapped App Compute",
-                  "Overall I/O", "Unoverlapped I/O", "Unoverlapped Compute", "Metrics by function",
-                  "fwrite", "3 lines and 120 bytes skipped in 1 file", "/x/bad.pfw.gz"):
+    for label in (
+        "Scheduler Allocation Details",
+        "Nodes: 2",
+        "Processes:",
+        "Compute:",
+        "I/O:",
+        "Events Recorded",
+        "Description of Dataset Used",
+        "Files:",
+        "Behavior of Application",
+        "Total Time",
+        "Overall App Level I/O",
+        "Unoverlapped App I/O",
+        "Unoverlapped App Compute",
+        "Overall I/O",
+        "Unoverlapped I/O",
+        "Unoverlapped Compute",
+        "Metrics by function",
+        "fwrite",
+        "3 lines and 120 bytes skipped in 1 file",
+        "/x/bad.pfw.gz",
+    ):
         assert label in text, label
 
 

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import DATA, ROOT, pythonpath_env
+from test_analyzer_summary import naive_union_measure, synthetic_events
+
 from dfanalyzer import views as V
 from dfanalyzer.summary import _human_bytes
-from test_analyzer_summary import naive_union_measure, synthetic_events
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import gen_traces  # noqa: E402
@@ -25,18 +25,22 @@ def frame(rows):
     """Events frame from dicts (name, cat, pid, ts, dur, optional size/offset/fname/tid/host/args)."""
     df = pd.DataFrame(rows)
     n = len(df)
-    out = pd.DataFrame({
-        "name": pd.Categorical(df["name"]), "cat": pd.Categorical(df["cat"]),
-        "ph": pd.Categorical(df.get("ph", pd.Series(["X"] * n))),
-        "hostname": pd.Categorical(df.get("hostname", pd.Series(["h"] * n))),
-        "fname": pd.Categorical(df.get("fname", pd.Series([None] * n, dtype=object))),
-        "pid": df["pid"].astype(np.int64),
-        "tid": df.get("tid", df["pid"]).astype(np.int64),
-        "ts": df["ts"].astype(np.int64), "dur": df["dur"].astype(np.int64),
-        "te": (df["ts"] + df["dur"]).astype(np.int64),
-        "size": pd.array(df.get("size", pd.Series([None] * n)), dtype="Int64"),
-        "offset": pd.array(df.get("offset", pd.Series([None] * n)), dtype="Int64"),
-    })
+    out = pd.DataFrame(
+        {
+            "name": pd.Categorical(df["name"]),
+            "cat": pd.Categorical(df["cat"]),
+            "ph": pd.Categorical(df.get("ph", pd.Series(["X"] * n))),
+            "hostname": pd.Categorical(df.get("hostname", pd.Series(["h"] * n))),
+            "fname": pd.Categorical(df.get("fname", pd.Series([None] * n, dtype=object))),
+            "pid": df["pid"].astype(np.int64),
+            "tid": df.get("tid", df["pid"]).astype(np.int64),
+            "ts": df["ts"].astype(np.int64),
+            "dur": df["dur"].astype(np.int64),
+            "te": (df["ts"] + df["dur"]).astype(np.int64),
+            "size": pd.array(df.get("size", pd.Series([None] * n)), dtype="Int64"),
+            "offset": pd.array(df.get("offset", pd.Series([None] * n)), dtype="Int64"),
+        }
+    )
     for extra in ("epoch", "step"):
         if extra in df:
             out[extra] = pd.array(df[extra], dtype="Int64")
@@ -96,18 +100,21 @@ def test_file_view_pattern_sizes_processes(dask_client):
     assert (a["consecutive"], a["sequential"], a["random"], a["pattern"]) == (1, 2, 1, "sequential")
     assert (a["size_0_100"], a["size_100_1K"], a["size_1M_4M"]) == (1, 3, 1)
     assert a["first_s"] == pytest.approx((1000 - 900) * 1e-6) and a["last_s"] == pytest.approx((1035 - 900) * 1e-6)
-    assert a["busy_s"] == pytest.approx(naive_union_measure([(1000, 1005), (1010, 1015), (1020, 1025),
-                                                            (1030, 1035), (1005, 1025)]) * 1e-6)
+    assert a["busy_s"] == pytest.approx(
+        naive_union_measure([(1000, 1005), (1010, 1015), (1020, 1025), (1030, 1035), (1005, 1025)]) * 1e-6
+    )
     assert (b["ops"], b["pattern"], b["size_0_100"]) == (1, "-", 1)
 
 
 # ------------------------------------------------------------------------------- processes
 def test_process_view_roles_and_imbalance():
-    rows = [dict(name="read", cat="POSIX", pid=10, ts=0, dur=100, size=10),
-            dict(name="compute", cat="compute", pid=10, ts=50, dur=100),
-            dict(name="read", cat="POSIX", pid=11, ts=0, dur=30, size=5),
-            dict(name="read", cat="POSIX", pid=12, ts=0, dur=10, size=5),
-            dict(name="getitem", cat="reader", pid=12, ts=0, dur=40)]
+    rows = [
+        dict(name="read", cat="POSIX", pid=10, ts=0, dur=100, size=10),
+        dict(name="compute", cat="compute", pid=10, ts=50, dur=100),
+        dict(name="read", cat="POSIX", pid=11, ts=0, dur=30, size=5),
+        dict(name="read", cat="POSIX", pid=12, ts=0, dur=10, size=5),
+        dict(name="getitem", cat="reader", pid=12, ts=0, dur=40),
+    ]
     df = V.process_view(frame(rows), parents={10: 1, 11: 10, 12: 10})
     r = df.loc[("h", 10)]
     assert (r["io_time_s"], r["compute_time_s"], r["unoverlapped_io_s"]) == (100 * 1e-6, 100 * 1e-6, 50 * 1e-6)
@@ -121,10 +128,12 @@ def test_process_view_roles_and_imbalance():
 
 # ------------------------------------------------------------------------------- time windows
 def test_time_view_splits_durations(dask_client):
-    rows = [dict(name="read", cat="POSIX", pid=1, ts=0, dur=250, size=1000),    # windows 0,1,2: 100,100,50
-            dict(name="compute", cat="compute", pid=1, ts=150, dur=200),         # 150-350
-            dict(name="write", cat="POSIX", pid=2, ts=380, dur=0, size=7),       # zero-length: window 3
-            dict(name="read", cat="POSIX", pid=2, ts=200, dur=100, size=None)]   # 200-300
+    rows = [
+        dict(name="read", cat="POSIX", pid=1, ts=0, dur=250, size=1000),  # windows 0,1,2: 100,100,50
+        dict(name="compute", cat="compute", pid=1, ts=150, dur=200),  # 150-350
+        dict(name="write", cat="POSIX", pid=2, ts=380, dur=0, size=7),  # zero-length: window 3
+        dict(name="read", cat="POSIX", pid=2, ts=200, dur=100, size=None),
+    ]  # 200-300
     df = frame(rows)
     tv = V.time_view(df, window_us=100)
     assert list(tv["io_time_s"] * 1e6) == pytest.approx([100, 100, 150, 0])
@@ -188,11 +197,13 @@ def test_tag_view_counts_io_inside_the_tagged_span():
 
 
 def test_layer_view_unoverlapped_and_mapping():
-    rows = [dict(name="getitem", cat="reader", pid=1, ts=0, dur=100),
-            dict(name="read", cat="POSIX", pid=1, ts=10, dur=20),
-            dict(name="read", cat="POSIX", pid=1, ts=50, dur=10),
-            dict(name="fread", cat="STDIO", pid=1, ts=200, dur=10),
-            dict(name="start", cat="dftracer", pid=1, ts=0, dur=0)]
+    rows = [
+        dict(name="getitem", cat="reader", pid=1, ts=0, dur=100),
+        dict(name="read", cat="POSIX", pid=1, ts=10, dur=20),
+        dict(name="read", cat="POSIX", pid=1, ts=50, dur=10),
+        dict(name="fread", cat="STDIO", pid=1, ts=200, dur=10),
+        dict(name="start", cat="dftracer", pid=1, ts=0, dur=0),
+    ]
     lv = V.layer_view(frame(rows))
     assert set(lv.index) == {"app_io", "POSIX", "STDIO"}
     assert lv.loc["app_io", "time_s"] == 100 * 1e-6 and lv.loc["POSIX", "time_s"] == 30 * 1e-6
@@ -205,15 +216,19 @@ def test_layer_view_unoverlapped_and_mapping():
 
 # ------------------------------------------------------------------------------- compare
 def test_compare_signed_deltas_and_threshold():
-    a = {"summary": {"events": 10, "time": {"io": 2.0}}, "functions": V.function_metrics(
-        frame([dict(name="read", cat="POSIX", pid=1, ts=0, dur=100, size=1 << 20)]))}
-    b = {"summary": {"events": 12, "time": {"io": 2.5}}, "functions": V.function_metrics(
-        frame([dict(name="read", cat="POSIX", pid=1, ts=0, dur=100, size=1 << 19)]))}
+    a = {
+        "summary": {"events": 10, "time": {"io": 2.0}},
+        "functions": V.function_metrics(frame([dict(name="read", cat="POSIX", pid=1, ts=0, dur=100, size=1 << 20)])),
+    }
+    b = {
+        "summary": {"events": 12, "time": {"io": 2.5}},
+        "functions": V.function_metrics(frame([dict(name="read", cat="POSIX", pid=1, ts=0, dur=100, size=1 << 19)])),
+    }
     c = V.compare(a, b, threshold=0.2)
     assert c.loc["events", "delta"] == 2 and c.loc["events", "ratio"] == 1.2 and not c.loc["events", "regression"]
-    assert c.loc["time.io", "delta"] == 0.5 and c.loc["time.io", "regression"]       # +25 % > 20 %
+    assert c.loc["time.io", "delta"] == 0.5 and c.loc["time.io", "regression"]  # +25 % > 20 %
     bw = c.loc["function.read.bandwidth_mib_s"]
-    assert bw["ratio"] == 0.5 and bw["direction"] == -1 and bw["regression"]          # bandwidth halved
+    assert bw["ratio"] == 0.5 and bw["direction"] == -1 and bw["regression"]  # bandwidth halved
     assert not V.compare(a, b, threshold=0.3).loc["time.io", "regression"]
     assert not V.compare(a, b)["regression"].any()
 
@@ -285,8 +300,12 @@ def test_pushdown_predicates_parse():
     from dfanalyzer.filters import Predicate, pushdown_predicates
 
     p = pushdown_predicates("cat == 'POSIX' and 100 <= ts < 200 and (name in ['read', 'write']) and dur > 5")
-    assert p == [Predicate("cat", "in", ("POSIX",)), Predicate("ts", ">=", 100), Predicate("ts", "<", 200),
-                 Predicate("name", "in", ("read", "write"))]
+    assert p == [
+        Predicate("cat", "in", ("POSIX",)),
+        Predicate("ts", ">=", 100),
+        Predicate("ts", "<", 200),
+        Predicate("name", "in", ("read", "write")),
+    ]
     assert pushdown_predicates("cat == 'POSIX' or ts > 5") == []
 
 
@@ -333,13 +352,15 @@ def test_cli_views_export_and_compare(tmp_path, cm1_small, dask_client, capsys):
     want = an.functions().sort_values("count", ascending=False).head(3)
     assert list(got.index) == list(want.index) and list(got["count"]) == list(want["count"])
     pq = tmp_path / "files.parquet"
-    st, out, err = _cli(["files", str(d), "--format", "parquet", "-o", str(pq), "--filter", "cat == 'POSIX'"],
-                        dask_client, capsys)
+    st, out, err = _cli(
+        ["files", str(d), "--format", "parquet", "-o", str(pq), "--filter", "cat == 'POSIX'"], dask_client, capsys
+    )
     assert st == 0, err
     io = ev[ev["cat"].astype(object) == "POSIX"]
     assert pd.read_parquet(pq)["ops"].sum() == int(io["fname"].notna().sum())
-    st, out, err = _cli(["timeline", str(d), "--window", "10s", "--heatmap", str(tmp_path / "h.png"), "--top", "2"],
-                        dask_client, capsys)
+    st, out, err = _cli(
+        ["timeline", str(d), "--window", "10s", "--heatmap", str(tmp_path / "h.png"), "--top", "2"], dask_client, capsys
+    )
     assert st == 0 and os.path.getsize(tmp_path / "h.png") > 0 and "io_time_s" in out, err
     # compare: the run against itself, then against a copy with one extra 50 s write
     other = tmp_path / "other"
@@ -347,8 +368,17 @@ def test_cli_views_export_and_compare(tmp_path, cm1_small, dask_client, capsys):
     for f in sorted(os.listdir(d)):
         if f.endswith(".pfw.gz"):
             shutil.copy(os.path.join(d, f), other)
-    slow = {"id": 1, "name": "write", "cat": "POSIX", "pid": 1, "tid": 1, "ts": int(ev["ts"].min()),
-            "dur": 50_000_000, "ph": "X", "args": {"hostname": "x", "fname": "/slow", "ret": 1}}
+    slow = {
+        "id": 1,
+        "name": "write",
+        "cat": "POSIX",
+        "pid": 1,
+        "tid": 1,
+        "ts": int(ev["ts"].min()),
+        "dur": 50_000_000,
+        "ph": "X",
+        "args": {"hostname": "x", "fname": "/slow", "ret": 1},
+    }
     with open(other / "extra.pfw", "w") as f:
         f.write("[\n" + json.dumps(slow) + "\n")
     st, out, err = _cli(["compare", str(d), str(d), "--threshold", "0.1"], dask_client, capsys)
@@ -362,8 +392,13 @@ def test_cli_views_export_and_compare(tmp_path, cm1_small, dask_client, capsys):
 
 
 def test_cli_help_lists_every_command():
-    r = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "--help"], env=pythonpath_env(),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "--help"],
+        env=pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0
     for cmd in ("summary", "functions", "files", "processes", "timeline", "tags", "epochs", "layers", "compare"):
         assert f"dfanalyzer {cmd} " in r.stdout

@@ -15,10 +15,10 @@ import subprocess
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, read_trace
-from dfanalyzer import reader as R
 from test_preload_helpers import preload_lib, trace_files, traced_env
+
+from dfanalyzer import reader as R
 
 CALL = re.compile(r"^DFT_CALL\((\w+),\s*(\w+),\s*([^,]+?),\s*(\(.*\)),\s*(\w+)\)\s*$")
 
@@ -62,8 +62,7 @@ def test_preload_exports_exactly_calls_def():
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) not installed")
-    out = subprocess.run([nm, "-D", "--defined-only", preload_lib()], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([nm, "-D", "--defined-only", preload_lib()], capture_output=True, text=True, check=True).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] in (["T"], ["W"])}
     assert exported == {r[1] for r in calls()}
 
@@ -111,8 +110,17 @@ def test_preadv64v2_bytes_reach_the_reader(tmp_path):
     files = trace_files(prefix)
     assert len(files) == 1
     recs = [r for r in read_trace(files[0]) if r.get("cat") in ("POSIX", "STDIO")]
-    assert [r["name"] for r in recs] == ["open64", "pwritev64v2", "preadv64v2", "preadv64v2", "dup",
-                                         "fdopen", "fread", "fclose", "close"]
+    assert [r["name"] for r in recs] == [
+        "open64",
+        "pwritev64v2",
+        "preadv64v2",
+        "preadv64v2",
+        "dup",
+        "fdopen",
+        "fread",
+        "fclose",
+        "close",
+    ]
     e = R.load_batch(files[0], 0, 0).events
     e = e[e["cat"].astype(str).isin(["POSIX", "STDIO"])]
     sizes = {}

@@ -12,21 +12,17 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
 from conftest import pythonpath_env, read_trace
-
-
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
 
+
 def make_env(tmp_path, enable=True, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
     env = pythonpath_env(env)
     if enable:
         env["DFTRACER_ENABLE"] = "1"
@@ -38,9 +34,14 @@ def make_env(tmp_path, enable=True, **extra):
 def run_app(tmp_path, code, enable=True, **extra_env):
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(code))
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
-                          env=make_env(tmp_path, enable, **extra_env),
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=make_env(tmp_path, enable, **extra_env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
 
@@ -63,8 +64,11 @@ def all_events(tmp_path, cat=None):
 # import surface
 # ---------------------------------------------------------------------------------------------
 
+
 def test_both_import_paths_export_the_same_objects(tmp_path):
-    proc = run_app(tmp_path, """
+    proc = run_app(
+        tmp_path,
+        """
         import dftracer.python as P, dftracer.logger as L
         from dftracer.logger import dftracer, dft_fn, ai, DFTRACER_ENABLE
         for n in ("dftracer", "dft_fn", "ai", "DFTRACER_ENABLE"):
@@ -76,7 +80,8 @@ def test_both_import_paths_export_the_same_objects(tmp_path):
         assert ai.checkpoint.init.cat == "checkpoint"
         assert (ai.name, ai.cat) == ("ai_root", "ai_root")
         print("ok")
-    """)
+    """,
+    )
     assert proc.stdout.strip() == "ok"
 
 
@@ -122,8 +127,14 @@ DISABLED_APP = """
 @pytest.mark.parametrize("value", [None, "0", "off", ""])
 def test_disabled_mode_creates_no_files(tmp_path, value):
     extra = {} if value is None else {"DFTRACER_ENABLE": value}
-    proc = run_app(tmp_path, DISABLED_APP.format(tmp=tmp_path), enable=False,
-                   DFTRACER_LOG_FILE=tmp_path / "trace", DFTRACER_DATA_DIR=tmp_path, **extra)
+    proc = run_app(
+        tmp_path,
+        DISABLED_APP.format(tmp=tmp_path),
+        enable=False,
+        DFTRACER_LOG_FILE=tmp_path / "trace",
+        DFTRACER_DATA_DIR=tmp_path,
+        **extra,
+    )
     assert sorted(os.listdir(tmp_path)) == ["app.py", "data.bin"]
     # An empty DFTRACER_ENABLE= is the core's call for every API: warned about, tracing off.
     warned = "invalid value '' for DFTRACER_ENABLE" in proc.stderr
@@ -131,14 +142,18 @@ def test_disabled_mode_creates_no_files(tmp_path, value):
 
 
 def test_disabled_decorator_returns_the_function_itself(tmp_path):
-    proc = run_app(tmp_path, """
+    proc = run_app(
+        tmp_path,
+        """
         from dftracer.python import dft_fn, ai
         def f(): pass
         assert dft_fn("c").log(f) is f
         assert dft_fn("c").log_init(f) is f
         assert ai.compute(f) is f
         print("ok")
-    """, enable=False)
+    """,
+        enable=False,
+    )
     assert proc.stdout.strip() == "ok"
 
 
@@ -146,9 +161,12 @@ def test_disabled_decorator_returns_the_function_itself(tmp_path):
 # counts and threads
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("compression", ["1", "0"])
 def test_10000_calls_in_4_threads(tmp_path, compression):
-    run_app(tmp_path, """
+    run_app(
+        tmp_path,
+        """
         import threading
         from dftracer.python import dft_fn
         d = dft_fn("threads")
@@ -163,7 +181,9 @@ def test_10000_calls_in_4_threads(tmp_path, compression):
         ts = [threading.Thread(target=run) for _ in range(4)]
         [t.start() for t in ts]
         [t.join() for t in ts]
-    """, DFTRACER_TRACE_COMPRESSION=compression)
+    """,
+        DFTRACER_TRACE_COMPRESSION=compression,
+    )
     files = trace_files(tmp_path)
     assert len(files) == 1
     assert files[0].name.endswith(".pfw.gz" if compression == "1" else ".pfw")
@@ -171,16 +191,18 @@ def test_10000_calls_in_4_threads(tmp_path, compression):
     assert len(evs) == 10_000
     assert {e["name"] for e in evs} == {"work"}
     assert len({e["tid"] for e in evs}) == 4
-    assert all(isinstance(e["ts"], int) and isinstance(e["dur"], int) and e["dur"] >= 0
-               for e in evs)
+    assert all(isinstance(e["ts"], int) and isinstance(e["dur"], int) and e["dur"] >= 0 for e in evs)
 
 
 # ---------------------------------------------------------------------------------------------
 # contextual tags
 # ---------------------------------------------------------------------------------------------
 
+
 def test_contextual_tags_appear_in_args(tmp_path):
-    run_app(tmp_path, """
+    run_app(
+        tmp_path,
+        """
         import numpy as np
         from dftracer.python import dft_fn, ai
         d = dft_fn("tags", name="region", epoch=1)
@@ -225,12 +247,12 @@ def test_contextual_tags_appear_in_args(tmp_path):
         ai.data.update(step=3)
         with copy:
             pass                                   # a copy still follows the tree: step 3
-    """)
+    """,
+    )
     (evs,) = all_events(tmp_path, None).values()
     by_name = {e["name"]: e for e in evs}
     assert by_name["region"]["cat"] == "tags"
-    assert by_name["region"]["args"] == {"epoch": 1, "step": 5, "custom": "x", "ratio": 0.5,
-                                          "big": 7, "extra": 3}
+    assert by_name["region"]["args"] == {"epoch": 1, "step": 5, "custom": "x", "ratio": 0.5, "big": 7, "extra": 3}
     assert by_name["read_index"]["args"] == {"image_idx": 11, "step": 2, "image_size": 4096}
     assert by_name["varargs"]["args"] == {"epoch": 5, "step": 6, "image_size": 4096}
     assert by_name["Reader.load"]["args"] == {"epoch": 3, "image_size": 4096}
@@ -239,17 +261,22 @@ def test_contextual_tags_appear_in_args(tmp_path):
     assert by_name["fetch.iter"]["args"] == {"epoch": 9, "step": 4, "count": 1}
     assert by_name["fetch.block"]["args"] == {"epoch": 9, "step": 4, "count": 1}
     items = [e["args"] for e in evs if e["name"] == "item"]
-    assert items == [{"epoch": 9, "step": 1, "image_idx": 8},
-                     {"epoch": 9, "step": 2, "image_idx": 8},
-                     {"epoch": 9, "step": 3, "image_idx": 8, "extra": "c"}]
+    assert items == [
+        {"epoch": 9, "step": 1, "image_idx": 8},
+        {"epoch": 9, "step": 2, "image_idx": 8},
+        {"epoch": 9, "step": 3, "image_idx": 8, "extra": "c"},
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # API surface: decorators, context managers, start/stop, iter, metadata
 # ---------------------------------------------------------------------------------------------
 
+
 def test_api_forms_give_exact_events(tmp_path):
-    run_app(tmp_path, """
+    run_app(
+        tmp_path,
+        """
         from dftracer.python import dftracer, dft_fn, ai
         log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
         d = dft_fn("api")
@@ -310,19 +337,32 @@ def test_api_forms_give_exact_events(tmp_path):
         assert log.depth() == 0
         d.log_metadata("answer", 42)
         log.finalize()
-    """)
+    """,
+    )
     (evs,) = all_events(tmp_path).values()
     got = Counter((e["name"], e["cat"]) for e in evs)
-    assert got == Counter({
-        ("C.__init__", "api"): 1, ("C.s", "api"): 1, ("C.s2", "api"): 1, ("renamed", "api"): 1,
-        ("ctx", "api"): 1, ("manual", "api"): 1,
-        ("loop.iter", "api"): 3, ("loop.block", "api"): 3,
-        ("named.iter", "api"): 1, ("named.block", "api"): 1,
-        ("step", "compute"): 1, ("checkpoint.init", "checkpoint"): 1,
-        ("preprocess.collate", "data"): 1, ("capture", "checkpoint"): 1,
-        ("all_reduce", "comm"): 1, ("transfer", "device"): 1, ("evaluate", "pipeline"): 1,
-        ("manual_event", "api"): 1,
-    })
+    assert got == Counter(
+        {
+            ("C.__init__", "api"): 1,
+            ("C.s", "api"): 1,
+            ("C.s2", "api"): 1,
+            ("renamed", "api"): 1,
+            ("ctx", "api"): 1,
+            ("manual", "api"): 1,
+            ("loop.iter", "api"): 3,
+            ("loop.block", "api"): 3,
+            ("named.iter", "api"): 1,
+            ("named.block", "api"): 1,
+            ("step", "compute"): 1,
+            ("checkpoint.init", "checkpoint"): 1,
+            ("preprocess.collate", "data"): 1,
+            ("capture", "checkpoint"): 1,
+            ("all_reduce", "comm"): 1,
+            ("transfer", "device"): 1,
+            ("evaluate", "pipeline"): 1,
+            ("manual_event", "api"): 1,
+        }
+    )
     by_name = {e["name"]: e for e in evs}
     assert by_name["C.__init__"]["args"] == {"epoch": 2}
     assert by_name["all_reduce"]["args"] == {"epoch": 5}
@@ -407,25 +447,38 @@ def dlio_counts(path):
         for line in f:
             if "[" in line or "]" in line:
                 continue
-            for key, cat, name in (("root", "ai_root", "ai_root"), ("compute", "compute", "compute"),
-                                   ("item", "data", "item"), ("preprocess", "data", "preprocess"),
-                                   ("fetch_iter", "dataloader", "fetch.iter"),
-                                   ("ckpt_capture", "checkpoint", "capture"),
-                                   ("ckpt_restart", "checkpoint", "restart"),
-                                   ("train", "pipeline", "train"), ("eval", "pipeline", "evaluate"),
-                                   ("epoch", "pipeline", "epoch.block")):
+            for key, cat, name in (
+                ("root", "ai_root", "ai_root"),
+                ("compute", "compute", "compute"),
+                ("item", "data", "item"),
+                ("preprocess", "data", "preprocess"),
+                ("fetch_iter", "dataloader", "fetch.iter"),
+                ("ckpt_capture", "checkpoint", "capture"),
+                ("ckpt_restart", "checkpoint", "restart"),
+                ("train", "pipeline", "train"),
+                ("eval", "pipeline", "evaluate"),
+                ("epoch", "pipeline", "epoch.block"),
+            ):
                 if f'"cat":"{cat}"' in line and f'"name":"{name}"' in line:
                     c[key] += 1
     return c
 
 
-@pytest.mark.parametrize("module,num_data,batch,total_steps", [
-    ("python", 9, 2, 0), ("python", 10, 3, 0), ("logger", 8, 2, 3), ("logger", 9, 3, 2),
-])
+@pytest.mark.parametrize(
+    "module,num_data,batch,total_steps",
+    [
+        ("python", 9, 2, 0),
+        ("python", 10, 3, 0),
+        ("logger", 8, 2, 3),
+        ("logger", 9, 3, 2),
+    ],
+)
 def test_dlio_ai_event_counts(tmp_path, module, num_data, batch, total_steps):
-    run_app(tmp_path, DLIO_APP.format(module=module, tmp=tmp_path, num_data=num_data,
-                                      batch=batch, total_steps=total_steps),
-            DFTRACER_TRACE_COMPRESSION="0")
+    run_app(
+        tmp_path,
+        DLIO_APP.format(module=module, tmp=tmp_path, num_data=num_data, batch=batch, total_steps=total_steps),
+        DFTRACER_TRACE_COMPRESSION="0",
+    )
     paths = sorted(tmp_path.glob("*.pfw"))
     assert [p.name for p in paths] == ["trace-0-of-1.pfw"]
     read_trace(paths[0])  # layout + valid JSON
@@ -525,7 +578,9 @@ def test_idle_daemonic_worker_is_flushed_before_it_is_terminated(tmp_path, metho
     # Persistent DataLoader-style worker: daemonic, idle after its work, SIGTERMed by
     # multiprocessing when the parent exits (no finaliser runs). The idle flush must have put
     # its events on disk; the parent waits for that, then exits without joining.
-    proc = run_app(tmp_path, """
+    proc = run_app(
+        tmp_path,
+        """
         import glob, multiprocessing as mp, os, time
         from dftracer.python import dft_fn
         d = dft_fn("daemon")
@@ -556,7 +611,9 @@ def test_idle_daemonic_worker_is_flushed_before_it_is_terminated(tmp_path, metho
             while count(p.pid) < 20 and time.monotonic() < deadline:
                 time.sleep(0.05)
             print(os.getpid(), p.pid)
-    """.format(tmp=tmp_path, method=method), DFTRACER_TRACE_COMPRESSION="0")
+    """.format(tmp=tmp_path, method=method),
+        DFTRACER_TRACE_COMPRESSION="0",
+    )
     parent, child = map(int, proc.stdout.split())
     per_pid = {}
     for evs in all_events(tmp_path, "daemon").values():
@@ -568,7 +625,9 @@ def test_idle_daemonic_worker_is_flushed_before_it_is_terminated(tmp_path, metho
 def test_events_before_initialize_log_move_to_the_explicit_file(tmp_path):
     # DLIO logs its framework's __init__ before calling initialize_log(logfile=...): the lazily
     # started trace is renamed to the explicit name, nothing is lost or left behind.
-    run_app(tmp_path, """
+    run_app(
+        tmp_path,
+        """
         from dftracer.python import dftracer, dft_fn
         d = dft_fn("early")
         @d.log_init
@@ -581,7 +640,9 @@ def test_events_before_initialize_log_move_to_the_explicit_file(tmp_path):
         for i in range(3, 5):
             setup(i)
         log.finalize()
-    """.format(tmp=tmp_path), DFTRACER_TRACE_COMPRESSION="0")
+    """.format(tmp=tmp_path),
+        DFTRACER_TRACE_COMPRESSION="0",
+    )
     assert trace_files(tmp_path) == []
     files = trace_files(tmp_path / "out")
     assert [f.name for f in files] == ["trace-0-of-1.pfw"]
@@ -590,7 +651,9 @@ def test_events_before_initialize_log_move_to_the_explicit_file(tmp_path):
 
 
 def test_fork_after_explicit_initialize_log(tmp_path):
-    proc = run_app(tmp_path, """
+    proc = run_app(
+        tmp_path,
+        """
         import os
         from dftracer.python import dftracer, dft_fn
         log = dftracer.initialize_log(logfile="{tmp}/main.pfw", data_dir=None, process_id=-1)
@@ -611,7 +674,8 @@ def test_fork_after_explicit_initialize_log(tmp_path):
             ev(i)
         log.finalize()
         print(os.getpid(), pid)
-    """.format(tmp=tmp_path))
+    """.format(tmp=tmp_path),
+    )
     parent, child = map(int, proc.stdout.split())
     per_file = {f: evs for f, evs in all_events(tmp_path, "fork").items() if evs}
     assert len(per_file) == 2
@@ -629,10 +693,12 @@ def test_fork_after_explicit_initialize_log(tmp_path):
 # faults
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("compression", ["1", "0"])
 def test_sigkill_leaves_a_readable_prefix(tmp_path, compression):
     script = tmp_path / "app.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys, time
         from dftracer.python import dft_fn
         d = dft_fn("kill")
@@ -644,11 +710,10 @@ def test_sigkill_leaves_a_readable_prefix(tmp_path, compression):
         print("ready", flush=True)
         while True:
             time.sleep(1)
-    """))
-    env = make_env(tmp_path, DFTRACER_WRITE_BUFFER_SIZE="4096",
-                   DFTRACER_TRACE_COMPRESSION=compression)
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, text=True)
+    """)
+    )
+    env = make_env(tmp_path, DFTRACER_WRITE_BUFFER_SIZE="4096", DFTRACER_TRACE_COMPRESSION=compression)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
     finally:
@@ -665,7 +730,9 @@ def test_sigkill_leaves_a_readable_prefix(tmp_path, compression):
 
 
 def test_initialize_twice_finalize_twice_event_after_finalize(tmp_path):
-    proc = run_app(tmp_path, """
+    proc = run_app(
+        tmp_path,
+        """
         from dftracer.python import dftracer, dft_fn, ai
         log = dftracer.initialize_log(logfile="{tmp}/twice.pfw", data_dir=None, process_id=-1)
         log2 = dftracer.initialize_log(logfile="{tmp}/twice.pfw", data_dir=None, process_id=-1)
@@ -688,7 +755,9 @@ def test_initialize_twice_finalize_twice_event_after_finalize(tmp_path):
         log.log_event("after_manual", "life", 0, 1, None)
         log.log_metadata_event("k", "v")
         print("survived")
-    """.format(tmp=tmp_path), DFTRACER_TRACE_COMPRESSION="0")
+    """.format(tmp=tmp_path),
+        DFTRACER_TRACE_COMPRESSION="0",
+    )
     assert proc.stdout.strip() == "survived"
     per_file = all_events(tmp_path)
     assert [f.name for f in per_file] == ["twice.pfw"]
@@ -697,7 +766,9 @@ def test_initialize_twice_finalize_twice_event_after_finalize(tmp_path):
 
 
 def test_awkward_names_still_give_valid_json(tmp_path):
-    run_app(tmp_path, r'''
+    run_app(
+        tmp_path,
+        r"""
         from dftracer.python import dftracer, dft_fn
         log = dftracer.get_instance()
         names = ['q"uote', 'back\\slash', 'new\nline', 'tab\there', 'nul\x00byte', 'ctl\x01\x1f',
@@ -708,15 +779,25 @@ def test_awkward_names_still_give_valid_json(tmp_path):
             with d:
                 pass
             log.log_event(n, "weird", 1, 2, {"v": n})
-    ''')
+    """,
+    )
     (evs,) = all_events(tmp_path).values()
     # A lone surrogate cannot be encoded to UTF-8; it is written as one replacement character
     # ("?" from the binding's codec, or U+FFFD).
-    repl = {e["name"][len("surrogate"):] for e in evs if e["name"].startswith("surrogate")}
+    repl = {e["name"][len("surrogate") :] for e in evs if e["name"].startswith("surrogate")}
     assert len(repl) == 1 and repl <= {"?", "\ufffd"}, repl
     (r,) = repl
-    expect = ['q"uote', 'back\\slash', 'new\nline', 'tab\there', 'nul\x00byte', 'ctl\x01\x1f',
-              'surrogate' + r, 'emoji\U0001F600', '\u00e9']
+    expect = [
+        'q"uote',
+        "back\\slash",
+        "new\nline",
+        "tab\there",
+        "nul\x00byte",
+        "ctl\x01\x1f",
+        "surrogate" + r,
+        "emoji\U0001f600",
+        "\u00e9",
+    ]
     assert len(evs) == 2 * len(expect)
     ctx = [e for e in evs if e["cat"] != "weird"]
     manual = [e for e in evs if e["cat"] == "weird"]
@@ -729,7 +810,9 @@ def test_awkward_names_still_give_valid_json(tmp_path):
 def test_yaml_configuration_enables_python_api(tmp_path):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"enable: true\nlog_file: {tmp_path}/trace\ncompression: false\n")
-    run_app(tmp_path, """
+    run_app(
+        tmp_path,
+        """
         from dftracer.python import dft_fn, DFTRACER_ENABLE
         assert DFTRACER_ENABLE
         d = dft_fn("yaml")
@@ -738,7 +821,10 @@ def test_yaml_configuration_enables_python_api(tmp_path):
             pass
         for _ in range(3):
             f()
-    """, enable=False, DFTRACER_CONFIGURATION=cfg)
+    """,
+        enable=False,
+        DFTRACER_CONFIGURATION=cfg,
+    )
     per_file = all_events(tmp_path, "yaml")
     assert [f.name.endswith(".pfw") for f in per_file] == [True]
     assert [len(e) for e in per_file.values()] == [3]
@@ -767,6 +853,7 @@ def test_pool_terminate_keeps_every_worker_event(tmp_path, hybrid):
     extra = {}
     if hybrid:
         from dftracer._paths import preload_library
+
         extra = {"LD_PRELOAD": preload_library(), "DFTRACER_DATA_DIR": str(tmp_path / "none")}
     run_app(tmp_path, POOL_APP, **extra)
     per_file = all_events(tmp_path, cat="pool")

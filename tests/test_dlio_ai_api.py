@@ -41,7 +41,7 @@ def _workload(data: str, out: str, batch: int, workers: int, framework: str, ran
 
     files = sorted(glob.glob(os.path.join(data, "*.npz")))
     per_rank = len(files) // size
-    files = files[rank * per_rank:(rank + 1) * per_rank]
+    files = files[rank * per_rank : (rank + 1) * per_rank]
 
     class Reader:
         @ai.data.item
@@ -68,9 +68,15 @@ def _workload(data: str, out: str, batch: int, workers: int, framework: str, ran
                 return torch.from_numpy(self.reader.read(idx))
 
         def make_loader():
-            return DataLoader(NPZDataset(), batch_size=batch, shuffle=False, drop_last=True,
-                              num_workers=workers, persistent_workers=workers > 0,
-                              multiprocessing_context="fork" if workers > 0 else None)
+            return DataLoader(
+                NPZDataset(),
+                batch_size=batch,
+                shuffle=False,
+                drop_last=True,
+                num_workers=workers,
+                persistent_workers=workers > 0,
+                multiprocessing_context="fork" if workers > 0 else None,
+            )
     else:
         import tensorflow as tf
 
@@ -117,18 +123,27 @@ def _workload(data: str, out: str, batch: int, workers: int, framework: str, ran
             for epoch in ai.pipeline.epoch.iter(range(1, EPOCHS + 1), include_iter=False):
                 self._train(epoch)
 
-    log = dftracer.initialize_log(logfile=os.path.join(out, f"trace-{rank}-of-{size}.pfw"), data_dir=data,
-                                  process_id=rank)
+    log = dftracer.initialize_log(
+        logfile=os.path.join(out, f"trace-{rank}-of-{size}.pfw"), data_dir=data, process_id=rank
+    )
     Benchmark().run()
     log.finalize()
 
 
 # ---------------------------------------------------------------------------------- the test
 # DLIO tests/dlio_ai_logging_test.py::check_ai_events: counter key -> (cat, name) of the event.
-AI_EVENTS = {"root": ("ai_root", "ai_root"), "compute": ("compute", "compute"), "item": ("data", "item"),
-             "preprocess": ("data", "preprocess"), "fetch_iter": ("dataloader", "fetch.iter"),
-             "ckpt_capture": ("checkpoint", "capture"), "ckpt_restart": ("checkpoint", "restart"),
-             "train": ("pipeline", "train"), "eval": ("pipeline", "evaluate"), "epoch": ("pipeline", "epoch.block")}
+AI_EVENTS = {
+    "root": ("ai_root", "ai_root"),
+    "compute": ("compute", "compute"),
+    "item": ("data", "item"),
+    "preprocess": ("data", "preprocess"),
+    "fetch_iter": ("dataloader", "fetch.iter"),
+    "ckpt_capture": ("checkpoint", "capture"),
+    "ckpt_restart": ("checkpoint", "restart"),
+    "train": ("pipeline", "train"),
+    "eval": ("pipeline", "evaluate"),
+    "epoch": ("pipeline", "epoch.block"),
+}
 
 
 def _records(path: str) -> list:
@@ -151,8 +166,9 @@ def check_ai_events(path: str) -> Counter:
 
 
 NUM_PROCS = 2
-DLIO_VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build",
-                                "dlio-venv", "bin", "python")
+DLIO_VENV_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "dlio-venv", "bin", "python"
+)
 
 
 def _interpreter(layer: str) -> str:
@@ -162,17 +178,23 @@ def _interpreter(layer: str) -> str:
     py = os.environ.get("DFTRACER_DLIO_PYTHON") or DLIO_VENV_PYTHON
     if not os.path.exists(py):
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        subprocess.run(["bash", os.path.join(root, "scripts", "install_dlio_deps.sh")], check=True,
-                       env=dict(os.environ, PYTHON=sys.executable))
+        subprocess.run(
+            ["bash", os.path.join(root, "scripts", "install_dlio_deps.sh")],
+            check=True,
+            env=dict(os.environ, PYTHON=sys.executable),
+        )
     return py
 
 
 def _api_origin(py: str):
-    code = ("import dftracer.python as p, importlib.metadata as md\n"
-            "try: v = md.version('pydftracer')\nexcept md.PackageNotFoundError: v = None\n"
-            "print(p.__file__, v)")
-    res = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, DFTRACER_ENABLE="0"))
+    code = (
+        "import dftracer.python as p, importlib.metadata as md\n"
+        "try: v = md.version('pydftracer')\nexcept md.PackageNotFoundError: v = None\n"
+        "print(p.__file__, v)"
+    )
+    res = subprocess.run(
+        [py, "-c", code], capture_output=True, text=True, timeout=120, env=dict(os.environ, DFTRACER_ENABLE="0")
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     path, version = res.stdout.split()
     return path, (None if version == "None" else version)
@@ -180,8 +202,12 @@ def _api_origin(py: str):
 
 # DLIO's (num_data, batch_size) grid (even and odd of each), once each, over both loaders and both
 # Python layers.
-CASES = [("pytorch", 9, 2, "pydftracer"), ("tensorflow", 10, 3, "pydftracer"), ("pytorch", 10, 2, "ours"),
-         ("tensorflow", 9, 3, "ours")]
+CASES = [
+    ("pytorch", 9, 2, "pydftracer"),
+    ("tensorflow", 10, 3, "pydftracer"),
+    ("pytorch", 10, 2, "ours"),
+    ("tensorflow", 9, 3, "ours"),
+]
 
 
 @pytest.mark.parametrize("framework, num_data, batch_size, layer", CASES)
@@ -201,14 +227,38 @@ def test_ai_logging_train(tmp_path, framework, num_data, batch_size, layer):
     rng = np.random.default_rng(num_data * 10 + batch_size)
     for i in range(num_data * NUM_PROCS):
         np.savez(data / f"img_{i:02d}.npz", x=rng.integers(0, 255, (64, 64), dtype=np.uint8), y=[0])
-    preload = subprocess.run([py, "-m", "dftracer", "--preload-path"], check=True,
-                             capture_output=True, text=True).stdout.strip()
-    env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
-               DFTRACER_DATA_DIR=str(data), DFTRACER_LOG_FILE=str(out / "trace"), LD_PRELOAD=preload)
+    preload = subprocess.run(
+        [py, "-m", "dftracer", "--preload-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    env = dict(
+        os.environ,
+        DFTRACER_ENABLE="1",
+        DFTRACER_INC_METADATA="1",
+        DFTRACER_DATA_DIR=str(data),
+        DFTRACER_LOG_FILE=str(out / "trace"),
+        LD_PRELOAD=preload,
+    )
     workers = "2" if framework == "pytorch" else "0"
-    procs = [subprocess.Popen([py, os.path.abspath(__file__), str(data), str(out), str(batch_size), workers,
-                               framework, str(rank), str(NUM_PROCS)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for rank in range(NUM_PROCS)]
+    procs = [
+        subprocess.Popen(
+            [
+                py,
+                os.path.abspath(__file__),
+                str(data),
+                str(out),
+                str(batch_size),
+                workers,
+                framework,
+                str(rank),
+                str(NUM_PROCS),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(NUM_PROCS)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
@@ -245,11 +295,16 @@ def test_ai_logging_train(tmp_path, framework, num_data, batch_size, layer):
         assert total["item"] == NUM_PROCS * EPOCHS * num_data
     assert total["preprocess"] == total["item"]
     # Every process's POSIX reads of the dataset are in the trace too (hybrid mode).
-    reads = sum(1 for p in paths for r in _records(p)
-                if r.get("cat") == "POSIX" and r.get("name") == "read" and str(data) in str(r.get("args")))
+    reads = sum(
+        1
+        for p in paths
+        for r in _records(p)
+        if r.get("cat") == "POSIX" and r.get("name") == "read" and str(data) in str(r.get("args"))
+    )
     assert reads > 0
 
 
 if __name__ == "__main__":
-    _workload(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]),
-              int(sys.argv[7]))
+    _workload(
+        sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), int(sys.argv[7])
+    )

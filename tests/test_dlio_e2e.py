@@ -50,36 +50,53 @@ def _python() -> str:
 
 def _ensure_dlio() -> None:
     if not os.path.exists(_python()):
-        subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_dlio_deps.sh")], check=True,
-                       env=dict(os.environ, PYTHON=sys.executable))
+        subprocess.run(
+            ["bash", os.path.join(ROOT, "scripts", "install_dlio_deps.sh")],
+            check=True,
+            env=dict(os.environ, PYTHON=sys.executable),
+        )
 
 
 def _preload_path() -> str:
-    out = subprocess.run([_python(), "-m", "dftracer", "--preload-path"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [_python(), "-m", "dftracer", "--preload-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert os.path.isfile(out), out
     return out
 
 
 def _dlio_cmd(data: str, out: str, *extra: str, files=FILES, compute=0.01, threads=THREADS):
-    return [_python(), "-m", "dlio_benchmark.main", "--config-dir", WORKLOAD_DIR,
-            "workload=dftracer_unet3d_small", f"hydra.run.dir={out}/hydra",
-            f"++workload.dataset.data_folder={data}",
-            f"++workload.dataset.num_files_train={files}",
-            f"++workload.dataset.record_length={RECORD_LENGTH}",
-            f"++workload.reader.read_threads={threads}",
-            f"++workload.reader.batch_size={BATCH}",
-            f"++workload.train.epochs={EPOCHS}",
-            f"++workload.train.computation_time={compute}",
-            f"++workload.checkpoint.checkpoint_folder={out}/checkpoints",
-            f"++workload.output.folder={out}", *extra]
+    return [
+        _python(),
+        "-m",
+        "dlio_benchmark.main",
+        "--config-dir",
+        WORKLOAD_DIR,
+        "workload=dftracer_unet3d_small",
+        f"hydra.run.dir={out}/hydra",
+        f"++workload.dataset.data_folder={data}",
+        f"++workload.dataset.num_files_train={files}",
+        f"++workload.dataset.record_length={RECORD_LENGTH}",
+        f"++workload.reader.read_threads={threads}",
+        f"++workload.reader.batch_size={BATCH}",
+        f"++workload.train.epochs={EPOCHS}",
+        f"++workload.train.computation_time={compute}",
+        f"++workload.checkpoint.checkpoint_folder={out}/checkpoints",
+        f"++workload.output.folder={out}",
+        *extra,
+    ]
 
 
 def _traced_env(data: str, out: str, **more) -> dict:
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_DATA_DIR=data,
-               DFTRACER_LOG_FILE=os.path.join(out, "trace"), LD_PRELOAD=_preload_path())
+    env.update(
+        DFTRACER_ENABLE="1",
+        DFTRACER_INC_METADATA="1",
+        DFTRACER_DATA_DIR=data,
+        DFTRACER_LOG_FILE=os.path.join(out, "trace"),
+        LD_PRELOAD=_preload_path(),
+    )
     env.update(more)
     return env
 
@@ -133,14 +150,29 @@ def check_dlio_events(path: str) -> Counter:
 def _is_read_on(ev: dict, data: str) -> bool:
     args = ev.get("args") or {}
     fname = str(args.get("fname", ""))
-    return (ev.get("cat") == "POSIX" and ev.get("name") in READ_FAMILY
-            and (fname == data or fname.startswith(data + os.sep)))
+    return (
+        ev.get("cat") == "POSIX"
+        and ev.get("name") in READ_FAMILY
+        and (fname == data or fname.startswith(data + os.sep))
+    )
 
 
 def _summary_json(out: str) -> dict:
-    cmd = [_python(), "-c", "import sys; from dfanalyzer.cli import main; sys.exit(main())",
-           "summary", os.path.join(out, "*.pfw.gz"), "--json", "--no-progress", "--workers", "1",
-           "--compute-cats", "ai_framework,compute", "--app-io-cats", "reader,data"]
+    cmd = [
+        _python(),
+        "-c",
+        "import sys; from dfanalyzer.cli import main; sys.exit(main())",
+        "summary",
+        os.path.join(out, "*.pfw.gz"),
+        "--json",
+        "--no-progress",
+        "--workers",
+        "1",
+        "--compute-cats",
+        "ai_framework,compute",
+        "--app-io-cats",
+        "reader,data",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
@@ -155,9 +187,14 @@ def dlio_dataset(tmp_path_factory):
     base = tmp_path_factory.mktemp("dlio")
     data = str(base / "data")
     gen = str(base / "generate")
-    res = subprocess.run(_dlio_cmd(data, gen, "++workload.workflow.generate_data=True",
-                                   "++workload.workflow.train=False", files=24),
-                         cwd=str(base), env=_untraced_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        _dlio_cmd(data, gen, "++workload.workflow.generate_data=True", "++workload.workflow.train=False", files=24),
+        cwd=str(base),
+        env=_untraced_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return base, data
 
@@ -169,9 +206,14 @@ def dlio_run(dlio_dataset, request):
     initialize_log itself)."""
     base, data = dlio_dataset
     out = str(base / f"output-{request.param}")
-    res = subprocess.run(_dlio_cmd(data, out, f"++workload.reader.multiprocessing_context={request.param}"),
-                         cwd=str(base), env=_traced_env(data, out),
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        _dlio_cmd(data, out, f"++workload.reader.multiprocessing_context={request.param}"),
+        cwd=str(base),
+        env=_traced_env(data, out),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     files = sorted(os.listdir(os.path.join(data, "train")))[:FILES]
     sizes = [os.path.getsize(os.path.join(data, "train", f)) for f in files]
@@ -228,8 +270,7 @@ def test_dlio_every_process_and_bytes(dlio_run):
     cats = Counter(e.get("cat") for e in events if e.get("ph") == "X")
     assert cats["reader"] > 0 and cats["data_loader"] > 0 and cats["POSIX"] > 0, cats
     # Reader events come from the worker processes too (same pids as their POSIX reads).
-    reader_pids = {e["pid"] for e in events if e.get("cat") == "reader"
-                   and e.get("name") == "NPZReader.read_index"}
+    reader_pids = {e["pid"] for e in events if e.get("cat") == "reader" and e.get("name") == "NPZReader.read_index"}
     assert reader_pids == read_pids
 
 
@@ -264,8 +305,9 @@ def test_dlio_worker_sigkill(dlio_dataset):
     # Small write buffer so that the worker flushes gzip members often before it is killed.
     env = _traced_env(data, out, DFTRACER_WRITE_BUFFER_SIZE="4096")
     log = open(str(base / "killed.log"), "w")  # a file, not a pipe: DLIO logs a lot
-    proc = subprocess.Popen(_dlio_cmd(data, out, files=24, compute=0.2), cwd=str(base), env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        _dlio_cmd(data, out, files=24, compute=0.2), cwd=str(base), env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         me = psutil.Process(proc.pid)
         victim = None
@@ -276,8 +318,7 @@ def test_dlio_worker_sigkill(dlio_dataset):
             if len(workers) >= THREADS:
                 # Wait until the worker has read some files (its trace has flushed members).
                 pid = workers[0].pid
-                flushed = [p for p in _trace_files(out) if f"-{pid}" in os.path.basename(p)
-                           and os.path.getsize(p) > 0]
+                flushed = [p for p in _trace_files(out) if f"-{pid}" in os.path.basename(p) and os.path.getsize(p) > 0]
                 if flushed:
                     victim = workers[0]
                     break

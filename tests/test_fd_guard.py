@@ -20,7 +20,6 @@ import textwrap
 from collections import Counter
 
 import pytest
-
 from conftest import ROOT, pythonpath_env
 from test_preload_helpers import C_SOURCES, compile_c, preload_lib, read_trace, trace_files, traced_env
 
@@ -41,8 +40,21 @@ def bins(tmp_path_factory, lib):
     libdir = os.path.dirname(lib)
     api = os.path.join(d, "fd_guard_api")
     subprocess.run(
-        ["gcc", "-O1", "-Wall", "-DFD_GUARD_API", "-I", os.path.join(ROOT, "include"), "-o", api,
-         os.path.join(C_SOURCES, "fd_guard.c"), "-L", libdir, "-ldftracer_core", f"-Wl,-rpath,{libdir}"],
+        [
+            "gcc",
+            "-O1",
+            "-Wall",
+            "-DFD_GUARD_API",
+            "-I",
+            os.path.join(ROOT, "include"),
+            "-o",
+            api,
+            os.path.join(C_SOURCES, "fd_guard.c"),
+            "-L",
+            libdir,
+            "-ldftracer_core",
+            f"-Wl,-rpath,{libdir}",
+        ],
         check=True,
     )
     return {"preload": compile_c("fd_guard", d), "api": api}
@@ -119,8 +131,7 @@ def test_c_program_under_preload(lib, bins, dirs, mode):
 @pytest.mark.parametrize("mode", C_MODES)
 def test_c_api_without_preload(bins, dirs, mode):
     data, prefix = dirs
-    run([bins["api"], mode, str(data / "f.bin"), str(data / "out"), str(N)], api_env(prefix),
-        reopened=mode != "stdout")
+    run([bins["api"], mode, str(data / "f.bin"), str(data / "out"), str(N)], api_env(prefix), reopened=mode != "stdout")
     check_app_files(data / "out", mode)
     names = Counter(e["name"] for e in one_trace(prefix) if e.get("ph") == "X")
     assert names == {"read_block": 2 * N, "write_block": 2 * N}
@@ -203,8 +214,11 @@ def test_python_program(lib, dirs, tmp_path, mode, api):
     script = tmp_path / "app.py"
     script.write_text(PY_APP)
     env = api_env(prefix, FDG_API=1) if api else traced_env(lib, prefix, str(data))
-    run([sys.executable, str(script), mode, str(data / "f.bin"), str(data / "out"), str(N)], pythonpath_env(env),
-        reopened=api)
+    run(
+        [sys.executable, str(script), mode, str(data / "f.bin"), str(data / "out"), str(N)],
+        pythonpath_env(env),
+        reopened=api,
+    )
     check_app_files(data / "out", mode)
     evs = [e for e in one_trace(prefix) if e.get("ph") == "X"]
     if api:

@@ -22,7 +22,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import pythonpath_env
 from test_preload_helpers import events_by_pid, preload_lib
 
@@ -34,8 +33,15 @@ MODES = ("preload", "python", "hybrid")
 
 # Expected exit status (subprocess returncode: negative = killed by that signal) per end.
 STATUS = {
-    "normal": 0, "thread_exit": 0, "os_exit": 0, "c_exit": 0, "abort": -signal.SIGABRT,
-    "sigterm": -signal.SIGTERM, "sigint": -signal.SIGINT, "sighup": -signal.SIGHUP, "exec": 0,
+    "normal": 0,
+    "thread_exit": 0,
+    "os_exit": 0,
+    "c_exit": 0,
+    "abort": -signal.SIGABRT,
+    "sigterm": -signal.SIGTERM,
+    "sigint": -signal.SIGINT,
+    "sighup": -signal.SIGHUP,
+    "exec": 0,
     "sigkill": -signal.SIGKILL,
 }
 ALL_ENDS = tuple(STATUS)
@@ -69,8 +75,13 @@ def _env(mode: str, lib: str, prefix: str, data: str) -> dict:
     for k in list(env):
         if k.startswith("DFTRACER_") or k == "LD_PRELOAD":
             del env[k]
-    env.update(DFTRACER_LOG_FILE=prefix, DFTRACER_DATA_DIR=data, DFTRACER_FLUSH_INTERVAL=str(FLUSH_INTERVAL_MS),
-               DFTRACER_INC_METADATA="1", LC_GAP_S="0.5")
+    env.update(
+        DFTRACER_LOG_FILE=prefix,
+        DFTRACER_DATA_DIR=data,
+        DFTRACER_FLUSH_INTERVAL=str(FLUSH_INTERVAL_MS),
+        DFTRACER_INC_METADATA="1",
+        LC_GAP_S="0.5",
+    )
     if mode in ("preload", "hybrid"):
         env.update(LD_PRELOAD=lib, DFTRACER_INIT="PRELOAD")
     if mode in ("python", "hybrid"):
@@ -119,8 +130,13 @@ def test_lifecycle_cell(lib, tmp_path, start, end, mode):
     report = str(tmp_path / "report.jsonl")
     env = _env(mode, lib, prefix, str(data))
     app_end = "normal" if end == "pool" else end
-    r = subprocess.run([sys.executable, APP, start, app_end, str(N), report, data_file], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, APP, start, app_end, str(N), report, data_file],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if start == "main":
         assert r.returncode == STATUS[app_end], r.stderr[-2000:]
     else:
@@ -146,8 +162,13 @@ def test_timeout_sigterm_then_sigkill(lib, tmp_path, mode):
     report = str(tmp_path / "report.jsonl")
     env = _env(mode, lib, prefix, str(data))
     t0 = time.monotonic()
-    r = subprocess.run(["timeout", "-k", "5", "2", sys.executable, APP, "main", "hang", str(N), report, data_file],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["timeout", "-k", "5", "2", sys.executable, APP, "main", "hang", str(N), report, data_file],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 124, r.stderr
     assert time.monotonic() - t0 < 5  # ended by the SIGTERM, not the SIGKILL
     _check(prefix, report, data_file, mode, bounded=False)
@@ -165,11 +186,32 @@ def test_shell_pipeline_under_dftracer_run(tmp_path):
     env = _env("python", "", prefix, str(data))
     del env["DFTRACER_ENABLE"], env["LC_API"]  # dftracer-run sets up the preload itself
     py = sys.executable
-    cmd = (f"{py} {APP} main normal {N} {report} {data_file} | "
-           f"{py} {APP} main sigterm {N} {report} {data_file}; "
-           f"{py} -c 'import sys; sys.stdin.read()' < {data_file} | {py} {APP} main os_exit {N} {report} {data_file}")
-    r = subprocess.run([py, "-m", "dftracer.run", "--quiet", "--log-file", prefix, "--data-dir", str(data),
-                        "--metadata", "--", "sh", "-c", cmd], env=env, capture_output=True, text=True, timeout=60)
+    cmd = (
+        f"{py} {APP} main normal {N} {report} {data_file} | "
+        f"{py} {APP} main sigterm {N} {report} {data_file}; "
+        f"{py} -c 'import sys; sys.stdin.read()' < {data_file} | {py} {APP} main os_exit {N} {report} {data_file}"
+    )
+    r = subprocess.run(
+        [
+            py,
+            "-m",
+            "dftracer.run",
+            "--quiet",
+            "--log-file",
+            prefix,
+            "--data-dir",
+            str(data),
+            "--metadata",
+            "--",
+            "sh",
+            "-c",
+            cmd,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert len(_reports(report)) == 3
     _check(prefix, report, data_file, "preload", bounded=False)

@@ -7,7 +7,6 @@ import os
 import subprocess
 
 import pytest
-
 from test_preload_helpers import (
     all_events,
     compile_c,
@@ -156,7 +155,17 @@ def test_stdio_events(lib, prog, data, tmp_path):
     r = run([prog, "stdio", f], traced_env(lib, prefix, str(data)))
     assert r.stdout.strip() == "fwrite 10 fread 25 ftell 100 ftello 8"
     evs = [e for e in all_events(prefix) if e["cat"] == "STDIO"]
-    assert [e["name"] for e in evs] == ["fopen", "fwrite", "fflush", "fseek", "fread", "ftell", "fseeko", "ftello", "fclose"]
+    assert [e["name"] for e in evs] == [
+        "fopen",
+        "fwrite",
+        "fflush",
+        "fseek",
+        "fread",
+        "ftell",
+        "fseeko",
+        "ftello",
+        "fclose",
+    ]
     by = {e["name"]: e["args"] for e in evs}
     assert by["fwrite"]["size"] == 10 and by["fwrite"]["count"] == 10 and by["fwrite"]["ret"] == 10
     assert by["fread"]["size"] == 4 and by["fread"]["count"] == 30 and by["fread"]["ret"] == 25
@@ -204,8 +213,12 @@ def test_app_signal_handlers_see_their_own_actions(lib, prog, data, tmp_path):
     traced = run(cmd, env)
     assert plain.returncode == traced.returncode == -9, (plain.stderr, traced.stderr)
     assert plain.stdout.splitlines() == [
-        "before default", "readback 1 flags 1 usr1 1", "handler signo 15 term 1 int 0 usr1 1", "after default",
-        "signal_prev default"]
+        "before default",
+        "readback 1 flags 1 usr1 1",
+        "handler signo 15 term 1 int 0 usr1 1",
+        "after default",
+        "signal_prev default",
+    ]
     assert traced.stdout == plain.stdout
     assert len([e for e in all_events(prefix) if e["name"] == "pread"]) == 600
 

@@ -10,11 +10,10 @@ import sys
 import textwrap
 
 import pytest
-
 from test_preload_helpers import events_by_file, events_by_pid, preload_lib, trace_files, traced_env
 
 TRAIN = textwrap.dedent(
-    '''
+    """
     import concurrent.futures as cf
     import json
     import multiprocessing as mp
@@ -44,11 +43,11 @@ TRAIN = textwrap.dedent(
         with cf.ProcessPoolExecutor(2) as ex:
             out += [["futures", *r] for r in ex.map(work, groups[3])]
         json.dump({"parent": os.getpid(), "results": out}, sys.stdout)
-    '''
+    """
 )
 
 TORCH = textwrap.dedent(
-    '''
+    """
     import json
     import os
     import sys
@@ -76,7 +75,7 @@ TORCH = textwrap.dedent(
         for batch in DataLoader(ds, batch_size=2, num_workers=2):
             out += batch.tolist()
         json.dump({"parent": os.getpid(), "files": ds.files, "results": out}, sys.stdout)
-    '''
+    """
 )
 
 
@@ -120,8 +119,10 @@ def check_workers(prefix, results, parent):
 def test_multiprocessing_every_worker_traced(lib, tmp_path):
     data = make_dataset(tmp_path / "data", 16)
     (tmp_path / "train.py").write_text(TRAIN)
-    r = dftracer_run(["--log-file", "out/train", "--data-dir", str(data), "--metadata", "--",
-                      sys.executable, "train.py", str(data)], cwd=str(tmp_path))
+    r = dftracer_run(
+        ["--log-file", "out/train", "--data-dir", str(data), "--metadata", "--", sys.executable, "train.py", str(data)],
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     res = out["results"]
@@ -138,8 +139,20 @@ def test_torch_dataloader_workers_traced(lib, tmp_path):
     pytest.importorskip("torch")
     data = make_dataset(tmp_path / "data", 12)
     (tmp_path / "train_torch.py").write_text(TORCH)
-    r = dftracer_run(["--log-file", "out/torch", "--data-dir", str(data), "--metadata", "--",
-                      sys.executable, "train_torch.py", str(data)], cwd=str(tmp_path))
+    r = dftracer_run(
+        [
+            "--log-file",
+            "out/torch",
+            "--data-dir",
+            str(data),
+            "--metadata",
+            "--",
+            sys.executable,
+            "train_torch.py",
+            str(data),
+        ],
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     files = out["files"]
@@ -152,7 +165,7 @@ def test_hybrid_python_and_posix_one_file(lib, tmp_path):
     data = make_dataset(tmp_path / "data", 1)
     path = str(next(data.iterdir()))
     prog = textwrap.dedent(
-        f'''
+        f"""
         from dftracer.python import dftracer, dft_fn
         log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=0)
 
@@ -163,7 +176,7 @@ def test_hybrid_python_and_posix_one_file(lib, tmp_path):
 
         print(load({path!r}))
         log.finalize()
-        '''
+        """
     )
     prefix = str(tmp_path / "out" / "hy")
     os.makedirs(os.path.dirname(prefix))
@@ -202,8 +215,20 @@ def test_run_passes_exit_status_and_output(lib, tmp_path):
 
 def test_run_no_compression_and_data_dir(lib, tmp_path):
     data = make_dataset(tmp_path / "data", 2)
-    r = dftracer_run(["--log-file", "out/p", "--no-compression", "--data-dir", "data", "--metadata", "--",
-                      "cat", *sorted(str(p) for p in data.iterdir())], cwd=str(tmp_path))
+    r = dftracer_run(
+        [
+            "--log-file",
+            "out/p",
+            "--no-compression",
+            "--data-dir",
+            "data",
+            "--metadata",
+            "--",
+            "cat",
+            *sorted(str(p) for p in data.iterdir()),
+        ],
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0
     files = trace_files(str(tmp_path / "out" / "p"))
     assert len(files) == 1 and files[0].endswith(".pfw")
@@ -223,18 +248,23 @@ def test_subprocess_with_reduced_env_stays_traced(lib, tmp_path, close_fds):
     data = make_dataset(tmp_path / "data", 1)
     path = str(next(data.iterdir()))
     prog = textwrap.dedent(
-        f'''
+        f"""
         import subprocess, sys
         out = subprocess.run(["/usr/bin/env"], env={{"ONLY": "1"}}, close_fds={close_fds},
                              capture_output=True, text=True).stdout
         print(out, end="")
         subprocess.run(["cat", {path!r}], env={{}}, close_fds={close_fds}, stdout=subprocess.DEVNULL, check=True)
-        '''
+        """
     )
     prefix = str(tmp_path / "out" / "sp")
     os.makedirs(os.path.dirname(prefix))
-    r = subprocess.run([sys.executable, "-c", prog], env=traced_env(lib, prefix, str(data)),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", prog],
+        env=traced_env(lib, prefix, str(data)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     child = dict(line.split("=", 1) for line in r.stdout.splitlines())
     assert child["ONLY"] == "1" and child["LD_PRELOAD"] == lib
@@ -243,8 +273,7 @@ def test_subprocess_with_reduced_env_stays_traced(lib, tmp_path, close_fds):
     by_pid = events_by_pid(prefix)
     cats = [evs for evs in by_pid.values() if reads_of(evs, path)]
     assert len(cats) == 1 and sum(e["args"]["ret"] for e in reads_of(cats[0], path)) == 1000
-    starters = [evs for evs in by_pid.values()
-                if any(e["name"] in ("fork", "vfork", "posix_spawn") for e in evs)]
+    starters = [evs for evs in by_pid.values() if any(e["name"] in ("fork", "vfork", "posix_spawn") for e in evs)]
     assert len(starters) == 1  # only the Python parent starts processes
     spawned = [e["name"] for e in starters[0] if e["cat"] == "PROCESS" and e["name"] != "exit"]
     assert spawned == (["vfork", "vfork"] if close_fds else ["posix_spawn", "vfork"]), spawned

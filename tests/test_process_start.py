@@ -16,9 +16,16 @@ import re
 import subprocess
 
 import pytest
-
-from test_preload_helpers import (_strace_calls, have_strace, plain_env, preload_lib, read_trace, strace_cmd,
-                                  trace_files, traced_env)
+from test_preload_helpers import (
+    _strace_calls,
+    have_strace,
+    plain_env,
+    preload_lib,
+    read_trace,
+    strace_cmd,
+    trace_files,
+    traced_env,
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +77,9 @@ def test_fd_table_grown_before_writer_thread(lib, dirs, tmp_path):
     data, prefix = dirs
     env = traced_env(lib, prefix, data)
     log = str(tmp_path / "strace.log")
-    subprocess.run(strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env),
-                   capture_output=True, check=True)
+    subprocess.run(
+        strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env), capture_output=True, check=True
+    )
     dup_up = clone = None
     for i, line in enumerate(_strace_calls(log)):
         if dup_up is None and re.search(r"\bfcntl\(\d+, F_DUPFD_CLOEXEC, \d+\)", line):
@@ -91,8 +99,9 @@ def test_exit_writes_on_the_main_thread_without_waiting(lib, dirs, tmp_path):
     data, prefix = dirs
     env = traced_env(lib, prefix, data)
     log = str(tmp_path / "strace.log")
-    subprocess.run(strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env),
-                   capture_output=True, check=True)
+    subprocess.run(
+        strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env), capture_output=True, check=True
+    )
     calls = list(_strace_calls(log))
     main = calls[0].split(None, 1)[0]
     mine = [c.split(None, 1)[1] for c in calls if c.split(None, 1)[0] == main]

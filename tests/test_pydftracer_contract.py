@@ -31,28 +31,48 @@ pytestmark = pytest.mark.slow
 
 # X events of pydftracer_program.py run_v2: 5 reads, 1 region, 2 epochs x (4 items, 4 computes,
 # 4 fetch.iter, 4 fetch.block, 1 epoch.block), 1 checkpoint capture.
-V2_COUNTS = {("run_v2.<locals>.Reader.read", "reader"): 5, ("region", "block"): 1, ("item", "data"): 8,
-             ("compute", "compute"): 8, ("fetch.iter", "dataloader"): 8, ("fetch.block", "dataloader"): 8,
-             ("epoch.block", "pipeline"): 2, ("capture", "checkpoint"): 1}
+V2_COUNTS = {
+    ("run_v2.<locals>.Reader.read", "reader"): 5,
+    ("region", "block"): 1,
+    ("item", "data"): 8,
+    ("compute", "compute"): 8,
+    ("fetch.iter", "dataloader"): 8,
+    ("fetch.block", "dataloader"): 8,
+    ("epoch.block", "pipeline"): 2,
+    ("capture", "checkpoint"): 1,
+}
 # run_v1: 5 reads, 1 region, 3 static calls.
-V1_COUNTS = {("run_v1.<locals>.Reader.read", "reader"): 5, ("region", "block"): 1,
-             ("run_v1.<locals>.Util.helper", "static"): 3}
+V1_COUNTS = {
+    ("run_v1.<locals>.Reader.read", "reader"): 5,
+    ("region", "block"): 1,
+    ("run_v1.<locals>.Util.helper", "static"): 3,
+}
 # Files of pydftracer 1.0.2's wheel that are also files of ours (it overwrites them; its
 # uninstall deletes them).
-CLOBBERED_BY_102 = {"dftracer/__init__.py", "dftracer/logger.py", "dftracer/lib/libdftracer_preload.so",
-                    "dfanalyzer/__init__.py", "dfanalyzer/plots.py"}
+CLOBBERED_BY_102 = {
+    "dftracer/__init__.py",
+    "dftracer/logger.py",
+    "dftracer/lib/libdftracer_preload.so",
+    "dfanalyzer/__init__.py",
+    "dfanalyzer/plots.py",
+}
 
 
 # ----------------------------------------------------------------------------------- helpers
 def _pip(venv_py: str, *args: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "pip", "--python", venv_py, "--disable-pip-version-check",
-                          "-q", *args], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", venv_py, "--disable-pip-version-check", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
 
 
 def _make_venv(path) -> str:
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
-                   check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True, timeout=120
+    )
     return os.path.join(str(path), "bin", "python")
 
 
@@ -64,8 +84,12 @@ def our_wheel():
         assert os.path.isfile(given), given
         return given
     out = os.path.join(ROOT, "build", "wheels")
-    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                          ROOT, "-w", out], capture_output=True, text=True, timeout=1200)
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", ROOT, "-w", out],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     wheels = sorted(glob.glob(os.path.join(out, "dftracer-*.whl")), key=os.path.getmtime)
     assert wheels
@@ -79,8 +103,12 @@ def _pydftracer_wheel(version: str) -> str:
     """PyPI's pydftracer wheel, downloaded once into build/pydftracer-wheels."""
     found = glob.glob(os.path.join(WHEEL_CACHE, f"pydftracer-{version}-*.whl"))
     if not found:
-        res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"pydftracer=={version}",
-                              "-d", WHEEL_CACHE], capture_output=True, text=True, timeout=600)
+        res = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"pydftracer=={version}", "-d", WHEEL_CACHE],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         found = glob.glob(os.path.join(WHEEL_CACHE, f"pydftracer-{version}-*.whl"))
     assert len(found) == 1, found
@@ -129,27 +157,32 @@ def _counts(evs):
 
 
 def _which(py: str) -> dict:
-    code = ("import json, dftracer.python as p, dftracer.logger as l, importlib.metadata as md\n"
-            "try: v = md.version('pydftracer')\nexcept md.PackageNotFoundError: v = None\n"
-            "print(json.dumps({'python': p.__file__, 'logger': l.__file__, 'pydftracer': v}))")
-    res = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, DFTRACER_ENABLE="0"))
+    code = (
+        "import json, dftracer.python as p, dftracer.logger as l, importlib.metadata as md\n"
+        "try: v = md.version('pydftracer')\nexcept md.PackageNotFoundError: v = None\n"
+        "print(json.dumps({'python': p.__file__, 'logger': l.__file__, 'pydftracer': v}))"
+    )
+    res = subprocess.run(
+        [py, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ, DFTRACER_ENABLE="0")
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
 
 
 def _record_problems(py: str, dist: str = "dftracer") -> list:
     """Files of `dist`'s RECORD that are missing or whose sha256 differs (pip's own bookkeeping)."""
-    code = ("import base64, hashlib, json, sys, importlib.metadata as md\n"
-            "d = md.distribution(sys.argv[1]); bad = []\n"
-            "for f in d.files:\n"
-            "    if f.hash is None: continue\n"
-            "    p = f.locate()\n"
-            "    try: data = open(p, 'rb').read()\n"
-            "    except OSError: bad.append(str(f) + ' missing'); continue\n"
-            "    h = base64.urlsafe_b64encode(hashlib.new(f.hash.mode, data).digest()).rstrip(b'=').decode()\n"
-            "    if h != f.hash.value: bad.append(str(f) + ' changed')\n"
-            "print(json.dumps(bad))")
+    code = (
+        "import base64, hashlib, json, sys, importlib.metadata as md\n"
+        "d = md.distribution(sys.argv[1]); bad = []\n"
+        "for f in d.files:\n"
+        "    if f.hash is None: continue\n"
+        "    p = f.locate()\n"
+        "    try: data = open(p, 'rb').read()\n"
+        "    except OSError: bad.append(str(f) + ' missing'); continue\n"
+        "    h = base64.urlsafe_b64encode(hashlib.new(f.hash.mode, data).digest()).rstrip(b'=').decode()\n"
+        "    if h != f.hash.value: bad.append(str(f) + ' changed')\n"
+        "print(json.dumps(bad))"
+    )
     res = subprocess.run([py, "-c", code, dist], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
@@ -178,10 +211,14 @@ def test_pydftracer_206_drives_our_core_to_our_trace(tmp_path, our_wheel):
     a, b = _events(theirs), _events(ours)
     assert _counts(a) == V2_COUNTS
     assert a == b
+
     # Metadata: the same records, plus pydftracer's mark_used("python_function").
     def meta(t):
-        return Counter((r["name"], (r.get("args") or {}).get("value")) for r in _records(t)
-                       if r.get("ph") == "M" and r["name"] not in ("cmd_line", "start_time", "ppid"))
+        return Counter(
+            (r["name"], (r.get("args") or {}).get("value"))
+            for r in _records(t)
+            if r.get("ph") == "M" and r["name"] not in ("cmd_line", "start_time", "ppid")
+        )
 
     ma, mb = meta(theirs), meta(ours)
     assert ma - mb == Counter({("used", "python_function"): 1})

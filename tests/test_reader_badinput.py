@@ -1,7 +1,7 @@
 """Bad input: truncated/corrupt members, bad lines, empty/foreign files, broken indexes."""
+
 import os
 import sqlite3
-import struct
 import sys
 import zlib
 
@@ -9,13 +9,16 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from dfanalyzer import reader as R  # noqa: E402
 import gen_traces  # noqa: E402
+
+from dfanalyzer import reader as R  # noqa: E402
 
 
 def _ev(i, name="read", extra=""):
-    return ('{"id":%d,"name":"%s","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":2,"ph":"X",'
-            '"args":{"fname":"/f","ret":4%s}}\n' % (i, name, 1000 + i, extra)).encode()
+    return (
+        '{"id":%d,"name":"%s","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":2,"ph":"X",'
+        '"args":{"fname":"/f","ret":4%s}}\n' % (i, name, 1000 + i, extra)
+    ).encode()
 
 
 def _members(path, groups):
@@ -32,8 +35,11 @@ def _members(path, groups):
 
 def test_truncated_final_member(tmp_path):
     p = str(tmp_path / "t.pfw.gz")
-    groups = [[b"[\n"] + [_ev(i) for i in range(100)], [_ev(i) for i in range(100, 200)],
-              [_ev(i) for i in range(200, 300)]]
+    groups = [
+        [b"[\n"] + [_ev(i) for i in range(100)],
+        [_ev(i) for i in range(100, 200)],
+        [_ev(i) for i in range(200, 300)],
+    ]
     ms = _members(p, groups)
     cut = len(ms[2][1]) // 2
     with open(p, "r+b") as f:
@@ -52,8 +58,11 @@ def test_truncated_final_member(tmp_path):
 
 def test_corrupt_middle_member(tmp_path):
     p = str(tmp_path / "c.pfw.gz")
-    groups = [[b"[\n"] + [_ev(i) for i in range(50)], [_ev(i) for i in range(50, 130)],
-              [_ev(i) for i in range(130, 170)]]
+    groups = [
+        [b"[\n"] + [_ev(i) for i in range(50)],
+        [_ev(i) for i in range(50, 130)],
+        [_ev(i) for i in range(130, 170)],
+    ]
     ms = _members(p, groups)
     off, m = ms[1]
     with open(p, "r+b") as f:
@@ -83,9 +92,18 @@ def test_corrupt_member_header_resyncs(tmp_path):
 
 def test_bad_lines_skipped_and_counted(tmp_path):
     p = tmp_path / "bad.pfw"
-    p.write_bytes(b"[\n" + _ev(1) + b'{"name":"x","ts":\n' + b'{"cat":"a","ts":5}\n' +
-                  b'{"name":"y","ts":"abc"}\n' + b'{"name":7,"ts":5}\n' + b"not json\n" + b"\n" +
-                  _ev(2) + b"]\n")
+    p.write_bytes(
+        b"[\n"
+        + _ev(1)
+        + b'{"name":"x","ts":\n'
+        + b'{"cat":"a","ts":5}\n'
+        + b'{"name":"y","ts":"abc"}\n'
+        + b'{"name":7,"ts":5}\n'
+        + b"not json\n"
+        + b"\n"
+        + _ev(2)
+        + b"]\n"
+    )
     b = R.load_batch(str(p), 0, 0)
     assert len(b.events) == 2 and b.skipped_lines == 5
     assert R.scan(str(p))["skipped_lines"] == 5
@@ -93,8 +111,10 @@ def test_bad_lines_skipped_and_counted(tmp_path):
 
 def test_non_utf8_replaced_row_kept(tmp_path):
     p = tmp_path / "u.pfw"
-    p.write_bytes(b'{"name":"open","cat":"POSIX","pid":1,"tid":1,"ts":10,"dur":1,"ph":"X",'
-                  b'"args":{"fname":"/data/\xff\xfeabc","ret":3}}\n' + _ev(2))
+    p.write_bytes(
+        b'{"name":"open","cat":"POSIX","pid":1,"tid":1,"ts":10,"dur":1,"ph":"X",'
+        b'"args":{"fname":"/data/\xff\xfeabc","ret":3}}\n' + _ev(2)
+    )
     b = R.load_batch(str(p), 0, 0)
     assert len(b.events) == 2 and b.skipped_lines == 0
     assert b.events["fname"].iloc[0] == "/data/\ufffd\ufffdabc"

@@ -1,4 +1,5 @@
 """Reader on the real DFTracer fixtures, our member format, and the CLI tools."""
+
 import glob
 import gzip
 import json
@@ -13,9 +14,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import gen_traces  # noqa: E402
+
 from dfanalyzer import reader as R  # noqa: E402
 from dfanalyzer.tools import cat_main, index_main  # noqa: E402
-import gen_traces  # noqa: E402
 
 CM1 = os.path.join(ROOT, "tests", "data", "dftracer-v1.0.5-cm1")
 LEGACY = os.path.join(ROOT, "tests", "data", "dftracer-legacy")
@@ -129,7 +131,8 @@ def test_batches_aligned_to_union_schema_match_meta(tmp_path):
         assert list(got.columns) == list(meta.columns)
         assert [str(t) for t in got.dtypes] == [str(t) for t in meta.dtypes]
     assert R.scan(paths[0])["events"] == sum(map(len, batches)) + len(
-        R.load_batch(paths[0], 2, len(R.build_index(paths[0])["checkpoints"]) - 1).events)
+        R.load_batch(paths[0], 2, len(R.build_index(paths[0])["checkpoints"]) - 1).events
+    )
 
 
 def test_inflate_kind_random_access(tmp_path):
@@ -146,9 +149,11 @@ def test_inflate_kind_random_access(tmp_path):
 
 def test_v2_integer_phase_lines(tmp_path):
     p = tmp_path / "v2.pfw"
-    p.write_text('{"id":1,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":100,"dur":7,"ph":1,'
-                 '"args":{"fname":"/a","ret":10,"hostname":"h1"}}\n'
-                 '{"id":2,"name":"mark","cat":"app","pid":5,"tid":6,"ts":200,"ph":3}\n')
+    p.write_text(
+        '{"id":1,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":100,"dur":7,"ph":1,'
+        '"args":{"fname":"/a","ret":10,"hostname":"h1"}}\n'
+        '{"id":2,"name":"mark","cat":"app","pid":5,"tid":6,"ts":200,"ph":3}\n'
+    )
     b = R.load_batch(str(p), 0, 0)
     assert list(b.events["ph"]) == ["X", "A"]  # DFTracer 2.2.0: 3 is an aggregated record
     assert list(b.events["size"]) == [10, pd.NA]
@@ -169,17 +174,34 @@ def test_cli_index_counts(cm1, legacy, capsys):
     assert doc["total"]["lines"] == sum(r["lines"] for r in doc["files"])
     assert index_main([legacy[1], "--scan", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == [
-        {"file": legacy[1], "kind": "inflate", "lines": 1013, "events": 1012, "compressed_bytes": 8947,
-         "uncompressed_bytes": 253630, "checkpoints": 1}]
+        {
+            "file": legacy[1],
+            "kind": "inflate",
+            "lines": 1013,
+            "events": 1012,
+            "compressed_bytes": 8947,
+            "uncompressed_bytes": 253630,
+            "checkpoints": 1,
+        }
+    ]
     # the rich table (stdout not a terminal: one line per row, numbers with thousands separators);
     # the scanned indexes still know their events
     assert index_main(cm1) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["file", "kind", "lines", "events", "compressed_bytes", "uncompressed_bytes",
-                              "checkpoints"]
+    assert out[0].split() == [
+        "file",
+        "kind",
+        "lines",
+        "events",
+        "compressed_bytes",
+        "uncompressed_bytes",
+        "checkpoints",
+    ]
     assert len(out) == 1 + 48 + 1 and out[1].split()[0] == cm1[0]  # header, rows, total
-    assert out[-1].split()[-5:] == ["{:,}".format(doc["total"][k]) for k in
-                                    ("lines", "events", "compressed_bytes", "uncompressed_bytes", "checkpoints")]
+    assert out[-1].split()[-5:] == [
+        "{:,}".format(doc["total"][k])
+        for k in ("lines", "events", "compressed_bytes", "uncompressed_bytes", "checkpoints")
+    ]
     assert out[-1].startswith("total (48 files)")
 
 
@@ -202,4 +224,6 @@ def test_no_sqlite_side_files_stay_beside_traces(legacy):
     left = sorted(p for p in os.listdir(os.path.dirname(gz)) if p.endswith(("-wal", "-shm")))
     assert left == []
     assert sorted(p for p in os.listdir(os.path.dirname(gz)) if p.endswith(".zindex")) == [
-        "test.pfw.gz.zindex", "test.pfw.zindex"]
+        "test.pfw.gz.zindex",
+        "test.pfw.zindex",
+    ]

@@ -20,8 +20,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import DATA, ROOT, pythonpath_env
+
 from dfanalyzer import reader as R
 from dfanalyzer import summary as S
 
@@ -29,8 +29,24 @@ V220 = os.path.join(DATA, "dftracer-v2.2.0")
 IO = ("POSIX", "STDIO")
 TRACES = ["c-plain.pfw", "c-gz.pfw.gz", "c-agg.pfw", "py-plain.pfw", "py-gz.pfw.gz", "py-agg.pfw.gz"]
 # The byte rule as this test states it (independent of src/reader/parser.cpp).
-RET_BYTES = {"read", "pread", "pread64", "readv", "preadv", "preadv64", "preadv2", "preadv64v2", "write",
-             "pwrite", "pwrite64", "writev", "pwritev", "pwritev64", "pwritev2", "pwritev64v2"}
+RET_BYTES = {
+    "read",
+    "pread",
+    "pread64",
+    "readv",
+    "preadv",
+    "preadv64",
+    "preadv2",
+    "preadv64v2",
+    "write",
+    "pwrite",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "pwritev64",
+    "pwritev2",
+    "pwritev64v2",
+}
 ITEM_BYTES = {"fread", "fwrite"}
 
 
@@ -128,13 +144,24 @@ def test_upstream_220_trace_equals_independent_count(trace, tmp_path):
             assert f["size"] is None, name
         elif w[0] == "exact":
             v = np.array(w[1], dtype=np.int64)
-            assert f["size"] == {"min": float(v.min()), "p25": float(np.percentile(v, 25)), "mean": float(v.mean()),
-                                 "median": float(np.percentile(v, 50)), "p75": float(np.percentile(v, 75)),
-                                 "max": float(v.max())}, name
+            assert f["size"] == {
+                "min": float(v.min()),
+                "p25": float(np.percentile(v, 25)),
+                "mean": float(v.mean()),
+                "median": float(np.percentile(v, 50)),
+                "p75": float(np.percentile(v, 75)),
+                "max": float(v.max()),
+            }, name
         else:
             _, calls, total, lo, hi = w
-            assert f["size"] == {"min": float(lo), "p25": None, "mean": total / calls, "median": None,
-                                 "p75": None, "max": float(hi)}, name
+            assert f["size"] == {
+                "min": float(lo),
+                "p25": None,
+                "mean": total / calls,
+                "median": None,
+                "p75": None,
+                "max": float(hi),
+            }, name
 
 
 def test_upstream_220_exact_facts(tmp_path):
@@ -196,12 +223,14 @@ def test_args_never_overwrite_core_columns(tmp_path, fast):
     "fast": the tracer's own key layout (fast path); "slow": whitespace sends it through simdjson."""
     sep = "" if fast == "fast" else " "
     lines = [
-        '{"id":1,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":100,"dur":7,"ph":"X",' + sep +
-        '"args":{"dur":999,"ts":-3,"pid":"p","tid":1.5,"name":"other","cat":"C2","ph":"Z","te":42,"ret":10}}',
+        '{"id":1,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":100,"dur":7,"ph":"X",'
+        + sep
+        + '"args":{"dur":999,"ts":-3,"pid":"p","tid":1.5,"name":"other","cat":"C2","ph":"Z","te":42,"ret":10}}',
         '{"id":2,"name":"read","cat":"POSIX","pid":5,"tid":6,"ts":200,"dur":3,"ph":"X",' + sep + '"args":{"ret":4}}',
         # a literal arg_dur and dur in one record share column arg_dur: one value per row, the later wins
-        '{"id":3,"name":"w","cat":"POSIX","pid":5,"tid":6,"ts":300,"dur":1,"ph":"X",' + sep +
-        '"args":{"arg_dur":1,"dur":2}}',
+        '{"id":3,"name":"w","cat":"POSIX","pid":5,"tid":6,"ts":300,"dur":1,"ph":"X",'
+        + sep
+        + '"args":{"arg_dur":1,"dur":2}}',
     ]
     p = tmp_path / "c.pfw"
     p.write_text("\n".join(lines) + "\n")
@@ -245,9 +274,23 @@ def test_byte_rule_covers_every_preload_call(tmp_path):
     p = tmp_path / "calls.pfw"
     with open(p, "w") as f:
         for i, n in enumerate(sorted(names)):
-            f.write(json.dumps({"id": i, "name": n, "cat": "POSIX", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-                                "ph": "X", "args": {"ret": 100, "size": 3, "count": 100}},
-                               separators=(",", ":")) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "name": n,
+                        "cat": "POSIX",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": i,
+                        "dur": 1,
+                        "ph": "X",
+                        "args": {"ret": 100, "size": 3, "count": 100},
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
     e = R.load_batch(str(p), 0, 0).events
     got = dict(zip(e["name"].astype(str), e["size"]))
     for n, rule in names.items():
@@ -259,7 +302,8 @@ def test_preadv64v2_pwritev64v2_carry_size(tmp_path):
     p = tmp_path / "v2.pfw"
     p.write_text(
         '{"id":1,"name":"preadv64v2","cat":"POSIX","pid":1,"tid":1,"ts":1,"dur":1,"ph":"X","args":{"fname":"/f","count":8192,"iovcnt":2,"offset":0,"ret":8192}}\n'
-        '{"id":2,"name":"pwritev64v2","cat":"POSIX","pid":1,"tid":1,"ts":2,"dur":1,"ph":"X","args":{"fname":"/f","count":4096,"iovcnt":1,"offset":0,"ret":4000}}\n')
+        '{"id":2,"name":"pwritev64v2","cat":"POSIX","pid":1,"tid":1,"ts":2,"dur":1,"ph":"X","args":{"fname":"/f","count":4096,"iovcnt":1,"offset":0,"ret":4000}}\n'
+    )
     e = R.load_batch(str(p), 0, 0).events
     assert list(e["size"]) == [8192, 4000]
     d = S.finish(S.partition_partial(e, IO, (), ())).to_dict()
@@ -273,7 +317,8 @@ def test_cli_warns_on_unresolved_hashes(tmp_path):
         '{"name":"FH","cat":"dftracer","pid":1,"tid":1,"ph":4,"args":{"name":"/known","value":"a1"}}\n'
         '{"id":1,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":1,"dur":1,"ph":1,"args":{"fhash":"a1","ret":5}}\n'
         '{"id":2,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":2,"dur":1,"ph":1,"args":{"fhash":"zz","ret":5}}\n'
-        '{"id":3,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":3,"dur":1,"ph":1,"args":{"fhash":"yy","ret":5}}\n')
+        '{"id":3,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":3,"dur":1,"ph":1,"args":{"fhash":"yy","ret":5}}\n'
+    )
     want = "%s: 2 file/host hashes without a FH/HH record" % p
     env = pythonpath_env()
     base = [sys.executable, "-m", "dfanalyzer.cli", "summary", str(p), "--workers", "1", "--no-progress"]

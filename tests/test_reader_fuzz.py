@@ -4,6 +4,7 @@ line_deflate encoder (round trip through zlib) (clang + libclang-rt).
 Each run is deterministic: a fixed seed and a fixed number of inputs per target (scaled by
 $DFTRACER_FUZZ_SCALE, default 1), so a CI run repeats exactly what passed here. Longer
 exploratory runs: DFTRACER_FUZZ_SCALE=50 DFTRACER_FUZZ_SEED=<n>."""
+
 import glob
 import os
 import shutil
@@ -27,6 +28,7 @@ def _reader_sources():
     """The reader library's sources, as DFTRACER_READER_SOURCES in src/reader/CMakeLists.txt lists
     them (one list for the library, the CMake fuzz targets and these builds)."""
     import re
+
     text = open(os.path.join(SRC, "CMakeLists.txt")).read()
     names = re.search(r"set\(DFTRACER_READER_SOURCES\s+([^)]*)\)", text).group(1).split()
     return [os.path.join(SRC, n) for n in names]
@@ -36,19 +38,52 @@ def _build(tmp, target):
     exe = os.path.join(tmp, "fuzz_" + target)
     if target == "line_deflate":  # the tracer core's encoder alone
         core = os.path.join(ROOT, "src", "core")
-        subprocess.run(["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
-                        "-fno-sanitize-recover=undefined", "-I", core, os.path.join(core, "fuzz_line_deflate.cpp"),
-                        os.path.join(core, "line_deflate.cpp"), "-lz", "-o", exe], check=True)
+        subprocess.run(
+            [
+                "clang++",
+                "-std=c++17",
+                "-g",
+                "-O1",
+                "-fsanitize=fuzzer,address,undefined",
+                "-fno-sanitize-recover=undefined",
+                "-I",
+                core,
+                os.path.join(core, "fuzz_line_deflate.cpp"),
+                os.path.join(core, "line_deflate.cpp"),
+                "-lz",
+                "-o",
+                exe,
+            ],
+            check=True,
+        )
         return exe
-    cmd = ["clang++", "-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
-           "-fno-sanitize-recover=undefined", "-march=x86-64-v3", "-mpclmul", "-DSIMDJSON_EXCEPTIONS=0", "-I", SRC,
-           os.path.join(SRC, "fuzz_%s.cpp" % target)] + _reader_sources() + [
-           "-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
+    cmd = (
+        [
+            "clang++",
+            "-std=c++17",
+            "-g",
+            "-O1",
+            "-fsanitize=fuzzer,address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-march=x86-64-v3",
+            "-mpclmul",
+            "-DSIMDJSON_EXCEPTIONS=0",
+            "-I",
+            SRC,
+            os.path.join(SRC, "fuzz_%s.cpp" % target),
+        ]
+        + _reader_sources()
+        + ["-lsimdjson", "-lz", "-lsqlite3", "-o", exe]
+    )
     if target == "member_headers":  # built with the tracer's own member writer
-        cmd[cmd.index("-I") + 2:cmd.index("-I") + 2] = ["-I", os.path.join(ROOT, "src", "core"), "-I",
-                                                         os.path.join(ROOT, "include"),
-                                                         os.path.join(ROOT, "src", "core", "gzip_member.cpp"),
-                                                         os.path.join(ROOT, "src", "core", "line_deflate.cpp")]
+        cmd[cmd.index("-I") + 2 : cmd.index("-I") + 2] = [
+            "-I",
+            os.path.join(ROOT, "src", "core"),
+            "-I",
+            os.path.join(ROOT, "include"),
+            os.path.join(ROOT, "src", "core", "gzip_member.cpp"),
+            os.path.join(ROOT, "src", "core", "line_deflate.cpp"),
+        ]
     subprocess.run(cmd, check=True)
     return exe
 
@@ -77,9 +112,21 @@ def test_fuzz(tmp_path, target):
     # Inputs that once crashed or hung a target stay in its seed corpus as regressions.
     for seed in glob.glob(os.path.join(ROOT, "tests", "data", "fuzz", target, "*")):
         shutil.copy(seed, corpus / os.path.basename(seed))
-    r = subprocess.run([exe, "-seed=%d" % SEED, "-runs=%d" % int(RUNS[target] * SCALE), "-timeout=30", "-max_len=16384", "-rss_limit_mb=2048",
-                        str(corpus)], capture_output=True, text=True, cwd=str(tmp_path),
-                       env=dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=64:detect_leaks=1"))
+    r = subprocess.run(
+        [
+            exe,
+            "-seed=%d" % SEED,
+            "-runs=%d" % int(RUNS[target] * SCALE),
+            "-timeout=30",
+            "-max_len=16384",
+            "-rss_limit_mb=2048",
+            str(corpus),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env=dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=64:detect_leaks=1"),
+    )
     tail = r.stderr[-3000:]
     assert r.returncode == 0, tail
     assert "ERROR: AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, tail

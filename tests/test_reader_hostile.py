@@ -3,6 +3,7 @@ values. Every case is built with the tracer's own member writer (``_dftracer.enc
 for DFTracer v1 / ordinary gzip files, with zlib (what wrote them); then damaged by changing bytes.
 Each asserts the exact good events delivered and lines reported lost through the ``_reader`` API,
 ``dftracer-cat``, ``dftracer-index`` and ``dfanalyzer summary --json``; none may raise."""
+
 import gzip
 import json
 import os
@@ -14,15 +15,16 @@ import zlib
 import pytest
 
 from dfanalyzer import reader as R
-from dfanalyzer import tools
 from dftracer import _dftracer
 
 HEAD = b'[\n{"id":0,"name":"hostname","cat":"dftracer","pid":7,"tid":7,"ts":1,"ph":"M","args":{"name":"hostname","value":"n1"}}\n'
 
 
 def _ev(i, dur=5):
-    return ('{"id":%d,"name":"read","cat":"POSIX","pid":7,"tid":7,"ts":%d,"dur":%d,"ph":"X",'
-            '"args":{"fname":"/d/f%d","ret":4096}}\n' % (i + 1, 1000 + 10 * i, dur, i % 7)).encode()
+    return (
+        '{"id":%d,"name":"read","cat":"POSIX","pid":7,"tid":7,"ts":%d,"dur":%d,"ph":"X",'
+        '"args":{"fname":"/d/f%d","ret":4096}}\n' % (i + 1, 1000 + 10 * i, dur, i % 7)
+    ).encode()
 
 
 def _groups(n_members=3, per=1000):
@@ -69,6 +71,7 @@ def _cat(path, *args):
 
 # ---- forged 'DF' header fields ---------------------------------------------------------------
 
+
 def test_huge_uncompressed_size_is_not_trusted(tmp_path):
     p = str(tmp_path / "usize.pfw.gz")
     groups = _groups()
@@ -76,10 +79,12 @@ def test_huge_uncompressed_size_is_not_trusted(tmp_path):
     _patch(p, ms[1][0] + 20, "<I", 0xFFFFFFF0)
     # a child process: its peak memory must stay far below the claimed 4 GiB (VmHWM is this
     # process image's own peak; ru_maxrss would include the forking pytest process's)
-    code = ("import sys; from dfanalyzer import reader as R; idx = R.build_index(sys.argv[1]); "
-            "b = R.load_batch(sys.argv[1], 0, len(idx['checkpoints']) - 1); "
-            "print(len(b.events), b.lost_lines, b.header_mismatches, idx['header_mismatches'], "
-            "[int(l.split()[1]) // 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
+    code = (
+        "import sys; from dfanalyzer import reader as R; idx = R.build_index(sys.argv[1]); "
+        "b = R.load_batch(sys.argv[1], 0, len(idx['checkpoints']) - 1); "
+        "print(len(b.events), b.lost_lines, b.header_mismatches, idx['header_mismatches'], "
+        "[int(l.split()[1]) // 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+    )
     out = subprocess.run([sys.executable, "-c", code, p], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     events, lost, _, mismatches, rss_mb = map(int, out.stdout.split())
@@ -149,6 +154,7 @@ def test_unterminated_last_line_printed(tmp_path):
 
 
 # ---- members failing their CRC32 ----------------------------------------------------------------
+
 
 def _crc_flip_member(data):
     """An ordinary gzip member of ``data`` (stored blocks) with one dur digit changed: it inflates
@@ -234,6 +240,7 @@ def test_member_crc_failure_in_our_format(tmp_path):
 
 # ---- invalid values -------------------------------------------------------------------------------
 
+
 def test_out_of_range_integers_and_extra_brace_skipped(tmp_path):
     p = str(tmp_path / "vals.pfw.gz")
     bad = [
@@ -254,6 +261,7 @@ def test_out_of_range_integers_and_extra_brace_skipped(tmp_path):
 
 # ---- the analyzer agrees --------------------------------------------------------------------------
 
+
 def test_summary_json_counts(tmp_path):
     d = tmp_path / "run"
     d.mkdir()
@@ -267,11 +275,18 @@ def test_summary_json_counts(tmp_path):
     _patch(crc, ms[2][0] + len(ms[2][1]) - 8, "<I", struct.unpack("<I", ms[2][1][-8:-4])[0] ^ 1)
     v1 = str(d / "v1.pfw.gz")
     with open(v1, "wb") as f:
-        f.write(gzip.compress(HEAD + b"".join(_ev(i) for i in range(100)), mtime=0) +
-                _crc_flip_member(b"".join(_ev(i) for i in range(100, 130))))
+        f.write(
+            gzip.compress(HEAD + b"".join(_ev(i) for i in range(100)), mtime=0)
+            + _crc_flip_member(b"".join(_ev(i) for i in range(100, 130)))
+        )
     env = dict(os.environ, PYTHONSAFEPATH="1")
-    r = subprocess.run([sys.executable, "-m", "dfanalyzer.cli", "summary", str(d), "--json", "--workers", "1",
-                        "--no-progress"], capture_output=True, text=True, timeout=180, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "dfanalyzer.cli", "summary", str(d), "--json", "--workers", "1", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["events"] == 1000 + 1500 + 1000 + 100
     assert "%s: 500 lines (%d bytes) lost" % (crc, len(_groups(3, 500)[2])) in r.stderr

@@ -1,6 +1,7 @@
 """Index trust rules (docs/index.md, "Trust rules"; issue 15): a valid-SQLite index that does not
 describe its trace is rejected with a warning and rebuilt; index folders another user controls are
 refused; with nothing writable the index stays in memory and no temp file is left behind."""
+
 import gzip
 import os
 import resource
@@ -12,17 +13,21 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from dfanalyzer import reader as R  # noqa: E402
 import gen_traces  # noqa: E402
 from conftest import pythonpath_env  # noqa: E402
+
+from dfanalyzer import reader as R  # noqa: E402
 
 N = 1000
 OTHER_UID = 4242  # tests run as root here: os.chown simulates another owner
 
 
 def _lines(n=N):
-    return [b'{"id":%d,"name":"read","cat":"POSIX","pid":7,"tid":7,"ts":%d,"dur":5,"ph":"X",'
-            b'"args":{"fname":"/d/f","ret":4096}}\n' % (i, 1000 + 10 * i) for i in range(n)]
+    return [
+        b'{"id":%d,"name":"read","cat":"POSIX","pid":7,"tid":7,"ts":%d,"dur":5,"ph":"X",'
+        b'"args":{"fname":"/d/f","ret":4096}}\n' % (i, 1000 + 10 * i)
+        for i in range(n)
+    ]
 
 
 def _trace(tmp_path, kind):
@@ -70,45 +75,76 @@ def _assert_rejected(p, reason, index_dir=None):
 FORGED = {
     "member": [
         ("all checkpoints deleted", ["DELETE FROM checkpoints"], "checkpoints hold 0 lines"),
-        ("all deleted, totals zeroed", ["DELETE FROM checkpoints", "UPDATE metadata SET value = 0 WHERE key IN "
-                                        "('lines', 'uncompressed_bytes')"], "is not indexed"),
+        (
+            "all deleted, totals zeroed",
+            ["DELETE FROM checkpoints", "UPDATE metadata SET value = 0 WHERE key IN ('lines', 'uncompressed_bytes')"],
+            "is not indexed",
+        ),
         ("middle checkpoint deleted", ["DELETE FROM checkpoints WHERE number = 1"], "not 0, 1, 2"),
-        ("last checkpoint deleted", ["DELETE FROM checkpoints WHERE number = (SELECT max(number) FROM checkpoints)"],
-         "checkpoints hold"),
+        (
+            "last checkpoint deleted",
+            ["DELETE FROM checkpoints WHERE number = (SELECT max(number) FROM checkpoints)"],
+            "checkpoints hold",
+        ),
         ("size 10^12", ["UPDATE checkpoints SET uncompressed_size = 1000000000000 WHERE number = 0"], "out of range"),
-        ("compressed size 10^12", ["UPDATE checkpoints SET compressed_size = 1000000000000 WHERE number = 0"],
-         "outside the file"),
+        (
+            "compressed size 10^12",
+            ["UPDATE checkpoints SET compressed_size = 1000000000000 WHERE number = 0"],
+            "outside the file",
+        ),
         ("negative offset", ["UPDATE checkpoints SET compressed_offset = -5 WHERE number = 1"], "outside the file"),
         ("wrong kind", ["UPDATE metadata SET value = 'plain' WHERE key = 'kind'"], "kind 'plain'"),
         ("text in an integer field", ["UPDATE checkpoints SET num_lines = 'x' WHERE number = 0"], "not an integer"),
         ("NULL context kind", ["INSERT INTO context VALUES(NULL, '1', 'x')"], "unknown kind"),
         ("other content", ["UPDATE metadata SET value = 1 WHERE key = 'head_crc'"], "checksums differ"),
         ("lines moved", ["UPDATE checkpoints SET first_line = first_line + 1 WHERE number = 1"], "does not start"),
-        ("trailer size", ["UPDATE checkpoints SET uncompressed_size = uncompressed_size - 1 WHERE number = 0",
-                          "UPDATE checkpoints SET uncompressed_offset = uncompressed_offset - 1, block_offset = block_offset - 1 "
-                          "WHERE number > 0",
-                          "UPDATE metadata SET value = value - 1 WHERE key = 'uncompressed_bytes'"],
-         "differ from the member header"),
+        (
+            "trailer size",
+            [
+                "UPDATE checkpoints SET uncompressed_size = uncompressed_size - 1 WHERE number = 0",
+                "UPDATE checkpoints SET uncompressed_offset = uncompressed_offset - 1, block_offset = block_offset - 1 "
+                "WHERE number > 0",
+                "UPDATE metadata SET value = value - 1 WHERE key = 'uncompressed_bytes'",
+            ],
+            "differ from the member header",
+        ),
     ],
     "inflate": [
         ("wrong kind", ["UPDATE metadata SET value = 'member' WHERE key = 'kind'"], "kind 'member'"),
         ("second member deleted", ["DELETE FROM checkpoints WHERE number = 1"], "checkpoints hold 400 lines"),
-        ("events > lines", ["UPDATE metadata SET value = 1 WHERE key = 'stats_scanned'",
-                            "UPDATE metadata SET value = 5000 WHERE key = 'events'"], "more events"),
+        (
+            "events > lines",
+            [
+                "UPDATE metadata SET value = 1 WHERE key = 'stats_scanned'",
+                "UPDATE metadata SET value = 5000 WHERE key = 'events'",
+            ],
+            "more events",
+        ),
     ],
     "plain": [
         ("wrong kind", ["UPDATE metadata SET value = 'inflate' WHERE key = 'kind'"], "kind 'inflate'"),
-        ("checkpoint shifted", ["UPDATE checkpoints SET compressed_offset = compressed_offset + 3, "
-                                "uncompressed_offset = uncompressed_offset + 3 WHERE number = 0"], "outside the file"),
-        ("all deleted, totals zeroed", ["DELETE FROM checkpoints", "UPDATE metadata SET value = 0 WHERE key IN "
-                                        "('lines', 'uncompressed_bytes')"], "cover 0 of"),
+        (
+            "checkpoint shifted",
+            [
+                "UPDATE checkpoints SET compressed_offset = compressed_offset + 3, "
+                "uncompressed_offset = uncompressed_offset + 3 WHERE number = 0"
+            ],
+            "outside the file",
+        ),
+        (
+            "all deleted, totals zeroed",
+            ["DELETE FROM checkpoints", "UPDATE metadata SET value = 0 WHERE key IN ('lines', 'uncompressed_bytes')"],
+            "cover 0 of",
+        ),
     ],
 }
 
 
-@pytest.mark.parametrize("kind,case,stmts,reason",
-                         [(k, c, s, r) for k, cases in FORGED.items() for c, s, r in cases],
-                         ids=[f"{k}-{c}" for k, cases in FORGED.items() for c, _, _ in cases])
+@pytest.mark.parametrize(
+    "kind,case,stmts,reason",
+    [(k, c, s, r) for k, cases in FORGED.items() for c, s, r in cases],
+    ids=[f"{k}-{c}" for k, cases in FORGED.items() for c, _, _ in cases],
+)
 def test_forged_index_rejected_and_rebuilt(tmp_path, kind, case, stmts, reason):
     p = _trace(tmp_path, kind)
     info = R.build_index(p)
@@ -139,13 +175,16 @@ def test_index_of_another_owner_or_a_symlink_rejected(tmp_path):
     assert not os.path.islink(ipath)
 
 
-@pytest.mark.parametrize("setup,reason", [
-    ("other-owner", "owned by uid 4242"),
-    ("group-writable", "writable by group or others"),
-    ("world-writable", "writable by group or others"),
-    ("symlink", "symbolic link"),
-    ("parent-other-owner", "owned by another user"),
-])
+@pytest.mark.parametrize(
+    "setup,reason",
+    [
+        ("other-owner", "owned by uid 4242"),
+        ("group-writable", "writable by group or others"),
+        ("world-writable", "writable by group or others"),
+        ("symlink", "symbolic link"),
+        ("parent-other-owner", "owned by another user"),
+    ],
+)
 def test_unsafe_index_dir_refused_index_in_memory(tmp_path, setup, reason):
     p = _trace(tmp_path, "member")
     base = tmp_path / "cache"
@@ -183,13 +222,20 @@ def test_safe_index_dir_created_private(tmp_path):
 def _read_only(folder, argv, env):
     """Runs argv with `folder` bind-mounted read-only in a private mount namespace (needs root)."""
     script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
-    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, folder, *argv],
-                          env=pythonpath_env(env), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, folder, *argv],
+        env=pythonpath_env(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-_LOAD = ("import sys; from dfanalyzer import reader as R\n"
-         "i = R.build_index(sys.argv[1]); b = R.load_batch(sys.argv[1], 0, len(i['checkpoints']) - 1)\n"
-         "print(len(b.events), repr(i['index_path']), i['in_memory'], '|'.join(i['warnings']))\n")
+_LOAD = (
+    "import sys; from dfanalyzer import reader as R\n"
+    "i = R.build_index(sys.argv[1]); b = R.load_batch(sys.argv[1], 0, len(i['checkpoints']) - 1)\n"
+    "print(len(b.events), repr(i['index_path']), i['in_memory'], '|'.join(i['warnings']))\n"
+)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a private read-only mount")
@@ -236,12 +282,20 @@ def test_full_disk_in_memory_no_temp_file(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
-    code = ("import sys; from dfanalyzer import reader as R\n"
-            "for _ in range(3):\n"
-            "    i = R.build_index(sys.argv[1]); b = R.load_batch(sys.argv[1], 0, len(i['checkpoints']) - 1)\n"
-            "    print(len(b.events), i['in_memory'], '|'.join(i['warnings']))\n")
-    out = subprocess.run([sys.executable, "-c", code, p], env=pythonpath_env(), capture_output=True, text=True,
-                         timeout=120, preexec_fn=limit)
+    code = (
+        "import sys; from dfanalyzer import reader as R\n"
+        "for _ in range(3):\n"
+        "    i = R.build_index(sys.argv[1]); b = R.load_batch(sys.argv[1], 0, len(i['checkpoints']) - 1)\n"
+        "    print(len(b.events), i['in_memory'], '|'.join(i['warnings']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, p],
+        env=pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
     assert out.returncode == 0, out.stderr
     rows = [line.split(" ", 2) for line in out.stdout.splitlines()]
     assert len(rows) == 3

@@ -30,9 +30,7 @@ extern "C" {
 /* Non-zero while tracing is on. Read it through dftracer_c_is_active(). */
 extern DFTRACER_EXPORT int dftracer_active_flag;
 
-static inline int dftracer_c_is_active(void) {
-  return __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED);
-}
+static inline int dftracer_c_is_active(void) { return __atomic_load_n(&dftracer_active_flag, __ATOMIC_RELAXED); }
 
 /* Start tracing (no-op unless DFTRACER_ENABLE). log_file: explicit trace file name
  * ("x.pfw" or "x.pfw.gz"; the suffix is replaced by ours) or NULL for
@@ -54,7 +52,8 @@ DFTRACER_EXPORT void dftracer_c_region_update_uint(dftracer_region_t* r, const c
 DFTRACER_EXPORT void dftracer_c_region_update_double(dftracer_region_t* r, const char* key, double value);
 DFTRACER_EXPORT void dftracer_c_region_update_bool(dftracer_region_t* r, const char* key, int value);
 DFTRACER_EXPORT void dftracer_c_region_update_str(dftracer_region_t* r, const char* key, const char* value);
-DFTRACER_EXPORT void dftracer_c_region_update_strn(dftracer_region_t* r, const char* key, const char* value, uint64_t len);
+DFTRACER_EXPORT void dftracer_c_region_update_strn(dftracer_region_t* r, const char* key, const char* value,
+                                                   uint64_t len);
 /* Close the region: writes one complete event (dur = now - start, µs) and frees r. */
 DFTRACER_EXPORT void dftracer_c_region_end(dftracer_region_t* r);
 /* Close the region as an instant event ("ph":"i", ts = its start) with its tags; frees r. */
@@ -80,37 +79,66 @@ DFTRACER_EXPORT void dftracer_c_metadata(const char* key, const char* value);
   (dftracer_c_is_active() ? dftracer_c_region_begin((name), (cat)) : (dftracer_region_t*)0)
 
 /* A complete event named after the enclosing function, category "C_APP". */
-#define DFTRACER_C_FUNCTION_START() dftracer_region_t* dftracer_c_fn_region_ = DFTRACER_C_REGION_BEGIN_("C_APP", __func__)
+#define DFTRACER_C_FUNCTION_START() \
+  dftracer_region_t* dftracer_c_fn_region_ = DFTRACER_C_REGION_BEGIN_("C_APP", __func__)
 #define DFTRACER_C_FUNCTION_END() \
-  do { if (dftracer_c_fn_region_) dftracer_c_region_end(dftracer_c_fn_region_); dftracer_c_fn_region_ = 0; } while (0)
+  do { \
+    if (dftracer_c_fn_region_) dftracer_c_region_end(dftracer_c_fn_region_); \
+    dftracer_c_fn_region_ = 0; \
+  } while (0)
 #define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) \
-  do { if (dftracer_c_fn_region_) dftracer_c_region_update_int(dftracer_c_fn_region_, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_fn_region_) dftracer_c_region_update_int(dftracer_c_fn_region_, (key), (val)); \
+  } while (0)
 #define DFTRACER_C_FUNCTION_UPDATE_DOUBLE(key, val) \
-  do { if (dftracer_c_fn_region_) dftracer_c_region_update_double(dftracer_c_fn_region_, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_fn_region_) dftracer_c_region_update_double(dftracer_c_fn_region_, (key), (val)); \
+  } while (0)
 #define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) \
-  do { if (dftracer_c_fn_region_) dftracer_c_region_update_str(dftracer_c_fn_region_, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_fn_region_) dftracer_c_region_update_str(dftracer_c_fn_region_, (key), (val)); \
+  } while (0)
 
 /* A complete event named NAME (an identifier), category "C_APP". */
-#define DFTRACER_C_REGION_START(NAME) dftracer_region_t* dftracer_c_region_##NAME = DFTRACER_C_REGION_BEGIN_("C_APP", #NAME)
+#define DFTRACER_C_REGION_START(NAME) \
+  dftracer_region_t* dftracer_c_region_##NAME = DFTRACER_C_REGION_BEGIN_("C_APP", #NAME)
 #define DFTRACER_C_REGION_END(NAME) \
-  do { if (dftracer_c_region_##NAME) dftracer_c_region_end(dftracer_c_region_##NAME); dftracer_c_region_##NAME = 0; } while (0)
+  do { \
+    if (dftracer_c_region_##NAME) dftracer_c_region_end(dftracer_c_region_##NAME); \
+    dftracer_c_region_##NAME = 0; \
+  } while (0)
 #define DFTRACER_C_REGION_UPDATE_INT(NAME, key, val) \
-  do { if (dftracer_c_region_##NAME) dftracer_c_region_update_int(dftracer_c_region_##NAME, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_region_##NAME) dftracer_c_region_update_int(dftracer_c_region_##NAME, (key), (val)); \
+  } while (0)
 #define DFTRACER_C_REGION_UPDATE_DOUBLE(NAME, key, val) \
-  do { if (dftracer_c_region_##NAME) dftracer_c_region_update_double(dftracer_c_region_##NAME, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_region_##NAME) dftracer_c_region_update_double(dftracer_c_region_##NAME, (key), (val)); \
+  } while (0)
 #define DFTRACER_C_REGION_UPDATE_STR(NAME, key, val) \
-  do { if (dftracer_c_region_##NAME) dftracer_c_region_update_str(dftracer_c_region_##NAME, (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_region_##NAME) dftracer_c_region_update_str(dftracer_c_region_##NAME, (key), (val)); \
+  } while (0)
 
 /* Metadata record key=value; NAME is a label kept for DFTracer v1 source compatibility. */
 #define DFTRACER_C_METADATA(NAME, key, value) \
-  do { (void)#NAME; if (dftracer_c_is_active()) dftracer_c_metadata((key), (value)); } while (0)
+  do { \
+    (void)#NAME; \
+    if (dftracer_c_is_active()) dftracer_c_metadata((key), (value)); \
+  } while (0)
 /* Instant event named NAME (identifier), category "C_APP". */
 #define DFTRACER_C_INSTANT(NAME) \
-  do { if (dftracer_c_is_active()) dftracer_c_instant(#NAME, "C_APP"); } while (0)
+  do { \
+    if (dftracer_c_is_active()) dftracer_c_instant(#NAME, "C_APP"); \
+  } while (0)
 #define DFTRACER_C_INSTANT_INT(NAME, key, val) \
-  do { if (dftracer_c_is_active()) dftracer_c_instant_int(#NAME, "C_APP", (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_is_active()) dftracer_c_instant_int(#NAME, "C_APP", (key), (val)); \
+  } while (0)
 #define DFTRACER_C_INSTANT_STR(NAME, key, val) \
-  do { if (dftracer_c_is_active()) dftracer_c_instant_str(#NAME, "C_APP", (key), (val)); } while (0)
+  do { \
+    if (dftracer_c_is_active()) dftracer_c_instant_str(#NAME, "C_APP", (key), (val)); \
+  } while (0)
 
 /* ---------------------------------------------------------------- C++ API */
 #ifdef __cplusplus
@@ -125,12 +153,17 @@ class Region {
  public:
   Region(const char* name, const char* cat) noexcept
       : r_(dftracer_c_is_active() ? dftracer_c_region_begin(name, cat) : nullptr) {}
-  ~Region() { if (r_) dftracer_c_region_end(r_); }
+  ~Region() {
+    if (r_) dftracer_c_region_end(r_);
+  }
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
   // Close now (idempotent).
   void end() noexcept {
-    if (r_) { dftracer_c_region_end(r_); r_ = nullptr; }
+    if (r_) {
+      dftracer_c_region_end(r_);
+      r_ = nullptr;
+    }
   }
   // Add a tag (args[key] = value); integers, floating point, bool, C/C++ strings.
   template <typename T>
@@ -194,7 +227,10 @@ inline void instant(const char* name, const char* cat, const KV&... kv) noexcept
 #define DFTRACER_CPP_REGION_UPDATE(NAME, key, value) dftracer_cpp_region_##NAME.update((key), (value))
 // Metadata record key=value; NAME is a label kept for DFTracer v1 source compatibility.
 #define DFTRACER_CPP_METADATA(NAME, key, value) \
-  do { (void)#NAME; if (dftracer_c_is_active()) dftracer_c_metadata((key), (value)); } while (0)
+  do { \
+    (void)#NAME; \
+    if (dftracer_c_is_active()) dftracer_c_metadata((key), (value)); \
+  } while (0)
 // Instant event named NAME at now(), cat "CPP_APP"; _ARGS takes key, value pairs.
 #define DFTRACER_CPP_INSTANT(NAME) ::dftracer::instant(#NAME, "CPP_APP")
 #define DFTRACER_CPP_INSTANT_ARGS(NAME, ...) ::dftracer::instant(#NAME, "CPP_APP", __VA_ARGS__)

@@ -11,6 +11,7 @@ Exit status 1 with a message on a problem; prints the package directory and the 
 on success.
 Usage: python scripts/dlio/check_dftracer.py [EXPECTED_DIR]
 """
+
 import importlib.metadata as md
 import importlib.util
 import os
@@ -29,9 +30,11 @@ def main() -> int:
     except md.PackageNotFoundError:
         pyd = None
     if pyd is not None and not pyd.startswith("2."):
-        problems.append(f"pydftracer {pyd} from PyPI is installed: it is upstream's native tracer and overwrites "
-                        "files of ours. pip uninstall -y pydftracer, then reinstall ours: "
-                        "pip install --force-reinstall --no-deps <our wheel or source tree>")
+        problems.append(
+            f"pydftracer {pyd} from PyPI is installed: it is upstream's native tracer and overwrites "
+            "files of ours. pip uninstall -y pydftracer, then reinstall ours: "
+            "pip install --force-reinstall --no-deps <our wheel or source tree>"
+        )
     expected = {"dftracer.logger": os.path.join(pkg, "logger.py"), "dftracer.python": os.path.join(pkg, "python.py")}
     if pyd is not None and pyd.startswith("2."):
         expected["dftracer.python"] = os.path.join(pkg, "python", "__init__.py")  # pydftracer's layer

@@ -1,7 +1,7 @@
 // C API (include/dftracer/dftracer.h); the C++ macros use it too.
 #include <cstdlib>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <string>
 
 #include "dftracer/dftracer.h"

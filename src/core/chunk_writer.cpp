@@ -258,8 +258,8 @@ void* TracerImpl::writer_main(void* arg) {
 void TracerImpl::fail_locked(const char* what, int err) {
   if (!warned) {
     warned = true;
-    std::fprintf(stderr, "dftracer: warning: %s %s: %s; tracing disabled\n", what, path.empty() ? base.c_str() : path.c_str(),
-                 std::strerror(err));
+    std::fprintf(stderr, "dftracer: warning: %s %s: %s; tracing disabled\n", what,
+                 path.empty() ? base.c_str() : path.c_str(), std::strerror(err));
   }
   state.store(FAILED);
   set_active(false);
@@ -390,7 +390,8 @@ void TracerImpl::write_chunk(const Chunk& c) {
       good_size += static_cast<off_t>(len);
     } else {
       // Cut a partial member off so that the file stays a valid sequence of members.
-      if (ftruncate(fd, good_size) != 0) { /* keep the first error */ }
+      if (ftruncate(fd, good_size) != 0) { /* keep the first error */
+      }
       fail_locked("cannot write trace file", err);
     }
   }
@@ -495,9 +496,9 @@ void TracerImpl::reset_writer_in_child() {
   queue.clear();
   pushed.store(0);
   written.store(0);
-  enc = nullptr;       // the parent's writer may have been mid-deflate: leak, never reuse
+  enc = nullptr;              // the parent's writer may have been mid-deflate: leak, never reuse
   fd_table_reserved = false;  // fork copies only the descriptor table's used part
-  close_fd_locked();   // the child's copy (unless the application reused the number)
+  close_fd_locked();          // the child's copy (unless the application reused the number)
   path.clear();
   good_size = 0;
   warned = false;

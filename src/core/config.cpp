@@ -37,8 +37,14 @@ void warn_bad(const char* key, std::string_view value, const char* expected) {
 
 bool parse_bool(std::string_view v, bool* out) {
   std::string s = lower(trim(v));
-  if (s == "1" || s == "true" || s == "yes" || s == "on") { *out = true; return true; }
-  if (s == "0" || s == "false" || s == "no" || s == "off") { *out = false; return true; }
+  if (s == "1" || s == "true" || s == "yes" || s == "on") {
+    *out = true;
+    return true;
+  }
+  if (s == "0" || s == "false" || s == "no" || s == "off") {
+    *out = false;
+    return true;
+  }
   return false;
 }
 
@@ -96,21 +102,51 @@ bool parse_init(std::string_view v, InitMode* out) {
 void apply(Config& c, const char* key, std::string_view value) {
   std::string k(key);
   bool b;
-  if (k == "DFTRACER_ENABLE") { if (parse_bool(value, &b)) { c.enable = b; c.enable_set = true; } else warn_bad(key, value, "1/0/true/false/yes/no/on/off"); }
-  else if (k == "DFTRACER_INIT") { if (!parse_init(value, &c.init)) warn_bad(key, value, "FUNCTION or PRELOAD"); }
-  else if (k == "DFTRACER_LOG_FILE") { std::string s = trim(value); if (!s.empty()) c.log_file = s; else warn_bad(key, value, "a path prefix"); }
-  else if (k == "DFTRACER_DATA_DIR") { c.data_dirs_raw = trim(value); c.data_dirs_defaulted = c.data_dirs_raw.empty(); }
-  else if (k == "DFTRACER_INC_METADATA") { if (parse_bool(value, &b)) c.inc_metadata = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_TRACE_COMPRESSION") { if (parse_bool(value, &b)) c.compression = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_COMPRESSION_LEVEL") { if (!parse_int_range(value, 1, 9, &c.compression_level)) warn_bad(key, value, "an integer 1..9"); }
-  else if (k == "DFTRACER_WRITE_BUFFER_SIZE") { if (!parse_size(value, &c.write_buffer_size)) warn_bad(key, value, "bytes 256..1G, optional K/M/G suffix"); }
-  else if (k == "DFTRACER_DISABLE_IO") { if (parse_bool(value, &b)) c.disable_io = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_DISABLE_POSIX") { if (parse_bool(value, &b)) c.disable_posix = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_DISABLE_STDIO") { if (parse_bool(value, &b)) c.disable_stdio = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_FLUSH_INTERVAL") { if (!parse_int_range(value, 0, 3600000, &c.flush_interval_ms)) warn_bad(key, value, "milliseconds 0..3600000 (0: off)"); }
-  else if (k == "DFTRACER_BIND_SIGNALS") { if (parse_bool(value, &b)) c.bind_signals = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_SET_CORE_AFFINITY") { if (parse_bool(value, &b)) c.set_core_affinity = b; else warn_bad(key, value, "a boolean"); }
-  else if (k == "DFTRACER_LOG_LEVEL") { if (!parse_level(value, &c.log_level)) warn_bad(key, value, "ERROR, WARN, INFO or DEBUG"); }
+  if (k == "DFTRACER_ENABLE") {
+    if (parse_bool(value, &b)) {
+      c.enable = b;
+      c.enable_set = true;
+    } else warn_bad(key, value, "1/0/true/false/yes/no/on/off");
+  } else if (k == "DFTRACER_INIT") {
+    if (!parse_init(value, &c.init)) warn_bad(key, value, "FUNCTION or PRELOAD");
+  } else if (k == "DFTRACER_LOG_FILE") {
+    std::string s = trim(value);
+    if (!s.empty()) c.log_file = s;
+    else warn_bad(key, value, "a path prefix");
+  } else if (k == "DFTRACER_DATA_DIR") {
+    c.data_dirs_raw = trim(value);
+    c.data_dirs_defaulted = c.data_dirs_raw.empty();
+  } else if (k == "DFTRACER_INC_METADATA") {
+    if (parse_bool(value, &b)) c.inc_metadata = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_TRACE_COMPRESSION") {
+    if (parse_bool(value, &b)) c.compression = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_COMPRESSION_LEVEL") {
+    if (!parse_int_range(value, 1, 9, &c.compression_level)) warn_bad(key, value, "an integer 1..9");
+  } else if (k == "DFTRACER_WRITE_BUFFER_SIZE") {
+    if (!parse_size(value, &c.write_buffer_size)) warn_bad(key, value, "bytes 256..1G, optional K/M/G suffix");
+  } else if (k == "DFTRACER_DISABLE_IO") {
+    if (parse_bool(value, &b)) c.disable_io = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_DISABLE_POSIX") {
+    if (parse_bool(value, &b)) c.disable_posix = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_DISABLE_STDIO") {
+    if (parse_bool(value, &b)) c.disable_stdio = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_FLUSH_INTERVAL") {
+    if (!parse_int_range(value, 0, 3600000, &c.flush_interval_ms))
+      warn_bad(key, value, "milliseconds 0..3600000 (0: off)");
+  } else if (k == "DFTRACER_BIND_SIGNALS") {
+    if (parse_bool(value, &b)) c.bind_signals = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_SET_CORE_AFFINITY") {
+    if (parse_bool(value, &b)) c.set_core_affinity = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_LOG_LEVEL") {
+    if (!parse_level(value, &c.log_level)) warn_bad(key, value, "ERROR, WARN, INFO or DEBUG");
+  }
 }
 
 // One setting of the YAML file (config_yaml.h); never throws into the reader.
@@ -146,7 +182,8 @@ bool load_yaml(Config& c, const std::string& file) {
   auto load = lib != nullptr ? reinterpret_cast<dftracer_yaml_load_fn>(dlsym(lib, "dftracer_yaml_load")) : nullptr;
   if (load == nullptr) {
     const char* why = dlerror();
-    std::fprintf(stderr, "dftracer: warning: cannot read configuration %s (libdftracer_yaml.so: %s); tracing disabled\n",
+    std::fprintf(stderr,
+                 "dftracer: warning: cannot read configuration %s (libdftracer_yaml.so: %s); tracing disabled\n",
                  file.c_str(), why != nullptr ? why : "not found");
     return false;
   }
@@ -198,11 +235,21 @@ Config load_config(const char* (*getenv_fn)(const char*)) {
     c.config_file = f;
     if (!load_yaml(c, c.config_file)) c.config_error = true;
   }
-  static const char* const kEnv[] = {
-      "DFTRACER_ENABLE",        "DFTRACER_INIT",         "DFTRACER_LOG_FILE",          "DFTRACER_DATA_DIR",
-      "DFTRACER_INC_METADATA",  "DFTRACER_TRACE_COMPRESSION", "DFTRACER_COMPRESSION_LEVEL",
-      "DFTRACER_WRITE_BUFFER_SIZE", "DFTRACER_DISABLE_IO", "DFTRACER_DISABLE_POSIX", "DFTRACER_DISABLE_STDIO",
-      "DFTRACER_BIND_SIGNALS",  "DFTRACER_FLUSH_INTERVAL", "DFTRACER_SET_CORE_AFFINITY", "DFTRACER_LOG_LEVEL"};
+  static const char* const kEnv[] = {"DFTRACER_ENABLE",
+                                     "DFTRACER_INIT",
+                                     "DFTRACER_LOG_FILE",
+                                     "DFTRACER_DATA_DIR",
+                                     "DFTRACER_INC_METADATA",
+                                     "DFTRACER_TRACE_COMPRESSION",
+                                     "DFTRACER_COMPRESSION_LEVEL",
+                                     "DFTRACER_WRITE_BUFFER_SIZE",
+                                     "DFTRACER_DISABLE_IO",
+                                     "DFTRACER_DISABLE_POSIX",
+                                     "DFTRACER_DISABLE_STDIO",
+                                     "DFTRACER_BIND_SIGNALS",
+                                     "DFTRACER_FLUSH_INTERVAL",
+                                     "DFTRACER_SET_CORE_AFFINITY",
+                                     "DFTRACER_LOG_LEVEL"};
   for (const char* k : kEnv) {
     if (const char* v = getenv_fn(k)) apply(c, k, v);
   }

@@ -9,8 +9,7 @@ extern "C" {
 // the environment variable it stands for ("DFTRACER_LOG_FILE"), `value` the scalar text (a
 // sequence is joined with ':'); invert != 0 for the v1 feature switches whose boolean is the
 // opposite of the variable's ("features.io.posix: true" = DFTRACER_DISABLE_POSIX false).
-typedef void (*dftracer_yaml_setting_fn)(void* ctx, const char* path, const char* env, int invert,
-                                         const char* value);
+typedef void (*dftracer_yaml_setting_fn)(void* ctx, const char* path, const char* env, int invert, const char* value);
 // Reads `file` and calls `setting` once per known key that is set, in the order of the key table.
 // Returns 1 on success (also for an empty file), 0 if the file cannot be read or parsed or is
 // not a mapping; the reason is printed on stderr ("dftracer: warning: ...").

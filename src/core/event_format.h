@@ -41,8 +41,8 @@ struct EventFields {
   std::string_view name, cat;
   bool plain_name_cat;  // name and cat need no JSON escaping (json::is_plain)
   const IdsPrefix* ids;
-  int64_t ts;   // µs
-  int64_t dur;  // µs, Phase::Complete only; negative is written as 0
+  int64_t ts;           // µs
+  int64_t dur;          // µs, Phase::Complete only; negative is written as 0
   const ArgList* args;  // may be null
 };
 

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t n = size - 1;
   std::vector<unsigned char> out(dftracer::line_deflate_bound(n));
   size_t literals = 0, lines = 0;
-  size_t zn = dftracer::line_deflate(text, n, out.data(), out.size(), &literals, probe ? 256 : 0, probe ? 5 : 0, &lines);
+  size_t zn = dftracer::line_deflate(text, n, out.data(), out.size(), &literals, probe ? 256 : 0, probe ? 5 : 0,
+                                     &lines);
   if (zn == 0) {
     if (!probe) std::abort();  // only the probing mode may give up
     return 0;

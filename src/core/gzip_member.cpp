@@ -25,10 +25,10 @@ uint32_t count_lines(const char* data, size_t n) {
 }
 
 namespace {
-constexpr size_t kLiteralShareMax = 5;  // line_deflate kept while literals <= 1/5 of the bytes
+constexpr size_t kLiteralShareMax = 5;      // line_deflate kept while literals <= 1/5 of the bytes
 constexpr size_t kProbeBytes = 128u << 10;  // decided after this much of a chunk
-constexpr int kGeneralRunMax = 64;      // most chunks sent to the general deflater before a retry
-constexpr int kGeneralLevel = 6;        // at this level
+constexpr int kGeneralRunMax = 64;          // most chunks sent to the general deflater before a retry
+constexpr int kGeneralLevel = 6;            // at this level
 }  // namespace
 
 MemberEncoder::MemberEncoder(int level) {

@@ -31,7 +31,7 @@ using format::kSubfieldVersion;
 class DFTRACER_EXPORT MemberEncoder {
  public:
   explicit MemberEncoder(int level);
- static const char* backend();  // "libdeflate" or "zlib" (levels 2..9)
+  static const char* backend();  // "libdeflate" or "zlib" (levels 2..9)
   ~MemberEncoder();
   MemberEncoder(const MemberEncoder&) = delete;
   MemberEncoder& operator=(const MemberEncoder&) = delete;
@@ -64,10 +64,10 @@ class DFTRACER_EXPORT MemberEncoder {
   libdeflate_compressor* ld_ = nullptr;
   std::unique_ptr<char[]> joined_;  // libdeflate: the spans made contiguous
   size_t joined_cap_ = 0;
-  std::unique_ptr<char[]> out_;     // the last member
+  std::unique_ptr<char[]> out_;  // the last member
   size_t out_cap_ = 0, out_size_ = 0;
   bool ok_ = false;
-  bool line_ = false;   // level 1: adaptive (line_deflate first)
+  bool line_ = false;     // level 1: adaptive (line_deflate first)
   int general_skip_ = 0;  // level 1: chunks left that go to the general deflater
   int general_run_ = 0;   // level 1: length of the next such run (backoff)
 };

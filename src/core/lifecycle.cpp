@@ -1,9 +1,9 @@
 // Lifecycle of the tracer: initialize (fresh start, re-initialisation, hybrid rename), flush,
 // finalize, the fork handlers, and the process metadata that opens every trace file. These
 // orchestrate the thread buffers, the chunk writer, trace naming and the signal handler.
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,7 +94,8 @@ void TracerImpl::begin_file_contents(int64_t ts) {
   std::string exe_name = exe.substr(exe.rfind('/') + 1);
   std::string cmd = read_small_file("/proc/self/cmdline");
   while (!cmd.empty() && cmd.back() == '\0') cmd.pop_back();
-  for (auto& c : cmd) if (c == '\0') c = ' ';
+  for (auto& c : cmd)
+    if (c == '\0') c = ' ';
   add_metadata(text, "process_name", exe_name, ts, true);
   add_metadata(text, "hostname", hostname, ts, false);
   add_metadata(text, "exec_name", exe, ts, false);
@@ -157,7 +158,8 @@ void TracerImpl::atfork_child() {
   SignalDefer undefer;  // ends the deferral of atfork_prepare, after the child's state is set up
   defer_signals_end();
   ReentryGuard guard;  // reading /proc/self/cmdline below is the tracer's own I/O
-  for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu, &t->pool_mu}) pthread_mutex_init(m, nullptr);
+  for (pthread_mutex_t* m : {&t->ctl_mu, &t->reg_mu, &t->buf_mu, &t->q_mu, &t->file_mu, &t->pool_mu})
+    pthread_mutex_init(m, nullptr);
   pthread_cond_init(&t->done_cv, nullptr);
   t->reset_writer_in_child();
   t->pid = static_cast<int>(getpid());

@@ -11,10 +11,10 @@ namespace {
 // Measured on the preload microbenchmark's trace (docs/perf/preload.md): 1 line of history gives
 // 6.0 B/event, 2: 5.4, 3: 5.2, 4: 5.2 (+13 % instructions over 3), 8: 5.6 (the extra distances
 // cost more bits).
-constexpr int kHistory = 3;          // earlier lines tried as match sources
-constexpr size_t kGoodMatch = 16;    // a match this long ends the search
-constexpr size_t kMinMatch = 4;      // shorter matches cost more bits than the digits they replace (the
-                                     // 4-byte reject below assumes 4)
+constexpr int kHistory = 3;        // earlier lines tried as match sources
+constexpr size_t kGoodMatch = 16;  // a match this long ends the search
+constexpr size_t kMinMatch = 4;    // shorter matches cost more bits than the digits they replace (the
+                                   // 4-byte reject below assumes 4)
 constexpr size_t kMaxMatch = 258;
 constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
@@ -24,7 +24,8 @@ const uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17
 const uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
 const uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
                                 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-const uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+const uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 const uint8_t kClOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
 struct Tables {
@@ -32,7 +33,8 @@ struct Tables {
   uint8_t dist_code[512];           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
   Tables() {
     for (int c = 0; c < 29; ++c)
-      for (int l = kLenBase[c]; l < kLenBase[c] + (1 << kLenExtra[c]) && l <= 258; ++l) len_code[l] = static_cast<uint8_t>(c);
+      for (int l = kLenBase[c]; l < kLenBase[c] + (1 << kLenExtra[c]) && l <= 258; ++l)
+        len_code[l] = static_cast<uint8_t>(c);
     len_code[258] = 28;
     for (int c = 0; c < 30; ++c)
       for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; ++d) {
@@ -276,8 +278,8 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
 
 size_t line_deflate_bound(size_t n) { return 2 * n + (n / kBlockTokens + 1) * 512 + 64; }
 
-size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals,
-                    size_t probe_bytes, size_t max_literal_share, size_t* lines) {
+size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals, size_t probe_bytes,
+                    size_t max_literal_share, size_t* lines) {
   size_t nlit = 0, nlines = 0;
   BitOut bo;
   bo.p = out;
@@ -307,7 +309,7 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       size_t cl = ce - cs;
       nd = 0;
       for (int k = 0; k < nh; ++k) {
-        size_t back = cs - hs[k];  // start aligned with start
+        size_t back = cs - hs[k];                                             // start aligned with start
         size_t cand[2] = {back, back + cl >= hl[k] ? back + cl - hl[k] : 0};  // end aligned with end
         for (size_t d : cand) {
           if (d == 0 || d > kWindow) continue;

@@ -62,9 +62,8 @@ std::string dirname_of(const std::string& p) {
 bool needs_normalization(std::string_view path) noexcept {
   if (path.empty() || path[0] != '/') return true;
   for (size_t i = 0; i + 1 < path.size(); ++i) {
-    if (path[i] == '/' &&
-        (path[i + 1] == '/' ||
-         (path[i + 1] == '.' && (i + 2 == path.size() || path[i + 2] == '/' || path[i + 2] == '.'))))
+    if (path[i] == '/' && (path[i + 1] == '/' ||
+                           (path[i + 1] == '.' && (i + 2 == path.size() || path[i + 2] == '/' || path[i + 2] == '.'))))
       return true;
   }
   return false;

@@ -125,8 +125,10 @@ PYBIND11_MODULE(_dftracer, m) {
       "with trace_all), flush_interval_ms, write_buffer_size (bytes), compression_level, log_level, "
       "config_error, ... . Under the preload, enable already includes DFTRACER_INIT=PRELOAD.");
 
-  m.def("is_active", []() { return Tracer::instance()->active(); }, "True while events are recorded.");
-  m.def("get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
+  m.def(
+      "is_active", []() { return Tracer::instance()->active(); }, "True while events are recorded.");
+  m.def(
+      "get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
 
   m.def(
       "log_event",
@@ -207,7 +209,7 @@ PYBIND11_MODULE(_dftracer, m) {
       "(docs/format.md); data should be whole lines. For tests and tools that build traces.");
 
   m.attr("TRACER_CATEGORY") = py::str(dftracer::format::kTracerCategory.data(),
-                                       dftracer::format::kTracerCategory.size());  // src/format/event.h
+                                      dftracer::format::kTracerCategory.size());  // src/format/event.h
 
   m.def(
       "trace_path",

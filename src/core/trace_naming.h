@@ -20,14 +20,14 @@ std::string versioned_path(const std::string& base, int n, const char* ext);
 bool is_descendant(bool forked_child, const char* root_pid_env, int pid) noexcept;
 
 struct NameInputs {
-  const char* log_file = nullptr;   // explicit trace name (Tracer::initialize), or null/empty
-  bool descendant = false;          // is_descendant()
-  bool forked_child = false;        // this process is a fork of a tracing process
-  std::string_view parent_base;     // forked child: the parent's base
-  std::string_view current_base;    // forked child: already "<parent base>-<pid>"
+  const char* log_file = nullptr;        // explicit trace name (Tracer::initialize), or null/empty
+  bool descendant = false;               // is_descendant()
+  bool forked_child = false;             // this process is a fork of a tracing process
+  std::string_view parent_base;          // forked child: the parent's base
+  std::string_view current_base;         // forked child: already "<parent base>-<pid>"
   const char* inherited_base = nullptr;  // DFTRACER_TRACE_BASE
   int pid = 0;
-  std::string_view log_prefix;      // DFTRACER_LOG_FILE (absolute)
+  std::string_view log_prefix;  // DFTRACER_LOG_FILE (absolute)
   std::string_view hostname;
 };
 

@@ -31,27 +31,27 @@ enum class LogLevel { ERROR = 0, WARN = 1, INFO = 2, DEBUG = 3 };
 // Parsed once per process (first call of config()): YAML file named by DFTRACER_CONFIGURATION,
 // then environment overrides.  docs/configuration.md lists every key.
 struct Config {
-  bool enable = false;                       // DFTRACER_ENABLE
-  bool enable_set = false;                   // DFTRACER_ENABLE was given (env or YAML), true or false
-  InitMode init = InitMode::FUNCTION;        // DFTRACER_INIT: who calls initialize()
-  std::string log_file = "./dftracer";       // DFTRACER_LOG_FILE, a path prefix (absolute after parse)
-  std::string data_dirs_raw;                 // DFTRACER_DATA_DIR as given (":"-separated or "all")
-  std::vector<std::string> data_dirs;        // absolute, normalised, no trailing '/'
-  bool trace_all = true;                     // data dir "all" (the default when unset)
-  bool data_dirs_defaulted = true;           // DFTRACER_DATA_DIR was not given anywhere
-  bool inc_metadata = false;                 // DFTRACER_INC_METADATA
-  bool compression = true;                   // DFTRACER_TRACE_COMPRESSION
-  int compression_level = 1;                 // DFTRACER_COMPRESSION_LEVEL (deflate 1..9; docs/perf/preload.md)
-  size_t write_buffer_size = 4u << 20;       // DFTRACER_WRITE_BUFFER_SIZE, bytes per gzip member
-  bool disable_io = false;                   // DFTRACER_DISABLE_IO    (preload: no POSIX nor STDIO)
-  bool disable_posix = false;                // DFTRACER_DISABLE_POSIX (preload: no POSIX calls)
-  bool disable_stdio = false;                // DFTRACER_DISABLE_STDIO (preload: no STDIO calls)
-  bool bind_signals = true;                  // DFTRACER_BIND_SIGNALS  (flush on fatal signals, see signals::)
-  int flush_interval_ms = 500;               // DFTRACER_FLUSH_INTERVAL: writer flushes every N ms (0: off)
-  bool set_core_affinity = false;            // DFTRACER_SET_CORE_AFFINITY (record CPU set)
-  LogLevel log_level = LogLevel::WARN;       // DFTRACER_LOG_LEVEL
-  std::string config_file;                   // DFTRACER_CONFIGURATION
-  bool config_error = false;                 // bad YAML: tracing forced off
+  bool enable = false;                  // DFTRACER_ENABLE
+  bool enable_set = false;              // DFTRACER_ENABLE was given (env or YAML), true or false
+  InitMode init = InitMode::FUNCTION;   // DFTRACER_INIT: who calls initialize()
+  std::string log_file = "./dftracer";  // DFTRACER_LOG_FILE, a path prefix (absolute after parse)
+  std::string data_dirs_raw;            // DFTRACER_DATA_DIR as given (":"-separated or "all")
+  std::vector<std::string> data_dirs;   // absolute, normalised, no trailing '/'
+  bool trace_all = true;                // data dir "all" (the default when unset)
+  bool data_dirs_defaulted = true;      // DFTRACER_DATA_DIR was not given anywhere
+  bool inc_metadata = false;            // DFTRACER_INC_METADATA
+  bool compression = true;              // DFTRACER_TRACE_COMPRESSION
+  int compression_level = 1;            // DFTRACER_COMPRESSION_LEVEL (deflate 1..9; docs/perf/preload.md)
+  size_t write_buffer_size = 4u << 20;  // DFTRACER_WRITE_BUFFER_SIZE, bytes per gzip member
+  bool disable_io = false;              // DFTRACER_DISABLE_IO    (preload: no POSIX nor STDIO)
+  bool disable_posix = false;           // DFTRACER_DISABLE_POSIX (preload: no POSIX calls)
+  bool disable_stdio = false;           // DFTRACER_DISABLE_STDIO (preload: no STDIO calls)
+  bool bind_signals = true;             // DFTRACER_BIND_SIGNALS  (flush on fatal signals, see signals::)
+  int flush_interval_ms = 500;          // DFTRACER_FLUSH_INTERVAL: writer flushes every N ms (0: off)
+  bool set_core_affinity = false;       // DFTRACER_SET_CORE_AFFINITY (record CPU set)
+  LogLevel log_level = LogLevel::WARN;  // DFTRACER_LOG_LEVEL
+  std::string config_file;              // DFTRACER_CONFIGURATION
+  bool config_error = false;            // bad YAML: tracing forced off
 };
 DFTRACER_EXPORT const Config& config();
 // Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded
@@ -100,40 +100,81 @@ class ArgList {
     std::string_view str() const noexcept { return std::string_view(s.sp, s.sl); }
   };
   void add_int(std::string_view key, int64_t v) noexcept {
-    if (Entry* e = next(key, false)) { e->type = INT; e->i = v; }
+    if (Entry* e = next(key, false)) {
+      e->type = INT;
+      e->i = v;
+    }
   }
   void add_uint(std::string_view key, uint64_t v) noexcept {
-    if (Entry* e = next(key, false)) { e->type = UINT; e->u = v; }
+    if (Entry* e = next(key, false)) {
+      e->type = UINT;
+      e->u = v;
+    }
   }
   void add_double(std::string_view key, double v) noexcept {
-    if (Entry* e = next(key, false)) { e->type = DOUBLE; e->d = v; }
+    if (Entry* e = next(key, false)) {
+      e->type = DOUBLE;
+      e->d = v;
+    }
   }
   void add_bool(std::string_view key, bool v) noexcept {
-    if (Entry* e = next(key, false)) { e->type = BOOL; e->b = v; }
+    if (Entry* e = next(key, false)) {
+      e->type = BOOL;
+      e->b = v;
+    }
   }
   void add_str(std::string_view key, std::string_view v) noexcept {
-    if (Entry* e = next(key, false, 2 + 6 * v.size())) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+    if (Entry* e = next(key, false, 2 + 6 * v.size())) {
+      e->type = STR;
+      e->s.sp = v.data();
+      e->s.sl = v.size();
+    }
   }
   // Same, for keys given as char arrays (string literals); NUL-terminated like a C string.
-  template <size_t N> __attribute__((always_inline)) void add_int(const char (&key)[N], int64_t v) noexcept {
-    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = INT; e->i = v; }
+  template <size_t N>
+  __attribute__((always_inline)) void add_int(const char (&key)[N], int64_t v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) {
+      e->type = INT;
+      e->i = v;
+    }
   }
-  template <size_t N> __attribute__((always_inline)) void add_uint(const char (&key)[N], uint64_t v) noexcept {
-    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = UINT; e->u = v; }
+  template <size_t N>
+  __attribute__((always_inline)) void add_uint(const char (&key)[N], uint64_t v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) {
+      e->type = UINT;
+      e->u = v;
+    }
   }
-  template <size_t N> __attribute__((always_inline)) void add_double(const char (&key)[N], double v) noexcept {
-    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = DOUBLE; e->d = v; }
+  template <size_t N>
+  __attribute__((always_inline)) void add_double(const char (&key)[N], double v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) {
+      e->type = DOUBLE;
+      e->d = v;
+    }
   }
-  template <size_t N> __attribute__((always_inline)) void add_bool(const char (&key)[N], bool v) noexcept {
-    if (Entry* e = next(lit(key), lit_plain(key))) { e->type = BOOL; e->b = v; }
+  template <size_t N>
+  __attribute__((always_inline)) void add_bool(const char (&key)[N], bool v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key))) {
+      e->type = BOOL;
+      e->b = v;
+    }
   }
-  template <size_t N> __attribute__((always_inline)) void add_str(const char (&key)[N], std::string_view v) noexcept {
-    if (Entry* e = next(lit(key), lit_plain(key), 2 + 6 * v.size())) { e->type = STR; e->s.sp = v.data(); e->s.sl = v.size(); }
+  template <size_t N>
+  __attribute__((always_inline)) void add_str(const char (&key)[N], std::string_view v) noexcept {
+    if (Entry* e = next(lit(key), lit_plain(key), 2 + 6 * v.size())) {
+      e->type = STR;
+      e->s.sp = v.data();
+      e->s.sl = v.size();
+    }
   }
   // A complete `"key":value` pair, already valid JSON (escaped), copied verbatim; the view must
   // stay valid until the log_* call returns. The preload caches `"fname":"<path>"` per fd.
   void add_raw(std::string_view fragment) noexcept {
-    if (Entry* e = next(std::string_view(), true, fragment.size())) { e->type = RAW; e->s.sp = fragment.data(); e->s.sl = fragment.size(); }
+    if (Entry* e = next(std::string_view(), true, fragment.size())) {
+      e->type = RAW;
+      e->s.sp = fragment.data();
+      e->s.sl = fragment.size();
+    }
   }
   // add(key, v): picks the type from v (integers, floating point, bool, strings).
   template <typename K, typename T>
@@ -147,7 +188,10 @@ class ArgList {
   }
   int size() const noexcept { return n_; }
   bool empty() const noexcept { return n_ == 0; }
-  void clear() noexcept { n_ = 0; need_ = 0; }
+  void clear() noexcept {
+    n_ = 0;
+    need_ = 0;
+  }
   // Upper bound of the bytes the entries take in the output (kept up to date by add_*).
   size_t need() const noexcept { return need_; }
   const Entry& operator[](int i) const noexcept { return e_[i]; }
@@ -229,8 +273,8 @@ class DFTRACER_EXPORT Tracer {
   // e.g. the wall clock stepped back, is written as 0), ignored for Phase::Instant. args may be
   // null. plain_name_cat = the caller checked that name and cat need no JSON escaping
   // (json::is_plain, e.g. string literals of the preload), so they are copied as they are.
-  void log_event(Phase phase, std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
-                 const ArgList* args, bool plain_name_cat) noexcept;
+  void log_event(Phase phase, std::string_view name, std::string_view cat, int64_t ts, int64_t dur, const ArgList* args,
+                 bool plain_name_cat) noexcept;
   // Complete event ("ph":"X"): ts and dur in µs. args may be null. File events carry args "fname".
   void log_complete(std::string_view name, std::string_view cat, int64_t ts, int64_t dur, const ArgList* args,
                     bool plain_name_cat = false) noexcept {
@@ -274,8 +318,8 @@ class DFTRACER_EXPORT Tracer {
   bool yield_fd(int fd) noexcept;
 
   // Diagnostics for tests and the Python layer.
-  bool failed() const noexcept;              // output could not be written: tracing stopped
-  int pid() const noexcept;                  // cached getpid() (updated after fork)
+  bool failed() const noexcept;  // output could not be written: tracing stopped
+  int pid() const noexcept;      // cached getpid() (updated after fork)
 
  private:
   Tracer();

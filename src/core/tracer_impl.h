@@ -67,7 +67,7 @@ namespace signals {
 void install() noexcept;  // initialize(): take over the flush signals (once per process)
 // Blocks the flush signals on the calling thread (old: the previous mask, for pthread_sigmask).
 void block_flush_signals(sigset_t* old) noexcept;
-}
+}  // namespace signals
 
 // ------------------------------------------------------------------------------ thread_buffers.cpp
 // One application thread's event buffer. Renamed from "ThreadState": the preload has its own,
@@ -180,7 +180,7 @@ class TracerImpl {
   // Writer wake-up: sem_post is async-signal-safe, so signal handlers can ring it too.
   sem_t wake;
   std::atomic<uint64_t> flush_requested{0}, flush_done{0};  // handler flush requests / served
-  int flush_interval_ms = 500;  // DFTRACER_FLUSH_INTERVAL (0: no timed flush)
+  int flush_interval_ms = 500;                              // DFTRACER_FLUSH_INTERVAL (0: no timed flush)
   // Trace file descriptor: written under file_mu, read lock-free by Tracer::trace_fd() (the
   // preload's close/dup2 wrappers protect it). file_dev/file_ino identify the file it must name.
   std::atomic<int> fd{-1};

@@ -45,8 +45,7 @@ struct Tag {
 
 // Collect the tags of one args dict into *tags; a key seen before is replaced (the upstream
 // binding inserts int, then string, then float args into one map, later ones winning).
-void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tags,
-             std::vector<py::object>* keep) {
+void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tags, std::vector<py::object>* keep) {
   if (!dict || dict.is_none()) return;
   if (!PyDict_Check(dict.ptr())) {
     throw py::type_error(std::string("log_event: ") + what + " must be a dict of key -> (tag_type, value), got " +
@@ -162,8 +161,9 @@ PYBIND11_MODULE(dftracer, m) {
         py::object api = python_api();
         if (!api.is_none()) {
           // Our API's initialize_log: same file naming, makedirs, process_id and lifecycle hooks.
-          api.attr("dftracer").attr("initialize_log")(py::arg("logfile") = log_file, py::arg("data_dir") = data_dirs,
-                                                      py::arg("process_id") = process_id);
+          api.attr("dftracer")
+              .attr("initialize_log")(py::arg("logfile") = log_file, py::arg("data_dir") = data_dirs,
+                                      py::arg("process_id") = process_id);
           return;
         }
         std::string lf, dd;
@@ -178,17 +178,24 @@ PYBIND11_MODULE(dftracer, m) {
       "Start tracing (when DFTRACER_ENABLE is set): log_file is the trace name (None: DFTRACER_LOG_FILE), "
       "data_dirs ':'-separated traced prefixes (None: DFTRACER_DATA_DIR), process_id < 0 means none.");
 
-  m.def("get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
+  m.def(
+      "get_time", []() { return dftracer::now_us(); }, "Wall-clock time in µs since the epoch.");
 
   m.def(
       "get_config", [](const std::string& key) { return config_value(key); }, py::arg("key"),
       "Value of a DFTRACER_* setting as a string ('' for keys the core does not know); "
       "DFTRACER_TIME_METRIC is 'US'.");
 
-  m.def("enter_event", []() { ++t_event_depth; }, "Note entry into a nested event on this thread.");
   m.def(
-      "exit_event", []() { if (t_event_depth > 0) --t_event_depth; }, "Note exit from a nested event.");
-  m.def("event_depth", []() { return t_event_depth; }, "enter_event() calls not yet matched by exit_event().");
+      "enter_event", []() { ++t_event_depth; }, "Note entry into a nested event on this thread.");
+  m.def(
+      "exit_event",
+      []() {
+        if (t_event_depth > 0) --t_event_depth;
+      },
+      "Note exit from a nested event.");
+  m.def(
+      "event_depth", []() { return t_event_depth; }, "enter_event() calls not yet matched by exit_event().");
 
   m.def(
       "log_event",

@@ -87,8 +87,11 @@ inline char* write_special(char* out, const unsigned char** ps, const unsigned c
       case '\b': *out++ = 'b'; break;
       case '\f': *out++ = 'f'; break;
       default:
-        *out++ = 'u'; *out++ = '0'; *out++ = '0';
-        *out++ = kHex[c >> 4]; *out++ = kHex[c & 15];
+        *out++ = 'u';
+        *out++ = '0';
+        *out++ = '0';
+        *out++ = kHex[c >> 4];
+        *out++ = kHex[c & 15];
     }
     *ps = s + 1;
     return out;
@@ -99,7 +102,9 @@ inline char* write_special(char* out, const unsigned char** ps, const unsigned c
     *ps = s + len;
     return out + len;
   }
-  *out++ = '\xEF'; *out++ = '\xBF'; *out++ = '\xBD';  // U+FFFD
+  *out++ = '\xEF';
+  *out++ = '\xBF';
+  *out++ = '\xBD';  // U+FFFD
   *ps = s + 1;
   return out;
 }

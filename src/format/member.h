@@ -30,30 +30,30 @@ inline constexpr unsigned char kGzipId1 = 0x1f;
 inline constexpr unsigned char kGzipId2 = 0x8b;
 inline constexpr unsigned char kMethodDeflate = 8;
 // FLG bits.
-inline constexpr unsigned char kFlagHeaderCrc = 2;   // FHCRC: CRC16 after the optional fields
-inline constexpr unsigned char kFlagExtra = 4;       // FEXTRA: XLEN + subfields
-inline constexpr unsigned char kFlagName = 8;        // FNAME: zero-terminated
-inline constexpr unsigned char kFlagComment = 16;    // FCOMMENT: zero-terminated
-inline constexpr unsigned char kFlagReserved = 0xe0; // must be zero
+inline constexpr unsigned char kFlagHeaderCrc = 2;    // FHCRC: CRC16 after the optional fields
+inline constexpr unsigned char kFlagExtra = 4;        // FEXTRA: XLEN + subfields
+inline constexpr unsigned char kFlagName = 8;         // FNAME: zero-terminated
+inline constexpr unsigned char kFlagComment = 16;     // FCOMMENT: zero-terminated
+inline constexpr unsigned char kFlagReserved = 0xe0;  // must be zero
 inline constexpr unsigned char kOsUnix = 3;
 inline constexpr size_t kFixedHeaderSize = 10;  // ID1 ID2 CM FLG MTIME(4) XFL OS
 inline constexpr size_t kSubfieldHeadSize = 4;  // SI1 SI2 LEN(2)
 
 // ---- our member header (offsets from the member start) ------------------------------------------
-inline constexpr size_t kExtraLenOffset = 10;        // XLEN (u16)
-inline constexpr uint16_t kExtraLen = 20;            // our FEXTRA field: the one 'DF' subfield
-inline constexpr size_t kSubfieldOffset = 12;        // SI1 SI2
+inline constexpr size_t kExtraLenOffset = 10;  // XLEN (u16)
+inline constexpr uint16_t kExtraLen = 20;      // our FEXTRA field: the one 'DF' subfield
+inline constexpr size_t kSubfieldOffset = 12;  // SI1 SI2
 inline constexpr char kSubfieldId1 = 'D';
 inline constexpr char kSubfieldId2 = 'F';
-inline constexpr size_t kSubfieldLenOffset = 14;     // SLEN (u16)
-inline constexpr uint16_t kSubfieldLen = 16;         // four u32 fields
-inline constexpr size_t kMemberSizeOffset = 16;      // u32: whole member, bytes
-inline constexpr size_t kTextSizeOffset = 20;        // u32: uncompressed bytes
-inline constexpr size_t kLineCountOffset = 24;       // u32: '\n' bytes
-inline constexpr size_t kVersionOffset = 28;         // u32
+inline constexpr size_t kSubfieldLenOffset = 14;  // SLEN (u16)
+inline constexpr uint16_t kSubfieldLen = 16;      // four u32 fields
+inline constexpr size_t kMemberSizeOffset = 16;   // u32: whole member, bytes
+inline constexpr size_t kTextSizeOffset = 20;     // u32: uncompressed bytes
+inline constexpr size_t kLineCountOffset = 24;    // u32: '\n' bytes
+inline constexpr size_t kVersionOffset = 28;      // u32
 inline constexpr uint32_t kSubfieldVersion = 1;
-inline constexpr size_t kMemberHeaderSize = 32;      // where the deflate data starts
-inline constexpr size_t kMemberTrailerSize = 8;      // CRC-32, ISIZE
+inline constexpr size_t kMemberHeaderSize = 32;  // where the deflate data starts
+inline constexpr size_t kMemberTrailerSize = 8;  // CRC-32, ISIZE
 // Smallest member size a 'DF' field may claim: fixed header, 2 bytes of deflate, trailer.
 inline constexpr uint32_t kMinMemberSize = kFixedHeaderSize + 2 + kMemberTrailerSize;
 
@@ -85,8 +85,8 @@ struct MemberFields {
 // Writes the kMemberHeaderSize header bytes of one member to out[0..32).
 inline void encode_member_header(unsigned char* out, uint32_t member_size, uint32_t text_size,
                                  uint32_t lines) noexcept {
-  static constexpr unsigned char kFixed[kFixedHeaderSize] = {kGzipId1, kGzipId2, kMethodDeflate, kFlagExtra,
-                                                             0, 0, 0, 0, 0, kOsUnix};  // MTIME 0, XFL 0
+  static constexpr unsigned char kFixed[kFixedHeaderSize] = {kGzipId1, kGzipId2, kMethodDeflate, kFlagExtra, 0, 0, 0,
+                                                             0,        0,        kOsUnix};  // MTIME 0, XFL 0
   std::memcpy(out, kFixed, kFixedHeaderSize);
   store_u16(out + kExtraLenOffset, kExtraLen);
   out[kSubfieldOffset] = static_cast<unsigned char>(kSubfieldId1);

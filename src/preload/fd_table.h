@@ -27,8 +27,8 @@ struct PathRef {
 
 class FdTable {
  public:
-  static constexpr int kChunkBits = 12;               // 4096 fds per chunk
-  static constexpr int kChunks = 1024;                // fds up to 4 Mi
+  static constexpr int kChunkBits = 12;  // 4096 fds per chunk
+  static constexpr int kChunks = 1024;   // fds up to 4 Mi
   static constexpr int64_t kMaxFd = int64_t(kChunks) << kChunkBits;
 
   // Path of fd, or null. Lock-free.

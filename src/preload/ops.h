@@ -23,8 +23,8 @@ inline void forget_fd(int fd) noexcept {
 // Call on an fd: traced when the fd was opened on a traced path.
 // fill(ArgList&, ret) adds the call-specific args after fname and fd.
 template <typename Call, typename Fill>
-inline auto fd_op(bool category, std::string_view cat, std::string_view name, int fd, Call&& call,
-                  Fill&& fill) -> decltype(call()) {
+inline auto fd_op(bool category, std::string_view cat, std::string_view name, int fd, Call&& call, Fill&& fill)
+    -> decltype(call()) {
   PathRef* p = traced_fd(category, fd);
   if (DFT_LIKELY(p == nullptr)) return call();
   int64_t t0 = now_us();
@@ -44,8 +44,7 @@ inline constexpr auto kRetOnly = [](ArgList& a, auto ret) { a.add_int("ret", sta
 
 // Call on a path (relative to dirfd, AT_FDCWD = cwd): traced when the path is traced.
 template <typename Call, typename Fill>
-inline auto path_op(std::string_view name, int dirfd, const char* path, Call&& call, Fill&& fill)
-    -> decltype(call()) {
+inline auto path_op(std::string_view name, int dirfd, const char* path, Call&& call, Fill&& fill) -> decltype(call()) {
   if (DFT_LIKELY(!gate(g_state.posix))) return call();
   char abs[kPathCap];
   int n = 0;

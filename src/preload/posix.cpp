@@ -30,20 +30,18 @@ inline int64_t iov_bytes(const struct iovec* iov, int n) noexcept {
   return s;
 }
 
-inline bool needs_mode(int flags) noexcept {
-  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
-}
+inline bool needs_mode(int flags) noexcept { return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE; }
 
 // open family: flags, the mode when the flags say it is there, ret = the new fd.
 template <typename Call>
-int open_op(std::string_view name, int dirfd, const char* path, int flags, int mode, bool has_mode,
-            Call&& call) {
-  return open_entry(g_state.posix, kCatPosix, name, dirfd, path, call, [](int fd) { return fd; },
-                    [&](ArgList& a, int, int fd) {
-                      a.add_int("flags", flags);
-                      if (has_mode) a.add_int("mode", mode);
-                      a.add_int("ret", fd);
-                    });
+int open_op(std::string_view name, int dirfd, const char* path, int flags, int mode, bool has_mode, Call&& call) {
+  return open_entry(
+      g_state.posix, kCatPosix, name, dirfd, path, call, [](int fd) { return fd; },
+      [&](ArgList& a, int, int fd) {
+        a.add_int("flags", flags);
+        if (has_mode) a.add_int("mode", mode);
+        a.add_int("ret", fd);
+      });
 }
 
 // read/write (and their fortify entry points): bytes asked, bytes moved.
@@ -109,8 +107,7 @@ PathRef* map_find(void* addr, bool remove, int* fd) {
 }
 
 template <typename Call>
-void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, int64_t off,
-              Call&& call) {
+void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, int64_t off, Call&& call) {
   PathRef* p = (flags & MAP_ANONYMOUS) ? nullptr : traced_fd(g_state.posix, fd);
   if (DFT_LIKELY(p == nullptr)) return call();
   int64_t t0 = now_us();
@@ -134,8 +131,7 @@ void* mmap_op(std::string_view name, size_t len, int prot, int flags, int fd, in
 // the mapping. Args: fname, fd, count, what fill adds, ret.
 template <typename Call, typename Fill>
 int mapping_op(std::string_view name, void* addr, size_t len, bool remove, Call&& call, Fill&& fill) {
-  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix) ||
-      (remove && !may_mutate()))
+  if (DFT_LIKELY(g_nmaps.load(std::memory_order_relaxed) == 0) || !gate(g_state.posix) || (remove && !may_mutate()))
     return call();
   int fd = -1;
   PathRef* p;
@@ -252,8 +248,8 @@ int statat_op(std::string_view name, int dirfd, const char* path, int flags, Cal
 
 // Two-path calls (rename, link, symlink): traced when either path is traced.
 template <typename Call>
-int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir, const char* newp,
-                bool old_is_path, Call&& call) {
+int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir, const char* newp, bool old_is_path,
+                Call&& call) {
   if (DFT_LIKELY(!gate(g_state.posix))) return call();
   char a1[kPathCap], a2[kPathCap];
   int n1 = 0, n2 = 0;
@@ -281,32 +277,29 @@ int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir,
 // ============================================================================ open / close
 // Declares `mode` and `has_mode`: the optional third argument of the open family, read only when
 // `flags` say it is there (O_CREAT / O_TMPFILE), as glibc does.
-#define DFT_OPEN_MODE_ARG(flags)      \
-  int mode = 0;                       \
-  bool has_mode = needs_mode(flags);  \
-  if (has_mode) {                     \
-    va_list ap;                       \
-    va_start(ap, flags);              \
-    mode = va_arg(ap, int);           \
-    va_end(ap);                       \
+#define DFT_OPEN_MODE_ARG(flags) \
+  int mode = 0; \
+  bool has_mode = needs_mode(flags); \
+  if (has_mode) { \
+    va_list ap; \
+    va_start(ap, flags); \
+    mode = va_arg(ap, int); \
+    va_end(ap); \
   }
 
 DFT_EXPORT int open(const char* path, int flags, ...) {
   DFT_OPEN_MODE_ARG(flags);
-  return open_op("open", AT_FDCWD, path, flags, mode, has_mode,
-                 [&] { return real_open()(path, flags, mode); });
+  return open_op("open", AT_FDCWD, path, flags, mode, has_mode, [&] { return real_open()(path, flags, mode); });
 }
 
 DFT_EXPORT int open64(const char* path, int flags, ...) {
   DFT_OPEN_MODE_ARG(flags);
-  return open_op("open64", AT_FDCWD, path, flags, mode, has_mode,
-                 [&] { return real_open64()(path, flags, mode); });
+  return open_op("open64", AT_FDCWD, path, flags, mode, has_mode, [&] { return real_open64()(path, flags, mode); });
 }
 
 DFT_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   DFT_OPEN_MODE_ARG(flags);
-  return open_op("openat", dirfd, path, flags, mode, has_mode,
-                 [&] { return real_openat()(dirfd, path, flags, mode); });
+  return open_op("openat", dirfd, path, flags, mode, has_mode, [&] { return real_openat()(dirfd, path, flags, mode); });
 }
 
 DFT_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
@@ -330,18 +323,15 @@ DFT_EXPORT int __open_2(const char* path, int flags) {
 }
 
 DFT_EXPORT int __open64_2(const char* path, int flags) {
-  return open_op("open64", AT_FDCWD, path, flags, 0, false,
-                 [&] { return real___open64_2()(path, flags); });
+  return open_op("open64", AT_FDCWD, path, flags, 0, false, [&] { return real___open64_2()(path, flags); });
 }
 
 DFT_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
-  return open_op("openat", dirfd, path, flags, 0, false,
-                 [&] { return real___openat_2()(dirfd, path, flags); });
+  return open_op("openat", dirfd, path, flags, 0, false, [&] { return real___openat_2()(dirfd, path, flags); });
 }
 
 DFT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
-  return open_op("openat64", dirfd, path, flags, 0, false,
-                 [&] { return real___openat64_2()(dirfd, path, flags); });
+  return open_op("openat64", dirfd, path, flags, 0, false, [&] { return real___openat64_2()(dirfd, path, flags); });
 }
 
 DFT_EXPORT int close(int fd) { return close_op(fd); }
@@ -406,13 +396,12 @@ DFT_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
 }
 
 DFT_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t count, off_t offset, size_t buflen) {
-  return byte_io_at_op("pread", fd, count, offset,
-                  [&] { return real___pread_chk()(fd, buf, count, offset, buflen); });
+  return byte_io_at_op("pread", fd, count, offset, [&] { return real___pread_chk()(fd, buf, count, offset, buflen); });
 }
 
 DFT_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offset, size_t buflen) {
   return byte_io_at_op("pread64", fd, count, offset,
-                  [&] { return real___pread64_chk()(fd, buf, count, offset, buflen); });
+                       [&] { return real___pread64_chk()(fd, buf, count, offset, buflen); });
 }
 
 DFT_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
@@ -420,18 +409,18 @@ DFT_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
 }
 
 DFT_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
-  return byte_io_at_op("pwrite64", fd, count, offset,
-                  [&] { return real_pwrite64()(fd, buf, count, offset); });
+  return byte_io_at_op("pwrite64", fd, count, offset, [&] { return real_pwrite64()(fd, buf, count, offset); });
 }
 
-#define DFT_VEC(fn, ...)                                                                   \
-  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, \
-               [&](ArgList& a, ssize_t ret) {                                              \
-                 a.add_int("count", iov_bytes(iov, iovcnt));                               \
-                 a.add_int("iovcnt", iovcnt);                                              \
-                 DFT_VEC_OFFSET                                                            \
-                 a.add_int("ret", ret);                                                    \
-               })
+#define DFT_VEC(fn, ...) \
+  return fd_op( \
+      g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, \
+      [&](ArgList& a, ssize_t ret) { \
+        a.add_int("count", iov_bytes(iov, iovcnt)); \
+        a.add_int("iovcnt", iovcnt); \
+        DFT_VEC_OFFSET \
+        a.add_int("ret", ret); \
+      })
 
 #define DFT_VEC_OFFSET
 DFT_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) { DFT_VEC(readv, fd, iov, iovcnt); }
@@ -466,70 +455,78 @@ DFT_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off6
 #undef DFT_VEC
 
 DFT_EXPORT off_t lseek(int fd, off_t offset, int whence) noexcept {
-  return fd_op(g_state.posix, kCatPosix, "lseek", fd, [&] { return real_lseek()(fd, offset, whence); },
-               [&](ArgList& a, off_t ret) {
-                 a.add_int("offset", offset);
-                 a.add_int("whence", whence);
-                 a.add_int("ret", ret);
-               });
+  return fd_op(
+      g_state.posix, kCatPosix, "lseek", fd, [&] { return real_lseek()(fd, offset, whence); },
+      [&](ArgList& a, off_t ret) {
+        a.add_int("offset", offset);
+        a.add_int("whence", whence);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) noexcept {
-  return fd_op(g_state.posix, kCatPosix, "lseek64", fd,
-               [&] { return real_lseek64()(fd, offset, whence); },
-               [&](ArgList& a, off64_t ret) {
-                 a.add_int("offset", offset);
-                 a.add_int("whence", whence);
-                 a.add_int("ret", ret);
-               });
+  return fd_op(
+      g_state.posix, kCatPosix, "lseek64", fd, [&] { return real_lseek64()(fd, offset, whence); },
+      [&](ArgList& a, off64_t ret) {
+        a.add_int("offset", offset);
+        a.add_int("whence", whence);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int fsync(int fd) {
-  return fd_op(g_state.posix, kCatPosix, "fsync", fd, [&] { return real_fsync()(fd); }, kRetOnly);
+  return fd_op(
+      g_state.posix, kCatPosix, "fsync", fd, [&] { return real_fsync()(fd); }, kRetOnly);
 }
 
 DFT_EXPORT int fdatasync(int fd) {
-  return fd_op(g_state.posix, kCatPosix, "fdatasync", fd, [&] { return real_fdatasync()(fd); }, kRetOnly);
+  return fd_op(
+      g_state.posix, kCatPosix, "fdatasync", fd, [&] { return real_fdatasync()(fd); }, kRetOnly);
 }
 
 DFT_EXPORT int ftruncate(int fd, off_t length) noexcept {
-  return fd_op(g_state.posix, kCatPosix, "ftruncate", fd, [&] { return real_ftruncate()(fd, length); },
-               [&](ArgList& a, int ret) {
-                 a.add_int("length", length);
-                 a.add_int("ret", ret);
-               });
+  return fd_op(
+      g_state.posix, kCatPosix, "ftruncate", fd, [&] { return real_ftruncate()(fd, length); },
+      [&](ArgList& a, int ret) {
+        a.add_int("length", length);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int ftruncate64(int fd, off64_t length) noexcept {
-  return fd_op(g_state.posix, kCatPosix, "ftruncate64", fd,
-               [&] { return real_ftruncate64()(fd, length); },
-               [&](ArgList& a, int ret) {
-                 a.add_int("length", length);
-                 a.add_int("ret", ret);
-               });
+  return fd_op(
+      g_state.posix, kCatPosix, "ftruncate64", fd, [&] { return real_ftruncate64()(fd, length); },
+      [&](ArgList& a, int ret) {
+        a.add_int("length", length);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int truncate(const char* path, off_t length) noexcept {
-  return path_op("truncate", AT_FDCWD, path, [&] { return real_truncate()(path, length); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("length", length);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "truncate", AT_FDCWD, path, [&] { return real_truncate()(path, length); },
+      [&](ArgList& a, int ret) {
+        a.add_int("length", length);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int truncate64(const char* path, off64_t length) noexcept {
-  return path_op("truncate64", AT_FDCWD, path, [&] { return real_truncate64()(path, length); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("length", length);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "truncate64", AT_FDCWD, path, [&] { return real_truncate64()(path, length); },
+      [&](ArgList& a, int ret) {
+        a.add_int("length", length);
+        a.add_int("ret", ret);
+      });
 }
 
 // ============================================================================ stat family
-#define DFT_PATH_STAT(fn, ...)                                                          \
-  return path_op(#fn, AT_FDCWD, path, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
+#define DFT_PATH_STAT(fn, ...) \
+  return path_op( \
+      #fn, AT_FDCWD, path, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
 #define DFT_FD_STAT(fn, ...) \
-  return fd_op(g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
+  return fd_op( \
+      g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, kRetOnly)
 
 DFT_EXPORT int stat(const char* path, struct stat* st) noexcept { DFT_PATH_STAT(stat, path, st); }
 DFT_EXPORT int stat64(const char* path, struct stat64* st) noexcept { DFT_PATH_STAT(stat64, path, st); }
@@ -537,97 +534,94 @@ DFT_EXPORT int lstat(const char* path, struct stat* st) noexcept { DFT_PATH_STAT
 DFT_EXPORT int lstat64(const char* path, struct stat64* st) noexcept { DFT_PATH_STAT(lstat64, path, st); }
 DFT_EXPORT int fstat(int fd, struct stat* st) noexcept { DFT_FD_STAT(fstat, fd, st); }
 DFT_EXPORT int fstat64(int fd, struct stat64* st) noexcept { DFT_FD_STAT(fstat64, fd, st); }
-DFT_EXPORT int __xstat(int ver, const char* path, struct stat* st) noexcept {
-  DFT_PATH_STAT(__xstat, ver, path, st);
-}
+DFT_EXPORT int __xstat(int ver, const char* path, struct stat* st) noexcept { DFT_PATH_STAT(__xstat, ver, path, st); }
 DFT_EXPORT int __xstat64(int ver, const char* path, struct stat64* st) noexcept {
   DFT_PATH_STAT(__xstat64, ver, path, st);
 }
-DFT_EXPORT int __lxstat(int ver, const char* path, struct stat* st) noexcept {
-  DFT_PATH_STAT(__lxstat, ver, path, st);
-}
+DFT_EXPORT int __lxstat(int ver, const char* path, struct stat* st) noexcept { DFT_PATH_STAT(__lxstat, ver, path, st); }
 DFT_EXPORT int __lxstat64(int ver, const char* path, struct stat64* st) noexcept {
   DFT_PATH_STAT(__lxstat64, ver, path, st);
 }
 DFT_EXPORT int __fxstat(int ver, int fd, struct stat* st) noexcept { DFT_FD_STAT(__fxstat, ver, fd, st); }
-DFT_EXPORT int __fxstat64(int ver, int fd, struct stat64* st) noexcept {
-  DFT_FD_STAT(__fxstat64, ver, fd, st);
-}
+DFT_EXPORT int __fxstat64(int ver, int fd, struct stat64* st) noexcept { DFT_FD_STAT(__fxstat64, ver, fd, st); }
 DFT_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) noexcept {
   return statat_op("fstatat", dirfd, path, flags, [&] { return real_fstatat()(dirfd, path, st, flags); });
 }
 DFT_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) noexcept {
-  return statat_op("fstatat64", dirfd, path, flags,
-                   [&] { return real_fstatat64()(dirfd, path, st, flags); });
+  return statat_op("fstatat64", dirfd, path, flags, [&] { return real_fstatat64()(dirfd, path, st, flags); });
 }
 DFT_EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) noexcept {
-  return statat_op("__fxstatat", dirfd, path, flags,
-                   [&] { return real___fxstatat()(ver, dirfd, path, st, flags); });
+  return statat_op("__fxstatat", dirfd, path, flags, [&] { return real___fxstatat()(ver, dirfd, path, st, flags); });
 }
 DFT_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) noexcept {
   return statat_op("__fxstatat64", dirfd, path, flags,
                    [&] { return real___fxstatat64()(ver, dirfd, path, st, flags); });
 }
 DFT_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* st) noexcept {
-  return statat_op("statx", dirfd, path, flags,
-                   [&] { return real_statx()(dirfd, path, flags, mask, st); });
+  return statat_op("statx", dirfd, path, flags, [&] { return real_statx()(dirfd, path, flags, mask, st); });
 }
 #undef DFT_PATH_STAT
 #undef DFT_FD_STAT
 
 // ============================================================================ metadata calls
 DFT_EXPORT int access(const char* path, int mode) noexcept {
-  return path_op("access", AT_FDCWD, path, [&] { return real_access()(path, mode); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("mode", mode);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "access", AT_FDCWD, path, [&] { return real_access()(path, mode); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) noexcept {
-  return path_op("faccessat", dirfd, path, [&] { return real_faccessat()(dirfd, path, mode, flags); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("mode", mode);
-                   a.add_int("flags", flags);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "faccessat", dirfd, path, [&] { return real_faccessat()(dirfd, path, mode, flags); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("flags", flags);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int mkdir(const char* path, mode_t mode) noexcept {
-  return path_op("mkdir", AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("mode", mode);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "mkdir", AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) noexcept {
-  return path_op("mkdirat", dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("mode", mode);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "mkdirat", dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int rmdir(const char* path) noexcept {
-  return path_op("rmdir", AT_FDCWD, path, [&] { return real_rmdir()(path); }, kRetOnly);
+  return path_op(
+      "rmdir", AT_FDCWD, path, [&] { return real_rmdir()(path); }, kRetOnly);
 }
 
 DFT_EXPORT int unlink(const char* path) noexcept {
-  return path_op("unlink", AT_FDCWD, path, [&] { return real_unlink()(path); }, kRetOnly);
+  return path_op(
+      "unlink", AT_FDCWD, path, [&] { return real_unlink()(path); }, kRetOnly);
 }
 
 DFT_EXPORT int unlinkat(int dirfd, const char* path, int flags) noexcept {
-  return path_op("unlinkat", dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("flags", flags);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "unlinkat", dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
+      [&](ArgList& a, int ret) {
+        a.add_int("flags", flags);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int rename(const char* oldp, const char* newp) noexcept {
-  return two_path_op("rename", AT_FDCWD, oldp, AT_FDCWD, newp, true,
-                     [&] { return real_rename()(oldp, newp); });
+  return two_path_op("rename", AT_FDCWD, oldp, AT_FDCWD, newp, true, [&] { return real_rename()(oldp, newp); });
 }
 
 DFT_EXPORT int renameat(int olddir, const char* oldp, int newdir, const char* newp) noexcept {
@@ -636,8 +630,7 @@ DFT_EXPORT int renameat(int olddir, const char* oldp, int newdir, const char* ne
 }
 
 DFT_EXPORT int link(const char* oldp, const char* newp) noexcept {
-  return two_path_op("link", AT_FDCWD, oldp, AT_FDCWD, newp, true,
-                     [&] { return real_link()(oldp, newp); });
+  return two_path_op("link", AT_FDCWD, oldp, AT_FDCWD, newp, true, [&] { return real_link()(oldp, newp); });
 }
 
 DFT_EXPORT int symlink(const char* target, const char* linkpath) noexcept {
@@ -646,48 +639,53 @@ DFT_EXPORT int symlink(const char* target, const char* linkpath) noexcept {
 }
 
 DFT_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) noexcept {
-  return path_op("readlink", AT_FDCWD, path, [&] { return real_readlink()(path, buf, size); },
-                 [&](ArgList& a, ssize_t ret) {
-                   a.add_uint("count", size);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "readlink", AT_FDCWD, path, [&] { return real_readlink()(path, buf, size); },
+      [&](ArgList& a, ssize_t ret) {
+        a.add_uint("count", size);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t buflen) noexcept {
-  return path_op("readlink", AT_FDCWD, path,
-                 [&] { return real___readlink_chk()(path, buf, size, buflen); },
-                 [&](ArgList& a, ssize_t ret) {
-                   a.add_uint("count", size);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "readlink", AT_FDCWD, path, [&] { return real___readlink_chk()(path, buf, size, buflen); },
+      [&](ArgList& a, ssize_t ret) {
+        a.add_uint("count", size);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int chdir(const char* path) noexcept {
-  int ret = path_op("chdir", AT_FDCWD, path, [&] { return real_chdir()(path); }, kRetOnly);
+  int ret = path_op(
+      "chdir", AT_FDCWD, path, [&] { return real_chdir()(path); }, kRetOnly);
   if (ret == 0 && may_mutate()) invalidate_cwd();
   return ret;
 }
 
 DFT_EXPORT int fchdir(int fd) noexcept {
-  int ret = fd_op(g_state.posix, kCatPosix, "fchdir", fd, [&] { return real_fchdir()(fd); }, kRetOnly);
+  int ret = fd_op(
+      g_state.posix, kCatPosix, "fchdir", fd, [&] { return real_fchdir()(fd); }, kRetOnly);
   if (ret == 0 && may_mutate()) invalidate_cwd();
   return ret;
 }
 
 DFT_EXPORT int chmod(const char* path, mode_t mode) noexcept {
-  return path_op("chmod", AT_FDCWD, path, [&] { return real_chmod()(path, mode); },
-                 [&](ArgList& a, int ret) {
-                   a.add_int("mode", mode);
-                   a.add_int("ret", ret);
-                 });
+  return path_op(
+      "chmod", AT_FDCWD, path, [&] { return real_chmod()(path, mode); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int fchmod(int fd, mode_t mode) noexcept {
-  return fd_op(g_state.posix, kCatPosix, "fchmod", fd, [&] { return real_fchmod()(fd, mode); },
-               [&](ArgList& a, int ret) {
-                 a.add_int("mode", mode);
-                 a.add_int("ret", ret);
-               });
+  return fd_op(
+      g_state.posix, kCatPosix, "fchmod", fd, [&] { return real_fchmod()(fd, mode); },
+      [&](ArgList& a, int ret) {
+        a.add_int("mode", mode);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int fcntl(int fd, int cmd, ...) {
@@ -733,14 +731,15 @@ DFT_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
 // ============================================================================ directories
 DFT_EXPORT DIR* opendir(const char* path) {
   // The fd is registered so that openat(dirfd(d), ...) resolves.
-  return open_entry(g_state.posix, kCatPosix, "opendir", AT_FDCWD, path, [&] { return real_opendir()(path); },
-                    [](DIR* d) { return d != nullptr ? dirfd(d) : -1; },
-                    [](ArgList& a, DIR*, int fd) { a.add_int("ret", fd); });
+  return open_entry(
+      g_state.posix, kCatPosix, "opendir", AT_FDCWD, path, [&] { return real_opendir()(path); },
+      [](DIR* d) { return d != nullptr ? dirfd(d) : -1; }, [](ArgList& a, DIR*, int fd) { a.add_int("ret", fd); });
 }
 
 DFT_EXPORT DIR* fdopendir(int fd) {
-  return fd_op(g_state.posix, kCatPosix, "fdopendir", fd, [&] { return real_fdopendir()(fd); },
-               [&](ArgList& a, DIR* d) { a.add_int("ret", d != nullptr ? 0 : -1); });
+  return fd_op(
+      g_state.posix, kCatPosix, "fdopendir", fd, [&] { return real_fdopendir()(fd); },
+      [&](ArgList& a, DIR* d) { a.add_int("ret", d != nullptr ? 0 : -1); });
 }
 
 DFT_EXPORT int closedir(DIR* d) {
@@ -751,22 +750,22 @@ DFT_EXPORT int closedir(DIR* d) {
 
 // ============================================================================ mmap family
 DFT_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) noexcept {
-  return mmap_op("mmap", len, prot, flags, fd, off,
-                 [&] { return real_mmap()(addr, len, prot, flags, fd, off); });
+  return mmap_op("mmap", len, prot, flags, fd, off, [&] { return real_mmap()(addr, len, prot, flags, fd, off); });
 }
 
 DFT_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) noexcept {
-  return mmap_op("mmap64", len, prot, flags, fd, off,
-                 [&] { return real_mmap64()(addr, len, prot, flags, fd, off); });
+  return mmap_op("mmap64", len, prot, flags, fd, off, [&] { return real_mmap64()(addr, len, prot, flags, fd, off); });
 }
 
 DFT_EXPORT int munmap(void* addr, size_t len) noexcept {
-  return mapping_op("munmap", addr, len, true, [&] { return real_munmap()(addr, len); }, [](ArgList&) {});
+  return mapping_op(
+      "munmap", addr, len, true, [&] { return real_munmap()(addr, len); }, [](ArgList&) {});
 }
 
 DFT_EXPORT int msync(void* addr, size_t len, int flags) {
-  return mapping_op("msync", addr, len, false, [&] { return real_msync()(addr, len, flags); },
-                    [&](ArgList& a) { a.add_int("flags", flags); });
+  return mapping_op(
+      "msync", addr, len, false, [&] { return real_msync()(addr, len, flags); },
+      [&](ArgList& a) { a.add_int("flags", flags); });
 }
 
 // In a fork child only the forking thread exists: a mapping-table lock held by another parent

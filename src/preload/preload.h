@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "../format/json_text.h"
 #include "../core/tracer.h"
+#include "../format/json_text.h"
 #include "fd_table.h"
 #include "real.h"
 
@@ -48,9 +48,9 @@ extern State g_state DFT_HIDDEN;
 // Thread-local state of this library (not the core's per-thread event buffer). initial-exec TLS:
 // the library is loaded at start-up (LD_PRELOAD), so the access is one %fs-relative load.
 struct PreloadTls {
-  int busy;         // >0 while a wrapper of ours is recording (nested calls pass straight through)
-  int vfork_child;  // 1 in the child of our vfork() until it execs or exits (shares parent memory)
-  int64_t vfork_t0; // start of the vfork call (parent side)
+  int busy;          // >0 while a wrapper of ours is recording (nested calls pass straight through)
+  int vfork_child;   // 1 in the child of our vfork() until it execs or exits (shares parent memory)
+  int64_t vfork_t0;  // start of the vfork call (parent side)
 };
 extern thread_local PreloadTls t_preload __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
@@ -120,8 +120,7 @@ inline PathRef* traced_fd(bool category, int fd) noexcept {
 // DFTRACER_INC_METADATA=1 (without metadata an event is name, cat, pid, tid, ts, dur).
 // The caller holds a Recording.
 template <typename Fill>
-inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_t t1,
-                 Fill&& fill) noexcept {
+inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_t t1, Fill&& fill) noexcept {
   // Names and categories are literals of this library: the check folds at compile time.
   bool plain = json::is_plain(name.data(), name.size()) && json::is_plain(cat.data(), cat.size());
   if (g_state.metadata) {

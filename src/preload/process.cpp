@@ -40,15 +40,13 @@ extern char** environ;
 namespace {
 
 constexpr int kMaxKeep = 64;
-const char* g_keep[kMaxKeep];   // "DFTRACER_X=..." entries of the start-up environment
+const char* g_keep[kMaxKeep];  // "DFTRACER_X=..." entries of the start-up environment
 int g_nkeep = 0;
 const char* g_ld_entry = nullptr;  // "LD_PRELOAD=..." to add when the child env has none
 const char* g_lib_path = nullptr;  // absolute path of this library
 constexpr char kLibName[] = "libdftracer_preload.so";
 
-inline bool starts_with(const char* s, const char* p) noexcept {
-  return strncmp(s, p, strlen(p)) == 0;
-}
+inline bool starts_with(const char* s, const char* p) noexcept { return strncmp(s, p, strlen(p)) == 0; }
 
 // Length of the variable name of "NAME=value".
 inline size_t name_len(const char* e) noexcept {
@@ -159,13 +157,13 @@ void record_exit(std::string_view name, int status, bool finalize) noexcept {
 }
 
 // Execute `call(env)` with the fixed environment; all storage on this frame's stack.
-#define DFT_WITH_ENV(envp, call)                                              \
-  do {                                                                        \
-    EnvNeed need_ = env_need(envp);                                           \
+#define DFT_WITH_ENV(envp, call) \
+  do { \
+    EnvNeed need_ = env_need(envp); \
     char** slots_ = static_cast<char**>(alloca(need_.slots * sizeof(char*))); \
-    char* ld_ = static_cast<char*>(alloca(need_.ld_bytes));                   \
-    char* const* env_ = fix_env((envp), slots_, ld_);                         \
-    return call(env_);                                                        \
+    char* ld_ = static_cast<char*>(alloca(need_.ld_bytes)); \
+    char* const* env_ = fix_env((envp), slots_, ld_); \
+    return call(env_); \
   } while (0)
 
 }  // namespace
@@ -196,29 +194,28 @@ DFT_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept 
   DFT_WITH_ENV(envp, [&](char* const* env) { return real_fexecve()(fd, argv, env); });
 }
 
-DFT_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
-                        int flags) noexcept {
+DFT_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) noexcept {
   before_exec("execveat", path);
   DFT_WITH_ENV(envp, [&](char* const* env) { return real_execveat()(dirfd, path, argv, env, flags); });
 }
 
 // execl family: gather the variadic arguments into an argv on the stack.
-#define DFT_COLLECT_ARGV(arg0, argv, extra_envp)                       \
-  size_t argc_ = 1;                                                    \
-  {                                                                    \
-    va_list ap_;                                                       \
-    va_start(ap_, arg0);                                               \
-    while (va_arg(ap_, const char*) != nullptr) ++argc_;               \
-    va_end(ap_);                                                       \
-  }                                                                    \
+#define DFT_COLLECT_ARGV(arg0, argv, extra_envp) \
+  size_t argc_ = 1; \
+  { \
+    va_list ap_; \
+    va_start(ap_, arg0); \
+    while (va_arg(ap_, const char*) != nullptr) ++argc_; \
+    va_end(ap_); \
+  } \
   char** argv = static_cast<char**>(alloca((argc_ + 1) * sizeof(char*))); \
-  argv[0] = const_cast<char*>(arg0);                                   \
-  {                                                                    \
-    va_list ap_;                                                       \
-    va_start(ap_, arg0);                                               \
+  argv[0] = const_cast<char*>(arg0); \
+  { \
+    va_list ap_; \
+    va_start(ap_, arg0); \
     for (size_t i_ = 1; i_ <= argc_; ++i_) argv[i_] = va_arg(ap_, char*); \
-    extra_envp;                                                        \
-    va_end(ap_);                                                       \
+    extra_envp; \
+    va_end(ap_); \
   }
 
 DFT_EXPORT int execl(const char* path, const char* arg0, ...) noexcept {
@@ -243,8 +240,8 @@ DFT_EXPORT int execle(const char* path, const char* arg0, ...) noexcept {
 // ============================================================================ posix_spawn
 template <typename Real>
 static int spawn_op(std::string_view name, Real real, pid_t* pid, const char* path,
-                    const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
-                    char* const argv[], char* const envp[]) {
+                    const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr, char* const argv[],
+                    char* const envp[]) {
   bool rec = may_record() && own_process();
   int64_t t0 = rec ? now_us() : 0;
   int ret;
@@ -302,9 +299,7 @@ DFT_EXPORT pid_t fork() noexcept {
 extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_enter() noexcept {
   t_preload.vfork_t0 = may_record() ? now_us() : 0;
 }
-extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_child() noexcept {
-  t_preload.vfork_child = 1;
-}
+extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_child() noexcept { t_preload.vfork_child = 1; }
 extern "C" __attribute__((visibility("hidden"))) long dftracer_vfork_parent(long pid) noexcept {
   t_preload.vfork_child = 0;  // the child has exec'ed or exited: the memory is ours again
   int64_t t0 = t_preload.vfork_t0;
@@ -401,7 +396,8 @@ DFT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction*
 }
 
 // signal() with its flavour's flags (glibc: BSD semantics = SA_RESTART; System V = one-shot).
-static sighandler_t signal_as(int sig, sighandler_t handler, int flags, sighandler_t (*real)(int, sighandler_t)) noexcept {
+static sighandler_t signal_as(int sig, sighandler_t handler, int flags,
+                              sighandler_t (*real)(int, sighandler_t)) noexcept {
   if (t_preload.vfork_child != 0 || !signals::is_flush_signal(sig)) return real(sig, handler);
   struct sigaction act, old;
   memset(&act, 0, sizeof(act));
@@ -427,7 +423,7 @@ DFT_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
 
 // ============================================================================ start-up
 void dftracer::preload::process_init() noexcept {
-  resolve_all();  // every call of src/format/calls.def
+  resolve_all();                                  // every call of src/format/calls.def
   signals::set_real_sigaction(real_sigaction());  // the core installs its handler with libc's
 
   // This library's absolute path (for LD_PRELOAD of children).

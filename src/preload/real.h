@@ -23,16 +23,16 @@ namespace dftracer::preload {
 // Safe to call concurrently; idempotent.
 void* resolve(const char* name) noexcept __attribute__((visibility("hidden")));
 
-#define DFT_CALL(interface, name, ret, params, bytes)                                  \
-  using name##_fn = ret(*) params;                                                     \
+#define DFT_CALL(interface, name, ret, params, bytes) \
+  using name##_fn = ret(*) params; \
   extern std::atomic<name##_fn> real_##name##_ptr __attribute__((visibility("hidden"))); \
-  inline name##_fn real_##name() noexcept {                                            \
-    name##_fn f = real_##name##_ptr.load(std::memory_order_relaxed);                   \
-    if (__builtin_expect(f == nullptr, 0)) {                                           \
-      f = reinterpret_cast<name##_fn>(resolve(#name));                                 \
-      real_##name##_ptr.store(f, std::memory_order_relaxed);                           \
-    }                                                                                  \
-    return f;                                                                          \
+  inline name##_fn real_##name() noexcept { \
+    name##_fn f = real_##name##_ptr.load(std::memory_order_relaxed); \
+    if (__builtin_expect(f == nullptr, 0)) { \
+      f = reinterpret_cast<name##_fn>(resolve(#name)); \
+      real_##name##_ptr.store(f, std::memory_order_relaxed); \
+    } \
+    return f; \
   }
 #include "../format/calls.def"
 #undef DFT_CALL

@@ -34,23 +34,24 @@ inline auto stream_op(std::string_view name, FILE* fp, Call&& call, Fill&& fill)
 // fopen family: register the stream's fd when the path is traced.
 template <typename Call>
 FILE* fopen_op(std::string_view name, const char* path, const char* mode, Call&& call) {
-  return open_entry(g_state.stdio, kCatStdio, name, AT_FDCWD, path, call,
-                    [](FILE* fp) { return fp != nullptr ? stream_fd(fp) : -1; },
-                    [&](ArgList& a, FILE* fp, int fd) {
-                      a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
-                      a.add_int("fd", fd);
-                      a.add_int("ret", fp != nullptr ? 0 : -1);
-                    });
+  return open_entry(
+      g_state.stdio, kCatStdio, name, AT_FDCWD, path, call, [](FILE* fp) { return fp != nullptr ? stream_fd(fp) : -1; },
+      [&](ArgList& a, FILE* fp, int fd) {
+        a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
+        a.add_int("fd", fd);
+        a.add_int("ret", fp != nullptr ? 0 : -1);
+      });
 }
 
 template <typename Call>
 FILE* freopen_op(std::string_view name, const char* path, const char* mode, FILE* old, Call&& call) {
   // The old stream's fd is closed by libc (or reused when path is null).
   int oldfd = stream_fd(old);
-  if (path == nullptr) return stream_op(name, old, call, [&](ArgList& a, FILE* fp) {
-    a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
-    a.add_int("ret", fp != nullptr ? 0 : -1);
-  });
+  if (path == nullptr)
+    return stream_op(name, old, call, [&](ArgList& a, FILE* fp) {
+      a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
+      a.add_int("ret", fp != nullptr ? 0 : -1);
+    });
   if (oldfd >= 0 && may_mutate() && g_fds.get(oldfd) != nullptr) {
     int e = errno;
     g_fds.clear(oldfd);
@@ -80,11 +81,12 @@ DFT_EXPORT FILE* fopen64(const char* path, const char* mode) {
 }
 
 DFT_EXPORT FILE* fdopen(int fd, const char* mode) noexcept {
-  return fd_op(g_state.stdio, kCatStdio, "fdopen", fd, [&] { return real_fdopen()(fd, mode); },
-               [&](ArgList& a, FILE* fp) {
-                 a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
-                 a.add_int("ret", fp != nullptr ? 0 : -1);
-               });
+  return fd_op(
+      g_state.stdio, kCatStdio, "fdopen", fd, [&] { return real_fdopen()(fd, mode); },
+      [&](ArgList& a, FILE* fp) {
+        a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
+        a.add_int("ret", fp != nullptr ? 0 : -1);
+      });
 }
 
 DFT_EXPORT FILE* freopen(const char* path, const char* mode, FILE* fp) {
@@ -112,44 +114,51 @@ DFT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
 }
 
 DFT_EXPORT int fseek(FILE* fp, long offset, int whence) {
-  return stream_op("fseek", fp, [&] { return real_fseek()(fp, offset, whence); },
-                   [&](ArgList& a, int ret) {
-                     a.add_int("offset", offset);
-                     a.add_int("whence", whence);
-                     a.add_int("ret", ret);
-                   });
+  return stream_op(
+      "fseek", fp, [&] { return real_fseek()(fp, offset, whence); },
+      [&](ArgList& a, int ret) {
+        a.add_int("offset", offset);
+        a.add_int("whence", whence);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int fseeko(FILE* fp, off_t offset, int whence) {
-  return stream_op("fseeko", fp, [&] { return real_fseeko()(fp, offset, whence); },
-                   [&](ArgList& a, int ret) {
-                     a.add_int("offset", offset);
-                     a.add_int("whence", whence);
-                     a.add_int("ret", ret);
-                   });
+  return stream_op(
+      "fseeko", fp, [&] { return real_fseeko()(fp, offset, whence); },
+      [&](ArgList& a, int ret) {
+        a.add_int("offset", offset);
+        a.add_int("whence", whence);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT int fseeko64(FILE* fp, off64_t offset, int whence) {
-  return stream_op("fseeko64", fp, [&] { return real_fseeko64()(fp, offset, whence); },
-                   [&](ArgList& a, int ret) {
-                     a.add_int("offset", offset);
-                     a.add_int("whence", whence);
-                     a.add_int("ret", ret);
-                   });
+  return stream_op(
+      "fseeko64", fp, [&] { return real_fseeko64()(fp, offset, whence); },
+      [&](ArgList& a, int ret) {
+        a.add_int("offset", offset);
+        a.add_int("whence", whence);
+        a.add_int("ret", ret);
+      });
 }
 
 DFT_EXPORT long ftell(FILE* fp) {
-  return stream_op("ftell", fp, [&] { return real_ftell()(fp); }, kRetOnly);
+  return stream_op(
+      "ftell", fp, [&] { return real_ftell()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT off_t ftello(FILE* fp) {
-  return stream_op("ftello", fp, [&] { return real_ftello()(fp); }, kRetOnly);
+  return stream_op(
+      "ftello", fp, [&] { return real_ftello()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT off64_t ftello64(FILE* fp) {
-  return stream_op("ftello64", fp, [&] { return real_ftello64()(fp); }, kRetOnly);
+  return stream_op(
+      "ftello64", fp, [&] { return real_ftello64()(fp); }, kRetOnly);
 }
 
 DFT_EXPORT int fflush(FILE* fp) {
-  return stream_op("fflush", fp, [&] { return real_fflush()(fp); }, kRetOnly);
+  return stream_op(
+      "fflush", fp, [&] { return real_fflush()(fp); }, kRetOnly);
 }

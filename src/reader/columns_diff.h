@@ -26,10 +26,11 @@ inline std::string columns_diff(const EventColumns& a, const EventColumns& b) {
   if (a.unresolved_hashes != b.unresolved_hashes) return "unresolved_hashes";
   if (a.replaced_utf8_lines != b.replaced_utf8_lines) return "replaced_utf8_lines";
   if (a.skipped_examples != b.skipped_examples) return "skipped_examples";
-  const std::pair<const char*, const DictColumn*> dicts[][2] = {
-      {{"name", &a.name}, {"name", &b.name}}, {{"cat", &a.cat}, {"cat", &b.cat}},
-      {{"ph", &a.ph}, {"ph", &b.ph}}, {{"hostname", &a.hostname}, {"hostname", &b.hostname}},
-      {{"fname", &a.fname}, {"fname", &b.fname}}};
+  const std::pair<const char*, const DictColumn*> dicts[][2] = {{{"name", &a.name}, {"name", &b.name}},
+                                                                {{"cat", &a.cat}, {"cat", &b.cat}},
+                                                                {{"ph", &a.ph}, {"ph", &b.ph}},
+                                                                {{"hostname", &a.hostname}, {"hostname", &b.hostname}},
+                                                                {{"fname", &a.fname}, {"fname", &b.fname}}};
   for (auto& d : dicts) {
     std::string w = dict(d[0].first, *d[0].second, *d[1].second, a.rows);
     if (!w.empty()) return w;

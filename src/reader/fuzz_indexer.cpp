@@ -75,7 +75,9 @@ void forge(const std::string& ipath, const uint8_t* tail, size_t n, int64_t file
       const char* key = kMeta[col % 6];
       if (std::strcmp(key, "kind") == 0)
         std::snprintf(sql, sizeof sql, "UPDATE metadata SET value = '%s' WHERE key = 'kind'",
-                      val % 3 == 0 ? "member" : val % 3 == 1 ? "inflate" : "plain");
+                      val % 3 == 0   ? "member"
+                      : val % 3 == 1 ? "inflate"
+                                     : "plain");
       else
         std::snprintf(sql, sizeof sql, "UPDATE metadata SET value = %lld WHERE key = '%s'",
                       static_cast<long long>(pick_value(val, file_size)), key);

@@ -19,8 +19,9 @@ namespace {
 std::string member_text(int m) {
   std::string s = m == 0 ? "[\n" : "";
   for (int i = 0; i < 40 + 13 * m; ++i)
-    s += "{\"id\":" + std::to_string(m * 100 + i) + ",\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":1,\"tid\":1,\"ts\":" +
-         std::to_string(1000 + i) + ",\"dur\":" + std::to_string(i % 9) + ",\"ph\":\"X\"}\n";
+    s += "{\"id\":" + std::to_string(m * 100 + i) +
+         ",\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":1,\"tid\":1,\"ts\":" + std::to_string(1000 + i) +
+         ",\"dur\":" + std::to_string(i % 9) + ",\"ph\":\"X\"}\n";
   return s;
 }
 void put32(std::string& s, size_t at, uint32_t v) {
@@ -53,8 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint32_t v;
     std::memcpy(&v, data + i + 1, 4);
     int n = (m + 1) % 3;
-    uint32_t choices[8] = {uint32_t(mem[m].size() + mem[n].size()), uint32_t(mem[n].size()), uint32_t(text[n].size()),
-                           uint32_t(text[m].size() + 1), uint32_t(text[m].size() - 1), 0u, 1u, 0xFFFFFFF0u};
+    uint32_t choices[8] = {uint32_t(mem[m].size() + mem[n].size()),
+                           uint32_t(mem[n].size()),
+                           uint32_t(text[n].size()),
+                           uint32_t(text[m].size() + 1),
+                           uint32_t(text[m].size() - 1),
+                           0u,
+                           1u,
+                           0xFFFFFFF0u};
     if (v >> 29 == 0) v = choices[v & 7];
     put32(file, base[m] + 16 + size_t(field) * 4, v);
   }

@@ -30,8 +30,9 @@ const char* phase_letter(int64_t code) {
 }
 
 int64_t ArgColumn::length() const {
-  return type == ArgType::Int ? int64_t(ints.size()) : type == ArgType::Float ? int64_t(floats.size())
-                                                                               : int64_t(strings.codes.size());
+  return type == ArgType::Int     ? int64_t(ints.size())
+         : type == ArgType::Float ? int64_t(floats.size())
+                                  : int64_t(strings.codes.size());
 }
 
 // Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
@@ -218,7 +219,8 @@ inline uint32_t eight_digits_value(uint64_t w) {
   w -= 0x3030303030303030ull;
   w = w * 10 + (w >> 8);  // pairs of digits in bytes 0, 2, 4, 6
   w = (((w & 0x000000ff000000ffull) * 0x000f424000000064ull) +
-       (((w >> 16) & 0x000000ff000000ffull) * 0x0000271000000001ull)) >> 32;
+       (((w >> 16) & 0x000000ff000000ffull) * 0x0000271000000001ull)) >>
+      32;
   return uint32_t(w);
 }
 
@@ -278,8 +280,8 @@ struct Lit {
   }
 };
 constexpr Lit kId("{\"id\":"), kNameFirst("{\"name\":\""), kName(",\"name\":\""), kCat(",\"cat\":\""),
-    kPid(",\"pid\":"), kTid(",\"tid\":"), kTs(",\"ts\":"), kDur(",\"dur\":"), kPh(",\"ph\":\""),
-    kArgs(",\"args\":{"), kTrue("true"), kFalse("false"), kNull("null");
+    kPid(",\"pid\":"), kTid(",\"tid\":"), kTs(",\"ts\":"), kDur(",\"dur\":"), kPh(",\"ph\":\""), kArgs(",\"args\":{"),
+    kTrue("true"), kFalse("false"), kNull("null");
 
 // Consumes literal `l` at q: one 16-byte load and masked compares (the input is padded, so 16
 // bytes can be read at any q <= e).
@@ -314,14 +316,25 @@ struct Parser::Impl {
   // the column lookup). `key` views stable storage (`keys` or a literal).
   enum Role : int8_t { kCol = 0, kHost, kHhash, kFname, kFhash, kOffset };
   // Args columns that commit() also reads (index into its `special` array; 0 = none).
-  enum Special : int8_t { kPlain = 0, kRetArg, kSizeArg, kDurSum, kArgDur, kRetSum, kRetMin, kSizeMin, kSizeMax, kNumSpecial };
+  enum Special : int8_t {
+    kPlain = 0,
+    kRetArg,
+    kSizeArg,
+    kDurSum,
+    kArgDur,
+    kRetSum,
+    kRetMin,
+    kSizeMin,
+    kSizeMax,
+    kNumSpecial
+  };
   struct Slot {
     std::string_view key;
     int32_t col = -1;  // args column (kCol)
     Role role = kCol;
     Special special = kPlain;
     bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
-    Key16 k16;  // fast match of short keys
+    Key16 k16;           // fast match of short keys
   };
   std::vector<std::vector<Slot>> shapes;  // by name code
   bool fast_path = true;
@@ -351,8 +364,7 @@ struct Parser::Impl {
   const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
     auto& shape = shapes[size_t(nc)];
-    if (j < shape.size() && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key)))
-      return shape[j];
+    if (j < shape.size() && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key))) return shape[j];
     if (j >= shape.size()) shape.resize(j + 1);
     Slot& sl = shape[j];
     std::string_view k = s.key;
@@ -378,7 +390,8 @@ struct Parser::Impl {
     }
     sl.k16.set(k);
     sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
-                 return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' && c != '\\';
+                 return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' &&
+                        c != '\\';
                });
     if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
     return sl;
@@ -638,8 +651,7 @@ struct Parser::Impl {
             }
           }
           break;
-        default:
-          break;  // other top-level keys (id, ...) are not columns: on-demand skips unread values
+        default: break;  // other top-level keys (id, ...) are not columns: on-demand skips unread values
       }
     }
     // One object per line: anything after its closing brace (e.g. a second '}') is invalid.
@@ -670,14 +682,14 @@ struct Parser::Impl {
   const char* fast_line(const char* p, const char* e, FileContext& ctx, EventColumns& out) {
     const char* q = p;
     auto lit1 = [&](char c) __attribute__((always_inline)) { return q < e && *q == c && (++q, true); };
-    auto str = [&](std::string_view& v) __attribute__((always_inline)) {
+    auto str = [&](std::string_view & v) __attribute__((always_inline)) {
       const char* z = scan_plain(q, e);
       if (!z) return false;
       v = std::string_view(q, size_t(z - q));
       q = z + 1;
       return true;
     };
-    auto num = [&](int64_t& v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
+    auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
     int64_t id, pid, tid, ts, dur;
     std::string_view name, cat, ph;
     if (lit(q, e, kId)) {
@@ -685,9 +697,8 @@ struct Parser::Impl {
     } else if (!lit(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name) || !lit(q, e, kCat) || !str(cat) || !lit(q, e, kPid) || !num(pid) ||
-        !lit(q, e, kTid) || !num(tid) || !lit(q, e, kTs) || !num(ts) || !lit(q, e, kDur) ||
-        !num(dur) || !lit(q, e, kPh) || !str(ph))
+    if (!str(name) || !lit(q, e, kCat) || !str(cat) || !lit(q, e, kPid) || !num(pid) || !lit(q, e, kTid) || !num(tid) ||
+        !lit(q, e, kTs) || !num(ts) || !lit(q, e, kDur) || !num(dur) || !lit(q, e, kPh) || !str(ph))
       return nullptr;
     staged.clear();
     // Args keys repeat per event name: the name's slots (if any) are matched in place.
@@ -774,8 +785,7 @@ struct Parser::Impl {
     ++fast_lines;
     if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
-    else
-      commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
+    else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
     return q;
   }
 
@@ -868,8 +878,8 @@ struct Parser::Impl {
   }
 
   // `nc`: the name's code when already known (fast path), else -1.
-  void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid,
-              int64_t tid, int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
+  void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
+              int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
     int64_t row = out.rows;
     if (nc < 0) nc = out.name.intern(name);
     out.name.codes.push_back(nc);

@@ -48,15 +48,18 @@ TEST(CoreConfig, Defaults) {
 }
 
 TEST(CoreConfig, BooleanSpellings) {
-  for (const char* t : {"1", "true", "TRUE", "yes", "on", " On "}) EXPECT_TRUE(load({{"DFTRACER_ENABLE", t}}).enable) << t;
+  for (const char* t : {"1", "true", "TRUE", "yes", "on", " On "})
+    EXPECT_TRUE(load({{"DFTRACER_ENABLE", t}}).enable) << t;
   for (const char* f : {"0", "false", "no", "off", "OFF"})
     EXPECT_FALSE(load({{"DFTRACER_ENABLE", f}, {"DFTRACER_TRACE_COMPRESSION", f}}).compression) << f;
 }
 
 TEST(CoreConfig, InvalidValueWarnsOnceAndKeepsDefault) {
   std::string err;
-  Config c = load({{"DFTRACER_TRACE_COMPRESSION", "maybe"}, {"DFTRACER_WRITE_BUFFER_SIZE", "12x"},
-                   {"DFTRACER_INIT", "sometimes"}, {"DFTRACER_LOG_LEVEL", "loud"}},
+  Config c = load({{"DFTRACER_TRACE_COMPRESSION", "maybe"},
+                   {"DFTRACER_WRITE_BUFFER_SIZE", "12x"},
+                   {"DFTRACER_INIT", "sometimes"},
+                   {"DFTRACER_LOG_LEVEL", "loud"}},
                   &err);
   EXPECT_TRUE(c.compression);
   EXPECT_EQ(c.write_buffer_size, 4u << 20);

@@ -22,17 +22,20 @@ TEST(EventFormat, CompleteAndInstantAreExplicitPhases) {
   IdsPrefix ids;
   ids.set(42, 43);
   EventFields e{7, Phase::Complete, "read", "POSIX", true, &ids, 1700000000000001, 25, nullptr};
-  EXPECT_EQ(line(e), "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
-                     "\"dur\":25,\"ph\":\"X\"}\n");
+  EXPECT_EQ(line(e),
+            "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
+            "\"dur\":25,\"ph\":\"X\"}\n");
   // A negative duration (the wall clock stepped back) is a complete event of duration 0, never
   // an instant.
   e.dur = -3;
-  EXPECT_EQ(line(e), "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
-                     "\"dur\":0,\"ph\":\"X\"}\n");
+  EXPECT_EQ(line(e),
+            "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
+            "\"dur\":0,\"ph\":\"X\"}\n");
   e.phase = Phase::Instant;
   e.dur = 99;  // ignored
-  EXPECT_EQ(line(e), "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
-                     "\"ph\":\"i\",\"s\":\"t\"}\n");
+  EXPECT_EQ(line(e),
+            "{\"id\":7,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":42,\"tid\":43,\"ts\":1700000000000001,"
+            "\"ph\":\"i\",\"s\":\"t\"}\n");
 }
 
 TEST(EventFormat, ArgsAndEscaping) {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "core_test_util.h"
-#include "gzip_member.h"
 #include "../../src/format/json_text.h"
 #include "../../src/format/member.h"
+#include "core_test_util.h"
+#include "gzip_member.h"
 
 using namespace dftracer;
 
@@ -31,10 +31,13 @@ TEST(CoreJson, EscapesQuotesBackslashAndControls) {
 
 TEST(CoreJson, KeepsValidUtf8AndReplacesInvalid) {
   EXPECT_EQ(esc("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(esc("a\xff" "b"), "a\xef\xbf\xbd" "b");            // stray byte
-  EXPECT_EQ(esc("\xc3"), "\xef\xbf\xbd");                      // truncated sequence
-  EXPECT_EQ(esc("\xc0\x80"), "\xef\xbf\xbd\xef\xbf\xbd");      // overlong NUL
-  EXPECT_EQ(esc("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(esc("a\xff"
+                "b"),
+            "a\xef\xbf\xbd"
+            "b");                                                                          // stray byte
+  EXPECT_EQ(esc("\xc3"), "\xef\xbf\xbd");                                                  // truncated sequence
+  EXPECT_EQ(esc("\xc0\x80"), "\xef\xbf\xbd\xef\xbf\xbd");                                  // overlong NUL
+  EXPECT_EQ(esc("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");                  // surrogate
   EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // > U+10FFFF
 }
 
@@ -47,8 +50,8 @@ TEST(CoreJson, Numbers) {
   EXPECT_EQ(s(json::write_u64(buf, UINT64_MAX)), "18446744073709551615");
   EXPECT_EQ(s(json::write_u64(buf, 1732221123456789ull)), "1732221123456789");
   // Block boundaries of the 8-digit writer.
-  for (uint64_t v : {9ull, 10ull, 99999999ull, 100000000ull, 100000001ull, 1000000000000007ull,
-                     9999999999999999ull, 10000000000000000ull, 10000000000000001ull, 12345678901234567890ull}) {
+  for (uint64_t v : {9ull, 10ull, 99999999ull, 100000000ull, 100000001ull, 1000000000000007ull, 9999999999999999ull,
+                     10000000000000000ull, 10000000000000001ull, 12345678901234567890ull}) {
     EXPECT_EQ(s(json::write_u64(buf, v)), std::to_string(v));
   }
   EXPECT_EQ(s(json::write_double(buf, 2.5)), "2.5");
@@ -91,7 +94,8 @@ TEST(CoreGzip, MemberHeaderAndRoundTrip) {
 // path: empty, no newline, repeated lines of changing lengths, lines longer than the 32 KiB window
 // and the 258-byte match limit, random bytes (all literals), and more than one deflate block.
 TEST(CoreGzip, LineDeflateRoundTrip) {
-  std::vector<std::string> inputs = {"", "x", "x\n", "\n\n\n\n\n", std::string(70000, 'a') + "\n" + std::string(70000, 'a')};
+  std::vector<std::string> inputs = {"", "x", "x\n", "\n\n\n\n\n",
+                                     std::string(70000, 'a') + "\n" + std::string(70000, 'a')};
   std::string lines;
   for (int i = 0; i < 200000; ++i)  // ~ 9 MB: several 64 Ki-token blocks
     lines += "{\"id\":" + std::to_string(i * 7) + ",\"name\":\"" + (i % 3 ? "read" : "pwrite64") +
@@ -135,11 +139,30 @@ static std::string esc_ref(const std::string& in) {
 }
 
 TEST(CoreJson, FastEscapeMatchesScalarOnTrickyInputs) {
-  const std::vector<std::string> specials = {
-      "\"", "\\", "\n", "\t", "\r", "\b", "\f", std::string("\0", 1), "\x01", "\x1f",
-      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",               // valid 2/3/4-byte UTF-8
-      "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\x80", "\xbf", "\xff",   // truncated / stray
-      "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80"};  // overlong, surrogate, > U+10FFFF
+  const std::vector<std::string> specials = {"\"",
+                                             "\\",
+                                             "\n",
+                                             "\t",
+                                             "\r",
+                                             "\b",
+                                             "\f",
+                                             std::string("\0", 1),
+                                             "\x01",
+                                             "\x1f",
+                                             "\xc3\xa9",
+                                             "\xe2\x82\xac",
+                                             "\xf0\x9f\x98\x80",  // valid 2/3/4-byte UTF-8
+                                             "\xc3",
+                                             "\xe2\x82",
+                                             "\xf0\x9f\x98",
+                                             "\x80",
+                                             "\xbf",
+                                             "\xff",  // truncated / stray
+                                             "\xc0\xaf",
+                                             "\xe0\x80\xaf",
+                                             "\xed\xa0\x80",
+                                             "\xf4\x90\x80\x80",
+                                             "\xf5\x80\x80\x80"};  // overlong, surrogate, > U+10FFFF
   int checked = 0;
   for (size_t len = 0; len <= 40; ++len) {
     std::string base(len, 'a');
@@ -185,32 +208,37 @@ TEST(CoreJson, FastEscapeMatchesScalarOnAllBytePairs) {
 // output below was recorded from the pre-move src/core/json.h (commit 8e61ef2) with write_quoted.
 TEST(FormatJson, TracerBytesUnchangedOnTrickyInputs) {
   const std::vector<std::pair<std::string, std::string>> golden = {
-    {std::string("quote\" back\\slash /solidus", 26),
-     std::string("\"quote\\\" back\\\\slash /solidus\"", 30)},
-    {std::string("nul\x00mid", 7),
-     std::string("\"nul\\u0000mid\"", 14)},
-    {std::string("ctl \x01\x02\x1f\x7f nl\x0a tab\x09 cr\x0d bs\x08 ff\x0c end", 33),
-     std::string("\"ctl \\u0001\\u0002\\u001f\x7f nl\\n tab\\t cr\\r bs\\b ff\\f end\"", 55)},
-    {std::string("utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok", 22),
-     std::string("\"utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok\"", 24)},
-    {std::string("stray \x80\xbf\xff\xfe cont", 15),
-     std::string("\"stray \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd cont\"", 25)},
-    {std::string("trunc \xc3", 7),
-     std::string("\"trunc \xef\xbf\xbd\"", 11)},
-    {std::string("trunc3 \xe2\x82", 9),
-     std::string("\"trunc3 \xef\xbf\xbd\xef\xbf\xbd\"", 15)},
-    {std::string("trunc4 \xf0\x9f\x98", 10),
-     std::string("\"trunc4 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 18)},
-    {std::string("overlong \xc0\xaf \xc1\xbf \xe0\x80\xaf \xf0\x80\x80\xaf", 23),
-     std::string("\"overlong \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 47)},
-    {std::string("lone surrogates \xed\xa0\x80 \xed\xbf\xbf and pair \xed\xa0\xbd\xed\xb8\x80", 39),
-     std::string("\"lone surrogates \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd and pair \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 65)},
-    {std::string("above max \xf4\x90\x80\x80 \xf5\x80\x80\x80 \xf8\x88\x80\x80\x80", 25),
-     std::string("\"above max \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 53)},
-    {std::string("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"bbbbbbbbbbbbb\xe2\x82\xac" "ccccccccccccccccc\xff\x0a", 76),
-     std::string("\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\\"bbbbbbbbbbbbb\xe2\x82\xac" "ccccccccccccccccc\xef\xbf\xbd\\n\"", 82)},
-    {std::string("/path/to/\"weird\\file\"\x01.npz", 26),
-     std::string("\"/path/to/\\\"weird\\\\file\\\"\\u0001.npz\"", 36)},
+      {std::string("quote\" back\\slash /solidus", 26), std::string("\"quote\\\" back\\\\slash /solidus\"", 30)},
+      {std::string("nul\x00mid", 7), std::string("\"nul\\u0000mid\"", 14)},
+      {std::string("ctl \x01\x02\x1f\x7f nl\x0a tab\x09 cr\x0d bs\x08 ff\x0c end", 33),
+       std::string("\"ctl \\u0001\\u0002\\u001f\x7f nl\\n tab\\t cr\\r bs\\b ff\\f end\"", 55)},
+      {std::string("utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok", 22),
+       std::string("\"utf8 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ok\"", 24)},
+      {std::string("stray \x80\xbf\xff\xfe cont", 15),
+       std::string("\"stray \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd cont\"", 25)},
+      {std::string("trunc \xc3", 7), std::string("\"trunc \xef\xbf\xbd\"", 11)},
+      {std::string("trunc3 \xe2\x82", 9), std::string("\"trunc3 \xef\xbf\xbd\xef\xbf\xbd\"", 15)},
+      {std::string("trunc4 \xf0\x9f\x98", 10), std::string("\"trunc4 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", 18)},
+      {std::string("overlong \xc0\xaf \xc1\xbf \xe0\x80\xaf \xf0\x80\x80\xaf", 23),
+       std::string(
+           "\"overlong \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"",
+           47)},
+      {std::string("lone surrogates \xed\xa0\x80 \xed\xbf\xbf and pair \xed\xa0\xbd\xed\xb8\x80", 39),
+       std::string(
+           "\"lone surrogates \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd and pair \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"",
+           65)},
+      {std::string("above max \xf4\x90\x80\x80 \xf5\x80\x80\x80 \xf8\x88\x80\x80\x80", 25),
+       std::string(
+           "\"above max \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"",
+           53)},
+      {std::string("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"bbbbbbbbbbbbb\xe2\x82\xac"
+                   "ccccccccccccccccc\xff\x0a",
+                   76),
+       std::string("\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\\"bbbbbbbbbbbbb\xe2\x82\xac"
+                   "ccccccccccccccccc\xef\xbf\xbd\\n\"",
+                   82)},
+      {std::string("/path/to/\"weird\\file\"\x01.npz", 26),
+       std::string("\"/path/to/\\\"weird\\\\file\\\"\\u0001.npz\"", 36)},
   };
   for (const auto& [in, want] : golden) {
     std::string out(json::max_escaped(in.size()) + 2, '\0');
@@ -250,9 +278,11 @@ TEST(FormatMember, EncodeIsTheDocumentedLayout) {
   using namespace dftracer::format;
   unsigned char h[kMemberHeaderSize];
   encode_member_header(h, 0x01020304u, 0x0a0b0c0du, 7);
-  const unsigned char want[kMemberHeaderSize] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 3, 20, 0, 'D', 'F', 16, 0,
-                                                 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a, 7, 0, 0, 0, 1, 0, 0, 0};
-  EXPECT_EQ(std::string(reinterpret_cast<char*>(h), sizeof h), std::string(reinterpret_cast<const char*>(want), sizeof want));
+  const unsigned char want[kMemberHeaderSize] = {0x1f, 0x8b, 8,   4,  0, 0, 0, 0, 0, 3,    20,
+                                                 0,    'D',  'F', 16, 0, 4, 3, 2, 1, 0x0d, 0x0c,
+                                                 0x0b, 0x0a, 7,   0,  0, 0, 1, 0, 0, 0};
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(h), sizeof h),
+            std::string(reinterpret_cast<const char*>(want), sizeof want));
   MemberHeader p = parse_member_header(h, sizeof h);
   ASSERT_TRUE(p.ok);
   EXPECT_TRUE(p.df);

@@ -84,8 +84,7 @@ TEST(CoreProcess, ForkChildGetsOwnFileParentIntact) {
 
 TEST(CoreProcess, SpawnedChildTracesIntoItsOwnFile) {
   std::string dir = make_tmpdir();
-  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/s"},
-                      {"DFTRACER_TRACE_COMPRESSION", "0"}},
+  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/s"}, {"DFTRACER_TRACE_COMPRESSION", "0"}},
                      [&] {
                        int rank = 3;
                        DFTRACER_CPP_INIT((dir + "/trace-3-of-4.pfw").c_str(), nullptr, &rank);
@@ -233,7 +232,9 @@ TEST(CoreProcess, NoEventsNoFile) {
 TEST(CoreProcess, ExplicitNameInSpawnedChildUsedAsGiven) {
   std::string dir = make_tmpdir();
   for (int inherited = 0; inherited < 2; ++inherited) {
-    int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_ROOT_PID", "1"}, {"DFTRACER_TRACE_BASE", dir + "/root"},
+    int st = run_child({{"DFTRACER_ENABLE", "1"},
+                        {"DFTRACER_ROOT_PID", "1"},
+                        {"DFTRACER_TRACE_BASE", dir + "/root"},
                         {"DFTRACER_TRACE_COMPRESSION", "0"}},
                        [&] {
                          std::string name = inherited ? dir + "/root.pfw"

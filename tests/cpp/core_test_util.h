@@ -20,14 +20,13 @@ std::string hostname();
 // exit() so atexit handlers run. Returns the raw waitpid status.
 int run_child(const std::map<std::string, std::string>& env, const std::function<void()>& fn);
 // Like run_child but also captures the child's stderr.
-int run_child_capture(const std::map<std::string, std::string>& env, const std::function<void()>& fn,
-                      std::string* err);
+int run_child_capture(const std::map<std::string, std::string>& env, const std::function<void()>& fn, std::string* err);
 
 struct Member {
   uint64_t offset = 0;
   uint32_t csize = 0, usize = 0, lines = 0, version = 0;
-  bool inflated_ok = false;    // raw deflate decoded, CRC and ISIZE match
-  uint32_t real_lines = 0;     // '\n' in the inflated data
+  bool inflated_ok = false;  // raw deflate decoded, CRC and ISIZE match
+  uint32_t real_lines = 0;   // '\n' in the inflated data
   std::string data;
 };
 // Walks the 'D''F' member headers. *tail_bytes = bytes after the last complete member.

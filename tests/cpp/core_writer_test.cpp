@@ -39,18 +39,17 @@ void work(int i) {
 
 TEST(CoreWriter, TenThousandEventsFromFourThreads) {
   std::string dir = make_tmpdir();
-  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/app"},
-                      {"DFTRACER_WRITE_BUFFER_SIZE", "16K"}},
-                     [] {
-                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                       std::vector<std::thread> ts;
-                       for (int t = 0; t < 4; ++t)
-                         ts.emplace_back([t] {
-                           for (int i = 0; i < 2500; ++i) work(t * 2500 + i);
-                         });
-                       for (auto& th : ts) th.join();
-                       DFTRACER_CPP_FINI();
-                     });
+  int st = run_child(
+      {{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/app"}, {"DFTRACER_WRITE_BUFFER_SIZE", "16K"}}, [] {
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        std::vector<std::thread> ts;
+        for (int t = 0; t < 4; ++t)
+          ts.emplace_back([t] {
+            for (int i = 0; i < 2500; ++i) work(t * 2500 + i);
+          });
+        for (auto& th : ts) th.join();
+        DFTRACER_CPP_FINI();
+      });
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   auto files = list_dir(dir);
   ASSERT_EQ(files.size(), 1u);
@@ -107,23 +106,22 @@ TEST(CoreWriter, TenThousandEventsFromFourThreads) {
 TEST(CoreWriter, EscapingEndToEndAndPlainFile) {
   std::string dir = make_tmpdir();
   const std::string nasty = std::string("q\"b\\s/n\nt\tz") + std::string(1, '\0') + "bad\xff\xc3" + "end";
-  int st = run_child({{"DFTRACER_ENABLE", "yes"}, {"DFTRACER_LOG_FILE", dir + "/p"},
-                      {"DFTRACER_TRACE_COMPRESSION", "0"}},
-                     [&] {
-                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                       dftracer::ArgList a;
-                       a.add_str("fname", nasty);
-                       a.add_int("neg", -5);
-                       a.add_double("d", 0.25);
-                       a.add_bool("b", false);
-                       a.add_uint("u", 18446744073709551615ull);
-                       dftracer::Tracer::instance()->log_complete(nasty, "c\"at", 10, 3, &a);
-                       dftracer::Tracer::instance()->log_metadata(nasty, nasty);
-                       DFTRACER_CPP_INSTANT_ARGS(tick, "k", 1, "s", "v");
-                       DFTRACER_CPP_INSTANT(tock);
-                       DFTRACER_CPP_METADATA(meta, "key", "value");
-                       DFTRACER_CPP_FINI();
-                     });
+  int st = run_child(
+      {{"DFTRACER_ENABLE", "yes"}, {"DFTRACER_LOG_FILE", dir + "/p"}, {"DFTRACER_TRACE_COMPRESSION", "0"}}, [&] {
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        dftracer::ArgList a;
+        a.add_str("fname", nasty);
+        a.add_int("neg", -5);
+        a.add_double("d", 0.25);
+        a.add_bool("b", false);
+        a.add_uint("u", 18446744073709551615ull);
+        dftracer::Tracer::instance()->log_complete(nasty, "c\"at", 10, 3, &a);
+        dftracer::Tracer::instance()->log_metadata(nasty, nasty);
+        DFTRACER_CPP_INSTANT_ARGS(tick, "k", 1, "s", "v");
+        DFTRACER_CPP_INSTANT(tock);
+        DFTRACER_CPP_METADATA(meta, "key", "value");
+        DFTRACER_CPP_FINI();
+      });
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   auto files = list_dir(dir);
   ASSERT_EQ(files.size(), 1u);
@@ -133,7 +131,8 @@ TEST(CoreWriter, EscapingEndToEndAndPlainFile) {
   int bad = -1;
   auto ev = parse_trace(text, &bad);
   EXPECT_EQ(bad, 0);
-  const std::string expected = std::string("q\"b\\s/n\nt\tz") + std::string(1, '\0') + "bad\xef\xbf\xbd\xef\xbf\xbd" + "end";
+  const std::string expected = std::string("q\"b\\s/n\nt\tz") + std::string(1, '\0') + "bad\xef\xbf\xbd\xef\xbf\xbd" +
+                               "end";
   auto x = of_ph(ev, "X");
   ASSERT_EQ(x.size(), 1u);
   EXPECT_EQ(x[0].name, expected);
@@ -183,15 +182,16 @@ TEST(CoreWriter, DisabledModeCreatesNoFile) {
 
 TEST(CoreWriter, UnwritableDirectoryWarnsOnceAndAppContinues) {
   std::string err;
-  int st = run_child_capture({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", "/dev/null/sub/trace"}},
-                             [] {
-                               DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                               for (int i = 0; i < 1000; ++i) work(i);
-                               DFTRACER_CPP_FINI();
-                               std::fprintf(stderr, "app-finished\n");
-                               exit(7);
-                             },
-                             &err);
+  int st = run_child_capture(
+      {{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", "/dev/null/sub/trace"}},
+      [] {
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        for (int i = 0; i < 1000; ++i) work(i);
+        DFTRACER_CPP_FINI();
+        std::fprintf(stderr, "app-finished\n");
+        exit(7);
+      },
+      &err);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 7);
   EXPECT_EQ(count_sub(err, "dftracer: warning"), 1) << err;
@@ -202,18 +202,18 @@ TEST(CoreWriter, WriteFailureMidRunKeepsValidMembers) {
   // RLIMIT_FSIZE makes write() fail with EFBIG after ~40 KB, like a full disk.
   std::string dir = make_tmpdir();
   std::string err;
-  int st = run_child_capture({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/full"},
-                              {"DFTRACER_WRITE_BUFFER_SIZE", "8K"}},
-                             [] {
-                               signal(SIGXFSZ, SIG_IGN);
-                               struct rlimit rl = {40000, 40000};
-                               setrlimit(RLIMIT_FSIZE, &rl);
-                               DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                               for (int i = 0; i < 20000; ++i) work(i);
-                               DFTRACER_CPP_FINI();
-                               exit(dftracer::Tracer::instance()->failed() ? 5 : 6);
-                             },
-                             &err);
+  int st = run_child_capture(
+      {{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/full"}, {"DFTRACER_WRITE_BUFFER_SIZE", "8K"}},
+      [] {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {40000, 40000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        for (int i = 0; i < 20000; ++i) work(i);
+        DFTRACER_CPP_FINI();
+        exit(dftracer::Tracer::instance()->failed() ? 5 : 6);
+      },
+      &err);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 5);
   EXPECT_EQ(count_sub(err, "dftracer: warning"), 1) << err;
@@ -289,18 +289,17 @@ TEST(CoreWriter, ExplicitNameHybridRenameAndNoClobber) {
 TEST(CoreWriter, EventLargerThanTheBuffers) {
   std::string dir = make_tmpdir();
   const std::string big(300000, 'x');  // 300 KB arg with 1 KiB write buffers
-  int st = run_child({{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/big"},
-                      {"DFTRACER_WRITE_BUFFER_SIZE", "1K"}},
-                     [&] {
-                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                       for (int i = 0; i < 50; ++i) work(i);
-                       {
-                         DFTRACER_CPP_REGION(huge);
-                         DFTRACER_CPP_REGION_UPDATE(huge, "blob", big);
-                       }
-                       for (int i = 0; i < 50; ++i) work(i);
-                       DFTRACER_CPP_FINI();
-                     });
+  int st = run_child(
+      {{"DFTRACER_ENABLE", "1"}, {"DFTRACER_LOG_FILE", dir + "/big"}, {"DFTRACER_WRITE_BUFFER_SIZE", "1K"}}, [&] {
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        for (int i = 0; i < 50; ++i) work(i);
+        {
+          DFTRACER_CPP_REGION(huge);
+          DFTRACER_CPP_REGION_UPDATE(huge, "blob", big);
+        }
+        for (int i = 0; i < 50; ++i) work(i);
+        DFTRACER_CPP_FINI();
+      });
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   auto files = list_dir(dir);
   ASSERT_EQ(files.size(), 1u);
@@ -359,25 +358,24 @@ TEST(CoreWriter, BoundSignalChainsToTheApplicationHandler) {
 // pre-escaped fragments give the exact args bytes.
 TEST(CoreWriter, LiteralKeysAndRawFragmentsExactBytes) {
   std::string dir = make_tmpdir();
-  int st = run_child({{"DFTRACER_ENABLE", "yes"}, {"DFTRACER_LOG_FILE", dir + "/p"},
-                      {"DFTRACER_TRACE_COMPRESSION", "0"}},
-                     [&] {
-                       DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
-                       dftracer::ArgList a;
-                       a.add_raw("\"fname\":\"/d/x\\\"y\"");
-                       a.add_int("fd", 7);
-                       a.add_uint("count", 1234567890123ull);
-                       a.add_str("k\"q\xff", "v");         // literal that needs escaping
-                       std::string rk = "r\\k";
-                       a.add_int(rk, -1);                   // runtime key
-                       a.add("offset", int64_t(0));
-                       a.add_bool("b", true);
-                       dftracer::Tracer::instance()->log_complete("read", "POSIX", 1795297461386105, 0, &a);
-                       a.clear();
-                       a.add_raw("\"only\":1");
-                       dftracer::Tracer::instance()->log_complete("x", "y", 99, 100000000, &a);
-                       DFTRACER_CPP_FINI();
-                     });
+  int st = run_child(
+      {{"DFTRACER_ENABLE", "yes"}, {"DFTRACER_LOG_FILE", dir + "/p"}, {"DFTRACER_TRACE_COMPRESSION", "0"}}, [&] {
+        DFTRACER_CPP_INIT(nullptr, nullptr, nullptr);
+        dftracer::ArgList a;
+        a.add_raw("\"fname\":\"/d/x\\\"y\"");
+        a.add_int("fd", 7);
+        a.add_uint("count", 1234567890123ull);
+        a.add_str("k\"q\xff", "v");  // literal that needs escaping
+        std::string rk = "r\\k";
+        a.add_int(rk, -1);  // runtime key
+        a.add("offset", int64_t(0));
+        a.add_bool("b", true);
+        dftracer::Tracer::instance()->log_complete("read", "POSIX", 1795297461386105, 0, &a);
+        a.clear();
+        a.add_raw("\"only\":1");
+        dftracer::Tracer::instance()->log_complete("x", "y", 99, 100000000, &a);
+        DFTRACER_CPP_FINI();
+      });
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   auto files = list_dir(dir);
   ASSERT_EQ(files.size(), 1u);

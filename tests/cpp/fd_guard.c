@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
 #endif
   int dfd = open(data, O_RDONLY);
   if (dfd < 0) die("open data");
-  if (strcmp(mode, "stdout") == 0) close(1);  /* before the tracer opens its file */
+  if (strcmp(mode, "stdout") == 0) close(1); /* before the tracer opens its file */
   read_blocks(dfd, n);
   int trace_fd = wait_trace_fd();
   fprintf(stderr, "fd_guard: trace fd %d cloexec %d\n", trace_fd, (fcntl(trace_fd, F_GETFD) & FD_CLOEXEC) != 0);
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     int r = mode[3] == '2' ? dup2(own, trace_fd) : dup3(own, trace_fd, O_CLOEXEC);
     if (r != trace_fd) die("dup onto the trace fd number");
     if (close(own) != 0) die("close");
-    fa = trace_fd;  /* a.bin is written through the number the tracer had */
+    fa = trace_fd; /* a.bin is written through the number the tracer had */
   } else if (strcmp(mode, "stdout") == 0) {
     int fd = open_out(out, "out.log");
     if (fd != 1) fprintf(stderr, "fd_guard: out.log got fd %d, not 1\n", fd);
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   write_blocks(fa, 'a', n);
   write_blocks(fb, 'A', n);
   if (close(fa) != 0 || close(fb) != 0) die("close out");
-  close(dfd);  /* EBADF where MODE closed it already */
+  close(dfd); /* EBADF where MODE closed it already */
   if ((dfd = open(data, O_RDONLY)) < 0) die("open data");
   read_blocks(dfd, n);
   if (close(dfd) != 0) die("close data");

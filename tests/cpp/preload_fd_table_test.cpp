@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "fd_table.h"
 #include "../../src/format/json_text.h"
+#include "fd_table.h"
 
 using dftracer::preload::FdTable;
 using dftracer::preload::PathRef;

@@ -75,8 +75,8 @@ static int mode_fdtable(char** a) {
   int d5 = fcntl(fd, F_DUPFD_CLOEXEC, 60);
   close(fd);
   /* Each of these reads is on the traced file. */
-  if (pread(d1, b, 1, 0) != 1 || pread(d2, b, 1, 1) != 1 || pread(d3, b, 1, 2) != 1 ||
-      pread(d4, b, 1, 3) != 1 || pread(d5, b, 1, 4) != 1)
+  if (pread(d1, b, 1, 0) != 1 || pread(d2, b, 1, 1) != 1 || pread(d3, b, 1, 2) != 1 || pread(d4, b, 1, 3) != 1 ||
+      pread(d5, b, 1, 4) != 1)
     die("pread dup");
   close(d1);
   close(d2);

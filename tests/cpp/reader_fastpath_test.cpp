@@ -50,11 +50,13 @@ int64_t expect_same(const std::string& text) {
   return f.fast_lines;
 }
 
-const char* kPrefix = R"({"id":7,"name":"read","cat":"POSIX","pid":10,"tid":11,"ts":1700000000000123,"dur":45,"ph":"X","args":{)";
+const char* kPrefix =
+    R"({"id":7,"name":"read","cat":"POSIX","pid":10,"tid":11,"ts":1700000000000123,"dur":45,"ph":"X","args":{)";
 
 // Lines in the fast layout (each must take the fast path).
 const std::vector<std::string> kFast = {
-    std::string(kPrefix) + R"("hostname":"node00","fname":"/p/a.npz","fd":4,"count":65536,"ret":65536,"offset":0,"epoch":0}})",
+    std::string(kPrefix) +
+        R"("hostname":"node00","fname":"/p/a.npz","fd":4,"count":65536,"ret":65536,"offset":0,"epoch":0}})",
     R"({"id":8,"name":"fread","cat":"STDIO","pid":10,"tid":11,"ts":1700000000000200,"dur":3,"ph":"X","args":{"hostname":"node00","fname":"/p/a.npz","size":4096,"count":16,"ret":16}})",
     R"({"name":"compute","cat":"compute","pid":-1,"tid":0,"ts":0,"dur":999999999999999999,"ph":"X","args":{"flops":5.25e8,"x":-0.0,"y":1E-3,"z":0.1,"w":123456789012.5}})",
     R"({"id":9,"name":"app","cat":"app","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X"})",
@@ -64,7 +66,9 @@ const std::vector<std::string> kFast = {
     R"({"id":13,"name":"FH","cat":"dftracer","pid":1,"tid":1,"ts":5,"dur":0,"ph":"M","args":{"name":"/p/b","value":77}})",
     R"({"id":14,"name":"read","cat":"POSIX","pid":1,"tid":1,"ts":6,"dur":1,"ph":"X","args":{"fhash":77,"ret":-1}})",
     R"({"id":15,"name":"start","cat":"dftracer","pid":1,"tid":1,"ts":1,"dur":2,"ph":"X","args":{"v":1}})",
-    R"({"id":16,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1.5,"b":"s","c":123456789012345678,"d":"~)" "\x7f" R"("}})",
+    R"({"id":16,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"a":1.5,"b":"s","c":123456789012345678,"d":"~)"
+    "\x7f"
+    R"("}})",
 };
 
 // Lines the fast path must hand to simdjson (escapes, unicode, other layouts, unusual numbers).
@@ -179,10 +183,9 @@ TEST(ReaderFastPath, LongFloatsExact) {
 
 TEST(ReaderFastPath, TypePromotionAcrossPaths) {
   // one args key seen as int (fast), float (fast), escaped string (slow), then int again (fast)
-  std::vector<std::string> v = {
-      std::string(kPrefix) + R"("k":1}})", std::string(kPrefix) + R"("k":2.5}})",
-      std::string(kPrefix) + R"("k":"a\"b"}})", std::string(kPrefix) + R"("k":3,"m":null}})",
-      std::string(kPrefix) + R"("m":"7"}})"};
+  std::vector<std::string> v = {std::string(kPrefix) + R"("k":1}})", std::string(kPrefix) + R"("k":2.5}})",
+                                std::string(kPrefix) + R"("k":"a\"b"}})", std::string(kPrefix) + R"("k":3,"m":null}})",
+                                std::string(kPrefix) + R"("m":"7"}})"};
   EXPECT_EQ(expect_same(join(v)), 4);
 }
 

@@ -214,7 +214,7 @@ TEST(ReaderIndex, TruncatedFinalMember) {
   std::string p = d + "/cut.pfw.gz";
   std::string m0 = df_member(fixed_lines(0, 10, 32));
   std::string body = fixed_lines(10, 20, 32);  // 640 bytes
-  std::string m1 = df_member(body, 0);           // stored: 32 header + 5 block header + data + 8
+  std::string m1 = df_member(body, 0);         // stored: 32 header + 5 block header + data + 8
   // Cut after 32 + 5 + 100 bytes: 3 whole lines (96 bytes) of the second member survive.
   write_file(p, m0 + m1.substr(0, 32 + 5 + 100));
   IndexInfo idx = build_index(p, d, true);

@@ -39,11 +39,16 @@ TEST(ReaderParse, HashedV1Trace) {
   FileContext ctx;
   EventColumns e = parse(
       "[\n"
-      R"({"id":1,"name":"HH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"corona173","value":5692}})" "\n"
-      R"({"id":2,"name":"FH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"/p/a.dat","value":33084}})" "\n"
-      R"({"id":3,"name":"read","cat":"POSIX","pid":7,"tid":8,"ts":1000,"dur":25,"ph":"X","args":{"hhash":5692,"fhash":33084,"ret":4096,"offset":8192,"level":1}})" "\n"
-      R"({"id":4,"name":"fread","cat":"STDIO","pid":7,"tid":8,"ts":1100,"dur":5,"ph":"X","args":{"hhash":5692,"fhash":999,"size":512,"ret":3}})" "\n"
-      R"({"id":5,"name":"start","cat":"dftracer","pid":7,"tid":7,"ts":900,"ph":"i","args":{"name":"x","value":1}})" "\n",
+      R"({"id":1,"name":"HH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"corona173","value":5692}})"
+      "\n"
+      R"({"id":2,"name":"FH","cat":"dftracer","pid":7,"tid":7,"ph":"M","args":{"name":"/p/a.dat","value":33084}})"
+      "\n"
+      R"({"id":3,"name":"read","cat":"POSIX","pid":7,"tid":8,"ts":1000,"dur":25,"ph":"X","args":{"hhash":5692,"fhash":33084,"ret":4096,"offset":8192,"level":1}})"
+      "\n"
+      R"({"id":4,"name":"fread","cat":"STDIO","pid":7,"tid":8,"ts":1100,"dur":5,"ph":"X","args":{"hhash":5692,"fhash":999,"size":512,"ret":3}})"
+      "\n"
+      R"({"id":5,"name":"start","cat":"dftracer","pid":7,"tid":7,"ts":900,"ph":"i","args":{"name":"x","value":1}})"
+      "\n",
       ctx);
   ASSERT_EQ(e.rows, 2);
   EXPECT_EQ(e.metadata.size(), 3u);
@@ -89,11 +94,15 @@ TEST(ReaderParse, LegacyStringNumbersAndTypes) {
   FileContext ctx;
   EventColumns e = parse(
       "[\n"
-      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"500","dur":"7","ph":"X","args":{"hostname":"h1","fname":"/f\u0041","ret":"64","mode":"w","ratio":0.5}},)" "\n"
-      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"510","dur":"1","ph":"X","args":{"hostname":"h1","fname":"/f","ret":"-1","mode":3,"ratio":2,"ok":true}},)" "\n"
-      R"( {"name":"bad","ts":"nope"})" "\n"
+      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"500","dur":"7","ph":"X","args":{"hostname":"h1","fname":"/f\u0041","ret":"64","mode":"w","ratio":0.5}},)"
+      "\n"
+      R"( {"name":"write","cat":"POSIX","pid":"12","tid":"13","ts":"510","dur":"1","ph":"X","args":{"hostname":"h1","fname":"/f","ret":"-1","mode":3,"ratio":2,"ok":true}},)"
+      "\n"
+      R"( {"name":"bad","ts":"nope"})"
+      "\n"
       "not json\n"
-      R"({"name":"v2","cat":"app","pid":1,"tid":1,"ts":1,"dur":2,"ph":1})" "\n",
+      R"({"name":"v2","cat":"app","pid":1,"tid":1,"ts":1,"dur":2,"ph":1})"
+      "\n",
       ctx);
   ASSERT_EQ(e.rows, 3);
   EXPECT_EQ(e.skipped_lines, 2);
@@ -139,8 +148,10 @@ TEST(ReaderParse, InvalidUtf8Replaced) {
 
 TEST(ReaderParse, LongAndEscapedArgKeys) {
   FileContext ctx;
-  std::string line1 = R"({"name":"op","cat":"c","ts":1,"dur":1,"args":{"a_very_long_key_name_here":5,"k\u0065y":1,"sh":2}})";
-  std::string line2 = R"({"name":"op","cat":"c","ts":2,"dur":1,"args":{"a_very_long_key_name_here":6,"k\u0065y":3,"sh":4}})";
+  std::string line1 =
+      R"({"name":"op","cat":"c","ts":1,"dur":1,"args":{"a_very_long_key_name_here":5,"k\u0065y":1,"sh":2}})";
+  std::string line2 =
+      R"({"name":"op","cat":"c","ts":2,"dur":1,"args":{"a_very_long_key_name_here":6,"k\u0065y":3,"sh":4}})";
   EventColumns e = parse(line1 + "\n" + line2 + "\n", ctx);
   ASSERT_EQ(e.rows, 2);
   const ArgColumn* lk = arg(e, "a_very_long_key_name_here");
