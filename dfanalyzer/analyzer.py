@@ -30,6 +30,7 @@ the parse work of a cold run.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
@@ -55,6 +56,19 @@ __all__ = [
 
 _CORE = _schema.CORE_KINDS
 _INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
+
+
+@contextlib.contextmanager
+def _progress_bar(what: str, total: int):
+    """A transient rich progress bar on stderr (stdout carries the panel or the --json output);
+    yields the function that advances it by one."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda: bar.advance(task)
 
 
 # ----------------------------------------------------------------------------- file patterns
@@ -664,21 +678,9 @@ class DFAnalyzer:
         if not self.progress or not futures:
             wait(futures)
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        # On stderr: stdout carries the panel or the --json output.
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            transient=True,
-            console=Console(stderr=True),
-        ) as bar:
-            task = bar.add_task(what, total=len(futures))
+        with _progress_bar(what, len(futures)) as advance:
             for _ in as_completed(futures):
-                bar.advance(task)
+                advance()
 
     def _as_completed(self, futures: list, what: str):
         """Yield ``concurrent.futures`` futures as they finish, with the progress bar of
@@ -688,21 +690,10 @@ class DFAnalyzer:
         if not self.progress or not futures:
             yield from as_completed(futures)
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            transient=True,
-            console=Console(stderr=True),
-        ) as bar:
-            task = bar.add_task(what, total=len(futures))
+        with _progress_bar(what, len(futures)) as advance:
             for f in as_completed(futures):
                 yield f
-                bar.advance(task)
+                advance()
 
     def _map(self, fn, items: Sequence, what: str, **kwargs) -> list:
         """``[fn(item, **kwargs) for item in items]`` in parallel: on the cluster when there is
