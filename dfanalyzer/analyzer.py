@@ -42,9 +42,10 @@ import pandas as pd
 
 from . import schema as _schema
 from . import summary as _summary
-from .schema import align_frame, frame_schema, make_meta, union_schema
+from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
+    "CORE_COLUMNS",  # re-exported from .schema (its one definition)
     "DFAnalyzer",
     "plan_batches",
     "plan_file_groups",
