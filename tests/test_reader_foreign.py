@@ -250,13 +250,13 @@ def test_args_never_overwrite_core_columns(tmp_path, fast):
 
 def _preload_byte_calls():
     """{event name: rule} for every call the preload records, read from its source: names given
-    to read_op/pread_op/DFT_VEC move args.ret bytes ("ret"), fread_op ones ret x size ("item");
+    to byte_io_op/byte_io_at_op/DFT_VEC move args.ret bytes ("ret"), item_io_op ones ret x size ("item");
     every other recording helper (open_op, fd_op, stream_op, emit, ...) moves none ("none")."""
     rules = {"byte_io_op": "ret", "byte_io_at_op": "ret", "DFT_VEC": "ret", "item_io_op": "item"}
     names = {}
     for src in ("posix.cpp", "stdio.cpp"):
         text = open(os.path.join(ROOT, "src", "preload", src)).read()
-        for m in re.finditer(r'\b(\w+_op|emit)\((?:[^;"()]*?,\s*)?"(\w+)"', text):
+        for m in re.finditer(r'\b(\w+_op|emit)\(\s*(?:[^;"()]*?,\s*)?"(\w+)"', text):
             names.setdefault(m.group(2), set()).add(rules.get(m.group(1), "none"))
         for m in re.finditer(r"\b(DFT_VEC|DFT_PATH_STAT|DFT_FD_STAT)\((\w+),", text):
             if m.group(2) != "fn":  # the macro's own definition
