@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_load_options(s)
     s.add_argument("--json", action="store_true", help="print the summary as JSON (Summary.to_dict())")
     s.add_argument("--plot", default=None, metavar="DIR", help="also save timeline PNGs (paper Fig. 8) in DIR")
+    s.add_argument(
+        "--local-cluster",
+        action="store_true",
+        help="run the batches on the embedded local Dask cluster (--workers processes) instead of this "
+        "process's threads (the default when no scheduler is given)",
+    )
     add_view_commands(sub)
     _add_insights_parser(sub)
     _add_report_parser(sub)
@@ -235,7 +241,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # a scheduler is reached now; the embedded cluster is not started at all for the summary
     # (streamed in this process's threads), only for --plot, which needs the events held
     client = None
-    if args.scheduler or args.scheduler_file:
+    if args.scheduler or args.scheduler_file or args.local_cluster:
         client, status = _start_cluster(args)
         if client is None:
             return status

@@ -27,5 +27,5 @@ echo "== dfanalyzer summary of the trace just recorded"
 dfanalyzer summary "$OUT/traces/*.pfw.gz" --plot "$OUT/plots"
 
 echo "== dfanalyzer summary of the bundled CM1 traces (DFTracer v1.0.5, 48 processes)"
-dfanalyzer summary "tests/data/dftracer-v1.0.5-cm1/*.pfw.gz"
+dfanalyzer summary "tests/data/dftracer-v1.0.5-cm1/*.pfw.gz" --local-cluster   # on the embedded local Dask cluster
 echo "Plots of the example run: $OUT/plots"

@@ -162,6 +162,19 @@ def test_cli_json_and_plot(traces, cm1, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
+def test_cli_local_cluster_gives_the_same_summary(traces, cm1, tmp_path):
+    """``--local-cluster`` runs the batches on the embedded Dask cluster (worker processes) instead
+    of threads; the JSON is the same, number for number."""
+    r = _run_cli(
+        ["summary", str(traces / "cm1" / "*.pfw.gz"), "--json", "--workers", "2", "--local-cluster"],
+        cwd=str(tmp_path),
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got == cm1.summary(show=False).to_dict()
+    assert got["events"] == 283945 and got["processes"] == 48
+
+
 def test_cli_panel(traces, tmp_path):
     r = _run_cli(["summary", str(traces / "legacy" / "test.pfw.gz"), "--workers", "1"], cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
