@@ -14,7 +14,6 @@ import shutil
 import subprocess
 
 import pandas as pd
-import pytest
 from conftest import ROOT, read_trace
 from test_preload_helpers import preload_lib, trace_files, traced_env
 
@@ -60,8 +59,7 @@ def test_docs_call_table_matches_calls_def():
 
 def test_preload_exports_exactly_calls_def():
     nm = shutil.which("nm")
-    if nm is None:
-        pytest.skip("nm (binutils) not installed")
+    assert nm, "nm (binutils) is required: apt-get install binutils"
     out = subprocess.run([nm, "-D", "--defined-only", preload_lib()], capture_output=True, text=True, check=True).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] in (["T"], ["W"])}
     assert exported == {r[1] for r in calls()}
