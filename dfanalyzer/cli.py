@@ -125,6 +125,27 @@ def _start_cluster(args):
         return None, 1
 
 
+def _analyzer_from_args(patterns, args, client, columns, progress, **extra):
+    """A ``DFAnalyzer`` over ``patterns`` with the shared load options of ``args``
+    (``_add_load_options``); ``columns`` is its ``args=`` (args columns to keep)."""
+    from .analyzer import DFAnalyzer
+
+    return DFAnalyzer(
+        patterns,
+        index_dir=args.index_dir,
+        batch_size_mb=args.batch_size_mb,
+        small_file_mb=args.small_file_mb,
+        io_cats=args.io_cats,
+        compute_cats=args.compute_cats,
+        app_io_cats=args.app_io_cats,
+        args=columns,
+        client=client,
+        progress=progress,
+        query=args.filter,
+        **extra,
+    )
+
+
 def _print_input_problems(err, analyzer, skipped=None) -> None:
     """On stderr: the analyzer's notes (duplicate paths, indexes rebuilt or kept in memory), then
     one line per file with lost or skipped data, in the wording of ``dftracer-index``."""
@@ -147,7 +168,7 @@ def _run_loaded(args, work) -> int:
         return 2
     from rich.console import Console
 
-    from .analyzer import DFAnalyzer, expand_patterns
+    from .analyzer import expand_patterns
     from .insights import load_config
 
     try:
@@ -165,19 +186,8 @@ def _run_loaded(args, work) -> int:
     if client is None:
         return status
     try:
-        analyzer = DFAnalyzer(
-            args.patterns,
-            index_dir=args.index_dir,
-            batch_size_mb=args.batch_size_mb,
-            small_file_mb=args.small_file_mb,
-            io_cats=args.io_cats,
-            compute_cats=args.compute_cats,
-            app_io_cats=args.app_io_cats,
-            args=None if args.command == "report" else INSIGHT_ARGS,
-            client=client,
-            progress=err.is_terminal and not args.no_progress,
-            query=args.filter,
-        )
+        columns = None if args.command == "report" else INSIGHT_ARGS
+        analyzer = _analyzer_from_args(args.patterns, args, client, columns, err.is_terminal and not args.no_progress)
         _print_input_problems(err, analyzer)
         return work(analyzer, err)
     except FileNotFoundError as exc:
@@ -229,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     from rich.console import Console
 
-    from .analyzer import DFAnalyzer, expand_patterns
+    from .analyzer import expand_patterns
 
     try:
         expand_patterns(args.patterns)
@@ -247,20 +257,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return status
     analyzer = None
     try:
-        analyzer = DFAnalyzer(
-            args.patterns,
-            index_dir=args.index_dir,
-            batch_size_mb=args.batch_size_mb,
-            small_file_mb=args.small_file_mb,
-            io_cats=args.io_cats,
-            compute_cats=args.compute_cats,
-            app_io_cats=args.app_io_cats,
-            args=(),  # the summary and the plots use only the core columns
-            client=client,
-            n_workers=args.workers,
-            progress=progress,
-            query=args.filter,
-        )
+        # the summary and the plots use only the core columns (args=())
+        analyzer = _analyzer_from_args(args.patterns, args, client, (), progress, n_workers=args.workers)
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
@@ -493,7 +491,7 @@ def view_main(args) -> int:
     """Run a view command or ``compare``; returns the exit status."""
     from rich.console import Console
 
-    from .analyzer import DFAnalyzer, expand_patterns
+    from .analyzer import expand_patterns
 
     if _check_load_options(args):
         return 2
@@ -522,22 +520,7 @@ def view_main(args) -> int:
         return status
     keep_args = (args.key,) if args.command == "tags" else ()
     try:
-        analyzers = [
-            DFAnalyzer(
-                r,
-                index_dir=args.index_dir,
-                batch_size_mb=args.batch_size_mb,
-                small_file_mb=args.small_file_mb,
-                io_cats=args.io_cats,
-                compute_cats=args.compute_cats,
-                app_io_cats=args.app_io_cats,
-                args=keep_args,
-                client=client,
-                progress=progress,
-                query=args.filter,
-            )
-            for r in runs
-        ]
+        analyzers = [_analyzer_from_args(r, args, client, keep_args, progress) for r in runs]
         status = 0
         if args.command == "compare":
             from .views import compare
