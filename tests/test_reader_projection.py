@@ -156,6 +156,15 @@ def test_events_frame_unchanged_by_projection(tmp_path, monkeypatch, dask_client
             with DFAnalyzer(paths, args=(), client=dask_client) as an:
                 none = an.events.compute()
         frames[mode] = (every, some, none)
+    # a streamed summary skips building empty metadata frames: the same (empty) frame as a load
+    with DFAnalyzer(paths, client=dask_client) as an:
+        an.events
+        loaded = an.metadata
+    with DFAnalyzer(paths) as an:
+        an.summary(show=False)
+        streamed = an.metadata
+    assert len(loaded) == 0 and list(streamed.columns) == list(loaded.columns)
+    assert list(streamed.dtypes) == list(loaded.dtypes) and streamed.equals(loaded)
     for a, b in zip(frames["projected"], frames["full"]):
         assert list(a.columns) == list(b.columns) and list(a.dtypes) == list(b.dtypes)
         assert a.reset_index(drop=True).equals(b.reset_index(drop=True))
