@@ -337,8 +337,8 @@ struct Parser::Impl {
     bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;           // fast match of short keys
   };
-  std::vector<std::vector<Slot>> shapes;  // by name code
-  ArgsProjection projection;               // args columns to build
+  std::vector<std::vector<Slot>> shapes;         // by name code
+  ArgsProjection projection;                     // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   bool fast_path = true;
   int64_t fast_lines = 0;

@@ -54,8 +54,8 @@ int64_t expect_same(const std::string& text) {
                                    [&](const ArgColumn& a) { return !proj.wants(a.key); }),
                     want.args.end());
     for (bool fast : {true, false})
-      EXPECT_EQ(columns_diff(parse(text, fast, proj).cols, want), "") << (fast ? "fast " : "simdjson ")
-                                                                      << text.substr(0, 400);
+      EXPECT_EQ(columns_diff(parse(text, fast, proj).cols, want), "")
+          << (fast ? "fast " : "simdjson ") << text.substr(0, 400);
   }
   EXPECT_EQ(f.ctx.fh, s.ctx.fh);
   EXPECT_EQ(f.ctx.hh, s.ctx.hh);
