@@ -148,14 +148,28 @@ size_t resync(const char* in, size_t p, size_t max, size_t d, size_t* dist) {
   uint32_t head;
   std::memcpy(&head, in + p, 4);
   size_t best = 0;
-  for (size_t q = lo; q < hi; ++q) {
-    if (static_cast<unsigned char>(in[q]) != (head & 0xff)) continue;
+  auto try_at = [&](size_t q) {
     uint32_t h;
     std::memcpy(&h, in + q, 4);
-    if (h != head || q == s) continue;
+    if (h != head || q == s) return;
     size_t l = 4 + match_len(in + p + 4, in + q + 4, max - 4);
     if (l > best) best = l, *dist = p - q;
+  };
+#ifdef __SSE2__
+  if (hi > lo && lo + 32 <= p) {  // the window's first bytes equal to in[p], 32 at a time
+    __m128i c = _mm_set1_epi8(static_cast<char>(head & 0xff));
+    uint32_t m = static_cast<uint32_t>(
+                     _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + lo)), c))) |
+                 static_cast<uint32_t>(_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + lo + 16)), c)))
+                     << 16;
+    if (hi - lo < 32) m &= (1u << (hi - lo)) - 1;
+    for (; m; m &= m - 1) try_at(lo + static_cast<size_t>(__builtin_ctz(m)));
+    return best >= kMinMatch ? best : 0;
   }
+#endif
+  for (size_t q = lo; q < hi; ++q)
+    if (static_cast<unsigned char>(in[q]) == (head & 0xff)) try_at(q);
   return best >= kMinMatch ? best : 0;
 }
 
