@@ -58,10 +58,17 @@ std::string command_line_bytes() {
   return out;
 }
 
+// The executable's path, read once per process image: a forked child (bash forks one per
+// command) has the parent's, so it skips the readlink of /proc/self/exe.
 std::string exec_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  static std::string* cached = nullptr;  // never freed: usable during exit
+  if (cached == nullptr) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return std::string();
+    cached = new std::string(buf, static_cast<size_t>(n));
+  }
+  return *cached;
 }
 
 }  // namespace
