@@ -21,7 +21,7 @@ CPU time per process (user + system of every process and thread of the run, getr
 RUSAGE_CHILDREN), and of the same-repetition ratio traced / untraced (wall).
 
     python benchmarks/bench_process_start.py [--procs 200] [--repeat 7] [--workloads true,io,bash]
-        [--lib PATH] [--compare-lib PATH] [--json results.json] [--delete-between-runs]
+        [--lib PATH] [--compare-lib PATH] [--json results.json] [--log-root DIR] [--delete-between-runs]
 
 --compare-lib adds a second traced setup with another build of the preload library (e.g. the
 library before a change), measured in the same invocation.
@@ -122,6 +122,12 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-lib", default=None, help="another build, measured as setup 'compare'")
     ap.add_argument("--json", default=None, help="write all results here")
     ap.add_argument(
+        "--log-root",
+        default=None,
+        help="make the trace folders under this directory (default: the temporary directory), e.g. a "
+        "tmpfs such as /dev/shm to leave out the file system's cost of creating one file per process",
+    )
+    ap.add_argument(
         "--delete-between-runs",
         action="store_true",
         help="delete each run's trace files before the next run (the first rounds' method); by default "
@@ -139,13 +145,14 @@ def main(argv=None) -> int:
         setups["compare"] = args.compare_lib
     n = args.procs
     work = tempfile.mkdtemp(prefix="bench_process_start_")
+    log_root = tempfile.mkdtemp(prefix="bench_process_start_logs_", dir=args.log_root) if args.log_root else work
     results = []
     try:
         helper = build_helper(work)
         data = os.path.join(work, "data.bin")
         with open(data, "wb") as f:
             f.write(os.urandom(4096))
-        log_dir = os.path.join(work, "logs")
+        log_dir = os.path.join(log_root, "logs")
         print(
             f"{n} processes per run, {args.repeat} repetitions; traced = {args.lib}"
             + (f"; compare = {args.compare_lib}" if args.compare_lib else "")
@@ -163,7 +170,7 @@ def main(argv=None) -> int:
                     if args.delete_between_runs:
                         shutil.rmtree(log_dir, ignore_errors=True)
                     else:
-                        log_dir = os.path.join(work, f"logs-{workload}-{rep}-{name}")
+                        log_dir = os.path.join(log_root, f"logs-{workload}-{rep}-{name}")
                     os.makedirs(log_dir)
                     cmd, env = command(workload, helper, data, n, tracer_env(lib, log_dir) if lib else {})
                     w, c = run_once(cmd, env)
@@ -199,6 +206,8 @@ def main(argv=None) -> int:
                 json.dump(results, f, indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if log_root != work:
+            shutil.rmtree(log_root, ignore_errors=True)
     return 0
 
 
