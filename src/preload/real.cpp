@@ -34,6 +34,10 @@ void resolve_all() noexcept {
   for (const char* name : kEagerNames)
     if (name != nullptr) names[n++] = name;
   next_symbols(reinterpret_cast<const void*>(&resolve_all), names, found, n);
+  // One check against dlsym: the walk follows the load order, dlsym(RTLD_NEXT) the scope of
+  // the object that loaded us; they differ if this library was dlopened instead of preloaded.
+  if (n > 0 && found[0] != nullptr && found[0] != resolve(names[0]))
+    for (size_t i = 0; i < n; ++i) found[i] = nullptr;  // dlsym decides every name
   size_t k = 0;
 #define DFT_CALL(interface, name, ret, params, bytes)                                        \
   if (kEager_##interface) {                                                                  \
