@@ -28,10 +28,10 @@ uint32_t gnu_hash(const char* s) {
 // One loaded object's dynamic symbol table, as the loader sees it.
 struct Object {
   ElfW(Addr) base = 0;
-  const ElfW(Sym)* symtab = nullptr;
+  const ElfW(Sym) * symtab = nullptr;
   const char* strtab = nullptr;
-  const ElfW(Half)* versym = nullptr;  // null: no symbol versions
-  const ElfW(Addr)* bloom = nullptr;
+  const ElfW(Half) * versym = nullptr;  // null: no symbol versions
+  const ElfW(Addr) * bloom = nullptr;
   const uint32_t* buckets = nullptr;
   const uint32_t* chain = nullptr;  // indexed by symbol index - symoffset
   uint32_t nbuckets = 0, symoffset = 0, bloom_size = 0, bloom_shift = 0;
@@ -65,7 +65,7 @@ struct Object {
 
   // The definition dlsym would take from this object, or null. *unsure: found, but of a kind
   // only dlsym handles (IFUNC: its resolver must run; TLS; STB_GNU_UNIQUE).
-  const ElfW(Sym)* find(const char* name, uint32_t h, bool* unsure) const {
+  const ElfW(Sym) * find(const char* name, uint32_t h, bool* unsure) const {
     constexpr unsigned kBits = sizeof(ElfW(Addr)) * 8;
     ElfW(Addr) word = bloom[(h / kBits) & (bloom_size - 1)];
     ElfW(Addr) mask = (ElfW(Addr)(1) << (h % kBits)) | (ElfW(Addr)(1) << ((h >> bloom_shift) % kBits));

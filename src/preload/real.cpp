@@ -39,12 +39,12 @@ void resolve_all() noexcept {
   if (n > 0 && found[0] != nullptr && found[0] != resolve(names[0]))
     for (size_t i = 0; i < n; ++i) found[i] = nullptr;  // dlsym decides every name
   size_t k = 0;
-#define DFT_CALL(interface, name, ret, params, bytes)                                        \
-  if (kEager_##interface) {                                                                  \
-    void* p = found[k++];                                                                    \
-    if (p != nullptr && real_##name##_ptr.load(std::memory_order_relaxed) == nullptr)        \
-      real_##name##_ptr.store(reinterpret_cast<name##_fn>(p), std::memory_order_relaxed);    \
-    (void)real_##name();                                                                     \
+#define DFT_CALL(interface, name, ret, params, bytes) \
+  if (kEager_##interface) { \
+    void* p = found[k++]; \
+    if (p != nullptr && real_##name##_ptr.load(std::memory_order_relaxed) == nullptr) \
+      real_##name##_ptr.store(reinterpret_cast<name##_fn>(p), std::memory_order_relaxed); \
+    (void)real_##name(); \
   }
 #include "../format/calls.def"
 #undef DFT_CALL

@@ -23,8 +23,8 @@ Lookup lookup(std::vector<const char*> names) {
   Lookup r;
   r.names = std::move(names);
   r.fast.assign(r.names.size(), reinterpret_cast<void*>(1));
-  r.resolved = dftracer::preload::next_symbols(reinterpret_cast<const void*>(&anchor), r.names.data(),
-                                               r.fast.data(), r.names.size());
+  r.resolved = dftracer::preload::next_symbols(reinterpret_cast<const void*>(&anchor), r.names.data(), r.fast.data(),
+                                               r.names.size());
   for (const char* n : r.names) r.slow.push_back(dlsym(RTLD_NEXT, n));
   return r;
 }
