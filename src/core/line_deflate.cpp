@@ -19,35 +19,35 @@ constexpr size_t kMaxMatch = 258;
 constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
 
-const uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                               31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-const uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-const uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-                                193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-const uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
-                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+constexpr uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                   31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                   2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                    33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
+                                    1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                    6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 const uint8_t kClOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
+// Built at compile time: filling dist_code at run time walks all 32768 distances, 440 k
+// instructions per process that writes one small member (callgrind, docs/performance.md).
 struct Tables {
-  uint8_t len_code[kMaxMatch + 1];  // length 3..258 -> 0..28 (symbol 257 + code)
-  uint8_t dist_code[512];           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
-  Tables() {
+  uint8_t len_code[kMaxMatch + 1] = {};  // length 3..258 -> 0..28 (symbol 257 + code)
+  uint8_t dist_code[512] = {};           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
+  constexpr Tables() {
     for (int c = 0; c < 29; ++c)
       for (int l = kLenBase[c]; l < kLenBase[c] + (1 << kLenExtra[c]) && l <= 258; ++l)
         len_code[l] = static_cast<uint8_t>(c);
     len_code[258] = 28;
-    for (int c = 0; c < 30; ++c)
-      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; ++d) {
-        int k = d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7);
-        dist_code[k] = static_cast<uint8_t>(c);
-      }
+    for (int c = 0; c < 30; ++c)  // each slot once: the first 256 distances, then steps of 128
+      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; d += d - 1 < 256 ? 1 : 128)
+        dist_code[d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7)] = static_cast<uint8_t>(c);
   }
   int dcode(uint32_t d) const { return d - 1 < 256 ? dist_code[d - 1] : dist_code[256 + ((d - 1) >> 7)]; }
 };
-const Tables& tables() {
-  static const Tables t;
-  return t;
-}
+constexpr Tables kTables;
+const Tables& tables() { return kTables; }
 
 // Token: literal byte (< 256), or 1<<31 | (len-3)<<15 | (dist-1).
 inline uint32_t match_token(size_t len, size_t dist) {
@@ -182,6 +182,56 @@ struct BitOut {
   }
 };
 
+// The fixed Huffman code of RFC 1951 3.2.6 (block type 1), bit-reversed as BitOut writes them.
+struct FixedCode {
+  uint8_t llen[288] = {};
+  uint16_t lcode[288] = {};
+  uint8_t dlen[30] = {};
+  uint16_t dcode[30] = {};
+  static constexpr uint16_t reversed(uint32_t c, int bits) {
+    uint32_t r = 0;
+    for (int b = 0; b < bits; ++b) r |= ((c >> b) & 1u) << (bits - 1 - b);
+    return static_cast<uint16_t>(r);
+  }
+  constexpr FixedCode() {
+    for (int i = 0; i < 288; ++i) {
+      // 0-143: 8 bits from 00110000; 144-255: 9 bits from 110010000; 256-279: 7 bits from 0;
+      // 280-287: 8 bits from 11000000.
+      int bits = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
+      uint32_t code = i < 144 ? 0x30 + i : i < 256 ? 0x190 + (i - 144) : i < 280 ? i - 256 : 0xc0 + (i - 280);
+      llen[i] = static_cast<uint8_t>(bits);
+      lcode[i] = reversed(code, bits);
+    }
+    for (int i = 0; i < 30; ++i) dlen[i] = 5, dcode[i] = reversed(static_cast<uint32_t>(i), 5);
+  }
+};
+constexpr FixedCode kFixed;
+
+// The block's tokens and its end-of-block symbol, with the given code.
+void write_tokens(const uint32_t* tok, size_t nt, const uint16_t* lcode, const uint8_t* llen, const uint16_t* dcode,
+                  const uint8_t* dlen, BitOut& out) {
+  const Tables& t = tables();
+  for (size_t i = 0; i < nt; ++i) {
+    uint32_t x = tok[i];
+    if (x < 256) {
+      out.put(lcode[x], llen[x]);
+      continue;
+    }
+    uint32_t len = ((x >> 15) & 0xff) + 3, dist = (x & 0x7fff) + 1;
+    int lc = t.len_code[len];
+    out.put(lcode[257 + lc], llen[257 + lc]);
+    if (kLenExtra[lc]) out.put(len - kLenBase[lc], kLenExtra[lc]);
+    int dc = t.dcode(dist);
+    out.put(dcode[dc], dlen[dc]);
+    if (kDistExtra[dc]) out.put(dist - kDistBase[dc], kDistExtra[dc]);
+  }
+  out.put(lcode[256], llen[256]);
+}
+
+// One block: dynamic Huffman (block type 2), or the fixed code (type 1) when that takes fewer
+// bits, e.g. for the small members of short-lived processes, where a dynamic block's code-length
+// header (~60 bytes) outweighs what its code saves. Sizes compared exactly (extra bits are the
+// same for both and left out).
 void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
   const Tables& t = tables();
   uint32_t lfreq[286] = {0}, dfreq[30] = {0};
@@ -195,9 +245,17 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
     }
   }
   lfreq[256] = 1;
+  uint64_t fixed_bits = 3;  // before huffman_lengths() adds dummy symbols to the frequencies
+  for (int i = 0; i < 286; ++i) fixed_bits += static_cast<uint64_t>(lfreq[i]) * kFixed.llen[i];
+  for (int i = 0; i < 30; ++i) fixed_bits += static_cast<uint64_t>(dfreq[i]) * 5;
   uint8_t llen[286], dlen[30];
-  huffman_lengths(lfreq, 286, 15, llen);
-  huffman_lengths(dfreq, 30, 15, dlen);
+  {
+    uint32_t f[286];  // huffman_lengths() may add dummy symbols: lfreq/dfreq stay as coded
+    std::memcpy(f, lfreq, sizeof(lfreq));
+    huffman_lengths(f, 286, 15, llen);
+    std::memcpy(f, dfreq, sizeof(dfreq));
+    huffman_lengths(f, 30, 15, dlen);
+  }
   int hlit = 286;
   while (hlit > 257 && !llen[hlit - 1]) --hlit;
   int hdist = 30;
@@ -238,13 +296,25 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
   for (int i = 0; i < nr; ++i) ++cfreq[rle_sym[i]];
   uint8_t clen[19];
   huffman_lengths(cfreq, 19, 7, clen);
+  int hclen = 19;
+  while (hclen > 4 && !clen[kClOrder[hclen - 1]]) --hclen;
+
+  uint64_t dynamic_bits = 3 + 5 + 5 + 4 + 3 * static_cast<uint64_t>(hclen);
+  for (int i = 0; i < nr; ++i)
+    dynamic_bits += clen[rle_sym[i]] + (rle_sym[i] == 16 ? 2 : rle_sym[i] == 17 ? 3 : rle_sym[i] == 18 ? 7 : 0);
+  for (int i = 0; i < hlit; ++i) dynamic_bits += static_cast<uint64_t>(lfreq[i]) * llen[i];
+  for (int i = 0; i < hdist; ++i) dynamic_bits += static_cast<uint64_t>(dfreq[i]) * dlen[i];
+  if (fixed_bits <= dynamic_bits) {
+    out.put(final ? 1 : 0, 1);
+    out.put(1, 2);  // fixed Huffman
+    write_tokens(tok, nt, kFixed.lcode, kFixed.llen, kFixed.dcode, kFixed.dlen, out);
+    return;
+  }
+
   uint16_t ccode[19] = {0}, lcode[286] = {0}, dcode[30] = {0};
   canonical_codes(clen, 19, ccode);
   canonical_codes(llen, 286, lcode);
   canonical_codes(dlen, 30, dcode);
-  int hclen = 19;
-  while (hclen > 4 && !clen[kClOrder[hclen - 1]]) --hclen;
-
   out.put(final ? 1 : 0, 1);
   out.put(2, 2);  // dynamic Huffman
   out.put(static_cast<uint32_t>(hlit - 257), 5);
@@ -257,21 +327,7 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
     else if (rle_sym[i] == 17) out.put(rle_extra[i], 3);
     else if (rle_sym[i] == 18) out.put(rle_extra[i], 7);
   }
-  for (size_t i = 0; i < nt; ++i) {
-    uint32_t x = tok[i];
-    if (x < 256) {
-      out.put(lcode[x], llen[x]);
-      continue;
-    }
-    uint32_t len = ((x >> 15) & 0xff) + 3, dist = (x & 0x7fff) + 1;
-    int lc = t.len_code[len];
-    out.put(lcode[257 + lc], llen[257 + lc]);
-    if (kLenExtra[lc]) out.put(len - kLenBase[lc], kLenExtra[lc]);
-    int dc = t.dcode(dist);
-    out.put(dcode[dc], dlen[dc]);
-    if (kDistExtra[dc]) out.put(dist - kDistBase[dc], kDistExtra[dc]);
-  }
-  out.put(lcode[256], llen[256]);
+  write_tokens(tok, nt, lcode, llen, dcode, dlen, out);
 }
 
 }  // namespace
