@@ -19,35 +19,33 @@ constexpr size_t kMaxMatch = 258;
 constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
 
-const uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+constexpr uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
                                31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-const uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-const uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+constexpr uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
                                 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-const uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
                                 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 const uint8_t kClOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
+// Built at compile time: filling dist_code at run time walks all 32768 distances, 440 k
+// instructions per process that writes one small member (callgrind, docs/performance.md).
 struct Tables {
-  uint8_t len_code[kMaxMatch + 1];  // length 3..258 -> 0..28 (symbol 257 + code)
-  uint8_t dist_code[512];           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
-  Tables() {
+  uint8_t len_code[kMaxMatch + 1] = {};  // length 3..258 -> 0..28 (symbol 257 + code)
+  uint8_t dist_code[512] = {};           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
+  constexpr Tables() {
     for (int c = 0; c < 29; ++c)
       for (int l = kLenBase[c]; l < kLenBase[c] + (1 << kLenExtra[c]) && l <= 258; ++l)
         len_code[l] = static_cast<uint8_t>(c);
     len_code[258] = 28;
-    for (int c = 0; c < 30; ++c)
-      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; ++d) {
-        int k = d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7);
-        dist_code[k] = static_cast<uint8_t>(c);
-      }
+    for (int c = 0; c < 30; ++c)  // each slot once: the first 256 distances, then steps of 128
+      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; d += d - 1 < 256 ? 1 : 128)
+        dist_code[d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7)] = static_cast<uint8_t>(c);
   }
   int dcode(uint32_t d) const { return d - 1 < 256 ? dist_code[d - 1] : dist_code[256 + ((d - 1) >> 7)]; }
 };
-const Tables& tables() {
-  static const Tables t;
-  return t;
-}
+constexpr Tables kTables;
+const Tables& tables() { return kTables; }
 
 // Token: literal byte (< 256), or 1<<31 | (len-3)<<15 | (dist-1).
 inline uint32_t match_token(size_t len, size_t dist) {
