@@ -1,6 +1,7 @@
 #include "line_deflate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -234,17 +235,27 @@ struct BitOut {
   unsigned char* p;
   unsigned char* end;
   bool overflow = false;
-  void put(uint64_t v, unsigned bits) {
+  // Caller guarantees end - p >= 8.
+  void put_unchecked(uint64_t v, unsigned bits) {
     acc |= v << n;
     n += bits;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint64_t le = __builtin_bswap64(acc);  // deflate's byte order is little-endian
+    std::memcpy(p, &le, 8);
+#else
+    std::memcpy(p, &acc, 8);  // little-endian byte order, as deflate wants
+#endif
+    p += n >> 3;
+    acc >>= n & ~7u;  // n < 64: a defined shift
+    n &= 7;
+  }
+  void put(uint64_t v, unsigned bits) {
     if (end - p >= 8) {
-      std::memcpy(p, &acc, 8);  // little-endian byte order, as deflate wants
-      unsigned k = n >> 3;
-      p += k;
-      acc = k ? acc >> (8 * k) : acc;  // k <= 7: a defined shift
-      n &= 7;
+      put_unchecked(v, bits);
       return;
     }
+    acc |= v << n;
+    n += bits;
     while (n >= 8) {
       if (p >= end) {
         overflow = true;  // the result is discarded
@@ -349,20 +360,47 @@ void write_block(TokenSink& ts, bool final, BitOut& out) {
   Sym lsym[29], dsym[30];
   for (int i = 0; i < 29; ++i) lsym[i] = Sym{lcode[257 + i], llen[257 + i], kLenExtra[i]};
   for (int i = 0; i < 30; ++i) dsym[i] = Sym{dcode[i], dlen[i], kDistExtra[i]};
-  for (size_t i = 0; i < nt; ++i) {
-    uint32_t x = tok[i];
-    if (x < 256) {
-      out.put(lit[x] & 0xffff, lit[x] >> 16);
-      continue;
+  auto emit = [&](auto put) {
+    for (size_t i = 0; i < nt; ++i) {
+      uint32_t x = tok[i];
+      if (x < 256) {
+        put(lit[x] & 0xffff, lit[x] >> 16);
+        continue;
+      }
+      const Sym& l = lsym[x & 31];
+      const Sym& d = dsym[(x >> 5) & 31];
+      uint64_t v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;  // length code, extra bits
+      unsigned bits = l.bits + l.extra;
+      v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
+      put(v, bits + d.bits + d.extra);  // <= 15 + 5 + 15 + 13 = 48 bits
     }
-    const Sym& l = lsym[x & 31];
-    const Sym& d = dsym[(x >> 5) & 31];
-    uint64_t v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;  // length code, extra bits
-    unsigned bits = l.bits + l.extra;
-    v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
-    out.put(v, bits + d.bits + d.extra);  // <= 15 + 5 + 15 + 13 = 48 bits
-  }
+  };
+  // Room for every token at its longest code (15-bit literal, 48-bit match) and the 8-byte
+  // stores: no bounds check per token.
+  size_t worst = ((nt - ts.nmatch) * 15 + ts.nmatch * 48) / 8 + 16;
+  if (static_cast<size_t>(out.end - out.p) >= worst)
+    emit([&out](uint64_t v, unsigned bits) { out.put_unchecked(v, bits); });
+  else
+    emit([&out](uint64_t v, unsigned bits) { out.put(v, bits); });
   out.put(lcode[256], llen[256]);
+}
+
+// Size of the tokens so far under their own Huffman codes (entropy) plus the extra bits, in
+// bytes: the probe's estimate of the block (the header, ~100 bytes, is left out).
+size_t estimated_bytes(const TokenSink& ts) {
+  size_t total = ts.nt;
+  if (!total) return 0;
+  double bits = 0;
+  auto add = [&bits](uint32_t f, double t) {
+    if (f) bits += f * std::log2(t / f);
+  };
+  for (int i = 0; i < 286; ++i) add(ts.lfreq[i], static_cast<double>(total));
+  for (int i = 0; i < 29; ++i) bits += static_cast<double>(ts.lfreq[257 + i]) * kLenExtra[i];
+  for (int i = 0; i < 30; ++i) {
+    add(ts.dfreq[i], static_cast<double>(ts.nmatch));
+    bits += static_cast<double>(ts.dfreq[i]) * kDistExtra[i];
+  }
+  return static_cast<size_t>(bits / 8);
 }
 
 }  // namespace
@@ -370,7 +408,7 @@ void write_block(TokenSink& ts, bool final, BitOut& out) {
 size_t line_deflate_bound(size_t n) { return 2 * n + (n / kBlockTokens + 1) * 512 + 64; }
 
 size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals, size_t probe_bytes,
-                    size_t max_literal_share, size_t* lines) {
+                    size_t max_literal_share, size_t* lines, size_t min_ratio) {
   size_t nlit = 0, nlines = 0;
   BitOut bo;
   bo.p = out;
@@ -396,7 +434,8 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
   while (p < n) {
     while (p >= ce) {  // entering a new line (a match may have run over several)
       if (probe_bytes && p >= probe_bytes) {  // checked once: give up on text that does not repeat
-        if (nlit * max_literal_share > p) {
+        if (nlit * max_literal_share > p ||
+            (min_ratio && (static_cast<size_t>(bo.p - out) + estimated_bytes(ts)) * min_ratio > p)) {
           if (literals) *literals = nlit;
           return 0;
         }

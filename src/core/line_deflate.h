@@ -20,8 +20,12 @@ size_t line_deflate_bound(size_t n);
 // *literals (if given) = input bytes coded as literals: a high share means the lines do not repeat
 // the last few lines (e.g. interleaved event kinds), where a general deflater does better. With
 // probe_bytes > 0: once probe_bytes of input are coded, gives up (returns 0, *literals set) if
-// literals * max_literal_share > bytes coded. *lines (if given) = '\n' bytes in the input.
+// literals * max_literal_share > bytes coded, or (min_ratio > 0) if the output so far, estimated
+// from the symbol frequencies (entropy + extra bits), times min_ratio exceeds the bytes coded
+// (a general deflater usually does better on such text). *lines (if given) = '\n' bytes in the
+// input.
 size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals = nullptr,
-                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr);
+                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr,
+                    size_t min_ratio = 0);
 
 }  // namespace dftracer
