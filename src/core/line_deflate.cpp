@@ -226,6 +226,13 @@ void canonical_codes(const uint8_t* lens, int n, uint16_t* codes) {
   }
 }
 
+inline void store_le64(unsigned char* p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);  // deflate's byte order is little-endian
+#endif
+  std::memcpy(p, &v, 8);
+}
+
 // 64-bit bit buffer: each put() adds up to 57 - 7 bits and stores 8 bytes at once (advancing by
 // the whole bytes), so a match token (<= 48 bits) costs one store. Near the end of the output
 // buffer it falls back to byte stores, and marks overflow instead of writing past `end`.
@@ -239,12 +246,7 @@ struct BitOut {
   void put_unchecked(uint64_t v, unsigned bits) {
     acc |= v << n;
     n += bits;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    uint64_t le = __builtin_bswap64(acc);  // deflate's byte order is little-endian
-    std::memcpy(p, &le, 8);
-#else
-    std::memcpy(p, &acc, 8);  // little-endian byte order, as deflate wants
-#endif
+    store_le64(p, acc);
     p += n >> 3;
     acc >>= n & ~7u;  // n < 64: a defined shift
     n &= 7;
@@ -360,28 +362,54 @@ void write_block(TokenSink& ts, bool final, BitOut& out) {
   Sym lsym[29], dsym[30];
   for (int i = 0; i < 29; ++i) lsym[i] = Sym{lcode[257 + i], llen[257 + i], kLenExtra[i]};
   for (int i = 0; i < 30; ++i) dsym[i] = Sym{dcode[i], dlen[i], kDistExtra[i]};
-  auto emit = [&](auto put) {
-    for (size_t i = 0; i < nt; ++i) {
-      uint32_t x = tok[i];
-      if (x < 256) {
-        put(lit[x] & 0xffff, lit[x] >> 16);
-        continue;
-      }
-      const Sym& l = lsym[x & 31];
-      const Sym& d = dsym[(x >> 5) & 31];
-      uint64_t v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;  // length code, extra bits
-      unsigned bits = l.bits + l.extra;
-      v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
-      put(v, bits + d.bits + d.extra);  // <= 15 + 5 + 15 + 13 = 48 bits
-    }
-  };
   // Room for every token at its longest code (15-bit literal, 48-bit match) and the 8-byte
-  // stores: no bounds check per token.
+  // stores: the loop below writes without bounds checks, in local registers (the byte stores
+  // through an unsigned char* would otherwise force the writer's state back to memory).
   size_t worst = ((nt - ts.nmatch) * 15 + ts.nmatch * 48) / 8 + 16;
-  if (static_cast<size_t>(out.end - out.p) >= worst)
-    emit([&out](uint64_t v, unsigned bits) { out.put_unchecked(v, bits); });
-  else
-    emit([&out](uint64_t v, unsigned bits) { out.put(v, bits); });
+  size_t i = 0;
+  if (static_cast<size_t>(out.end - out.p) >= worst) {
+    uint64_t acc = out.acc;
+    unsigned nb = out.n;
+    unsigned char* q = out.p;
+    for (; i < nt; ++i) {
+      uint32_t x = tok[i];
+      uint64_t v;
+      unsigned bits;
+      if (x < 256) {
+        v = lit[x] & 0xffff;
+        bits = lit[x] >> 16;
+      } else {
+        const Sym& l = lsym[x & 31];
+        const Sym& d = dsym[(x >> 5) & 31];
+        v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;  // length code, extra bits
+        bits = l.bits + l.extra;
+        v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
+        bits += d.bits + d.extra;  // <= 15 + 5 + 15 + 13 = 48 bits
+      }
+      acc |= v << nb;
+      nb += bits;
+      store_le64(q, acc);
+      q += nb >> 3;
+      acc >>= nb & ~7u;  // nb < 64: a defined shift
+      nb &= 7;
+    }
+    out.acc = acc;
+    out.n = nb;
+    out.p = q;
+  }
+  for (; i < nt; ++i) {  // near the end of the buffer: checked writes
+    uint32_t x = tok[i];
+    if (x < 256) {
+      out.put(lit[x] & 0xffff, lit[x] >> 16);
+      continue;
+    }
+    const Sym& l = lsym[x & 31];
+    const Sym& d = dsym[(x >> 5) & 31];
+    uint64_t v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;
+    unsigned bits = l.bits + l.extra;
+    v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
+    out.put(v, bits + d.bits + d.extra);
+  }
   out.put(lcode[256], llen[256]);
 }
 
