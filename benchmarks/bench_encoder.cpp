@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
     }
     at = end;
   }
-  std::printf("%s: %s, %zu bytes in, %zu lines, %zu bytes out, %.3f B/line\n", mode.c_str(), ok ? "ok" : "ROUND TRIP FAILED",
-              text.size(), lines, total, lines ? static_cast<double>(total) / lines : 0.0);
+  std::printf("%s: %s, %zu bytes in, %zu lines, %zu bytes out, %.3f B/line\n", mode.c_str(),
+              ok ? "ok" : "ROUND TRIP FAILED", text.size(), lines, total,
+              lines ? static_cast<double>(total) / lines : 0.0);
   return ok ? 0 : 1;
 }

@@ -28,8 +28,8 @@ DFTRACER_EXPORT size_t line_deflate_bound(size_t n);
 // from the symbol frequencies (entropy + extra bits), times min_ratio exceeds the bytes coded
 // (a general deflater usually does better on such text). *lines (if given) = '\n' bytes in the
 // input.
-DFTRACER_EXPORT size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals = nullptr,
-                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr,
-                    size_t min_ratio = 0);
+DFTRACER_EXPORT size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap,
+                                    size_t* literals = nullptr, size_t probe_bytes = 0, size_t max_literal_share = 0,
+                                    size_t* lines = nullptr, size_t min_ratio = 0);
 
 }  // namespace dftracer
