@@ -4,11 +4,17 @@
 Usage::
 
     python benchmarks/gen_traces.py --events N --files F --out DIR [--format member|gzip|plain]
-                                    [--member-bytes B] [--seed S]
+                                    [--member-bytes B] [--seed S] [--first-file K] [--t0 US]
+                                    [--jobs J]
 
 Writes F files ``DIR/synth-<i>.pfw.gz`` (``.pfw`` for ``plain``) holding N events in total, a
 realistic mix per process: application and compute events with tags (epoch, step), POSIX opens,
 stats, reads, writes, seeks and closes, STDIO fopen/fread/fwrite/fclose. The first line is ``[``.
+
+File ``i`` (``i`` = K .. K+F-1) is process ``pid = 10000 + i`` on host ``node<i % 8>`` with seed
+``S + i``, its first timestamp ``US`` (µs). A larger set is made of parts that share no event:
+the same S, disjoint file ranges (``--first-file``) and, for disjoint timelines, ``--t0`` past
+the previous part's last timestamp. With K = 0 and the default t0 the output is unchanged.
 
 Importable: :func:`write_members` (our member writer), :func:`gzip_member`, :func:`event_lines`,
 :func:`generate`.
@@ -90,7 +96,10 @@ def _step_block(rng: random.Random, n_steps: int):
     )
 
 
-def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_700_000_000_000_000) -> Iterator[bytes]:
+DEFAULT_T0 = 1_700_000_000_000_000  # µs, first timestamp of every file unless --t0 says otherwise
+
+
+def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = DEFAULT_T0) -> Iterator[bytes]:
     """``[`` then ``n_events`` JSON lines for one process (bytes, newline terminated).
 
     Per step: one ``train_step`` (app) and one ``compute`` event tagged with epoch/step, then a POSIX
@@ -179,8 +188,8 @@ def event_lines(n_events: int, pid: int, host: str, seed: int = 0, t0: int = 1_7
 
 
 def _write_one(job) -> str:
-    path, n, pid, host, seed, fmt, member_bytes, level = job
-    lines = event_lines(n, pid, host, seed=seed)
+    path, n, pid, host, seed, fmt, member_bytes, level, t0 = job
+    lines = event_lines(n, pid, host, seed=seed, t0=t0)
     if fmt == "member":
         write_members(path, lines, member_bytes, level)
     elif fmt in ("gzip", "plain"):
@@ -210,18 +219,26 @@ def generate(
     seed: int = 0,
     level: int = 6,
     jobs: int = 0,
+    first_file: int = 0,
+    t0: int = DEFAULT_T0,
 ) -> List[str]:
     """Write ``files`` traces with ``events`` events in total under ``out``; returns their paths.
 
     Files are written by ``jobs`` processes (0 = one per CPU); level 6 is the tracer's default.
+    File ``i`` in ``first_file .. first_file + files - 1`` is ``synth-<i>``, pid ``10000 + i``,
+    host ``node<i % 8>``, seed ``seed + i``, first timestamp ``t0`` (µs).
+    Raises ValueError for an unknown format or a negative ``first_file``.
     """
     if fmt not in ("member", "gzip", "plain"):
         raise ValueError("unknown format %r" % fmt)
+    if first_file < 0:
+        raise ValueError("first_file must be >= 0, got %d" % first_file)
     os.makedirs(out, exist_ok=True)
     suffix = ".pfw" if fmt == "plain" else ".pfw.gz"
     work = []
-    for i in range(files):
-        n = events // files + (1 if i < events % files else 0)
+    for j in range(files):
+        n = events // files + (1 if j < events % files else 0)
+        i = first_file + j
         work.append(
             (
                 os.path.join(out, "synth-%d%s" % (i, suffix)),
@@ -232,6 +249,7 @@ def generate(
                 fmt,
                 member_bytes,
                 level,
+                t0,
             )
         )
     jobs = min(jobs or os.cpu_count() or 1, files)
@@ -251,8 +269,15 @@ def main(argv=None) -> int:
     ap.add_argument("--format", default="member", choices=("member", "gzip", "plain"))
     ap.add_argument("--member-bytes", type=int, default=1 << 20, help="uncompressed bytes per member")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--first-file", type=int, default=0, help="number of the first file (pid 10000+K, seed S+K)")
+    ap.add_argument("--t0", type=int, default=DEFAULT_T0, help="first timestamp of every file, µs")
+    ap.add_argument("--jobs", type=int, default=0, help="writer processes (0 = one per CPU)")
     a = ap.parse_args(argv)
-    for p in generate(a.out, a.events, a.files, a.format, a.member_bytes, a.seed):
+    if a.first_file < 0:
+        ap.error("--first-file must be >= 0")
+    for p in generate(
+        a.out, a.events, a.files, a.format, a.member_bytes, a.seed, jobs=a.jobs, first_file=a.first_file, t0=a.t0
+    ):
         print(p)
     return 0
 
