@@ -1,7 +1,6 @@
 #include "line_deflate.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -517,12 +516,24 @@ void write_block(TokenSink& ts, bool final, BitOut& out) {
 
 // Size of the tokens so far under their own Huffman codes (entropy) plus the extra bits, in
 // bytes: the probe's estimate of the block (the header, ~100 bytes, is left out).
+// log2(x) for x > 0 to about 0.01: exponent bits plus a cubic on the mantissa in [1, 2). Kept
+// here so the core does not link libm (one shared object fewer per traced process).
+double approx_log2(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  const int exponent = static_cast<int>((b >> 52) & 0x7ff) - 1023;
+  b = (b & ((uint64_t{1} << 52) - 1)) | (uint64_t{1023} << 52);
+  double m;
+  std::memcpy(&m, &b, sizeof m);
+  return exponent + ((0.15824871 * m - 1.051875) * m + 3.0478387) * m - 2.1536298;
+}
+
 size_t estimated_bytes(const TokenSink& ts) {
   size_t total = ts.nt;
   if (!total) return 0;
   double bits = 0;
   auto add = [&bits](uint32_t f, double t) {
-    if (f) bits += f * std::log2(t / f);
+    if (f) bits += f * approx_log2(t / f);
   };
   for (int i = 0; i < 286; ++i) add(ts.lfreq[i], static_cast<double>(total));
   for (int i = 0; i < 29; ++i) bits += static_cast<double>(ts.lfreq[257 + i]) * kLenExtra[i];
