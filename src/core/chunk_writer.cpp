@@ -360,12 +360,16 @@ void TracerImpl::close_fd_locked() {
 
 void TracerImpl::write_chunk(const Chunk& c) {
   if (state.load() == FAILED || c.empty()) return;
+  if (!render_chunk(c)) {  // the records become the trace's lines (thread_buffers.cpp)
+    pthread_mutex_lock(&file_mu);
+    fail_locked("out of memory while formatting events", ENOMEM);
+    pthread_mutex_unlock(&file_mu);
+    return;
+  }
   if (compression) {
     if (!enc) enc = new MemberEncoder(level);
-    std::vector<MemberEncoder::Span> spans;
-    spans.reserve(c.pieces.size());
-    for (const Piece& p : c.pieces) spans.push_back(MemberEncoder::Span{p.data, p.size});
-    if (!enc->encode(spans.data(), spans.size())) {
+    MemberEncoder::Span span{rendered.get(), rendered_size};
+    if (!enc->encode(&span, 1)) {
       pthread_mutex_lock(&file_mu);
       fail_locked("zlib failed while compressing", EIO);
       pthread_mutex_unlock(&file_mu);
@@ -381,10 +385,8 @@ void TracerImpl::write_chunk(const Chunk& c) {
       ok = write_all(fd, enc->member_data(), enc->member_size(), &err);
       len = enc->member_size();
     } else {
-      for (const Piece& p : c.pieces) {
-        if (!(ok = write_all(fd, p.data, p.size, &err))) break;
-        len += p.size;
-      }
+      ok = write_all(fd, rendered.get(), rendered_size, &err);
+      len = rendered_size;
     }
     if (ok) {
       good_size += static_cast<off_t>(len);
@@ -497,6 +499,8 @@ void TracerImpl::reset_writer_in_child() {
   pushed.store(0);
   written.store(0);
   enc = nullptr;              // the parent's writer may have been mid-deflate: leak, never reuse
+  (void)rendered.release();   // likewise its rendering buffer
+  rendered_cap = rendered_size = 0;
   fd_table_reserved = false;  // fork copies only the descriptor table's used part
   close_fd_locked();          // the child's copy (unless the application reused the number)
   path.clear();
