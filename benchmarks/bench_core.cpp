@@ -8,6 +8,7 @@
 // Part 3: deflate level sweep on the same mix (bytes/event, compression MB/s of the writer).
 //
 // Usage: bench_core [events_per_mode=500000] [io_events=500000] [workdir=/tmp/dft_bench] [reps=3]
+//        (BENCH_KEEP=1: keep workdir, e.g. the plain mix texts in sweep0/ (random) and sweep1/ (regular))
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,6 +331,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::system(("rm -rf '" + work + "'").c_str());
+  // BENCH_KEEP=1 keeps workdir (e.g. the mix texts sweep0/plain-*.pfw, sweep1/ for encoder harnesses).
+  if (!std::getenv("BENCH_KEEP")) std::system(("rm -rf '" + work + "'").c_str());
   return 0;
 }

@@ -26,6 +26,9 @@ uint32_t count_lines(const char* data, size_t n) {
 
 namespace {
 constexpr size_t kLiteralShareMax = 5;      // line_deflate kept while literals <= 1/5 of the bytes
+constexpr size_t kMinRatio = 20;            // and while its output is estimated <= 1/20 of them (the
+                                            // mixes where libdeflate 6 wins: 1/13..1/18; the preload
+                                            // trace: 1/34; docs/perf/preload.md, encoder round 5)
 constexpr size_t kProbeBytes = 128u << 10;  // decided after this much of a chunk
 constexpr int kGeneralRunMax = 64;          // most chunks sent to the general deflater before a retry
 constexpr int kGeneralLevel = 6;            // at this level
@@ -98,7 +101,8 @@ bool MemberEncoder::encode(const Span* spans, size_t count) {
       reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
       base = reinterpret_cast<unsigned char*>(out_.get());
       size_t literals = 0, nlines = 0;
-      clen = line_deflate(in, n, base + kMemberHeaderSize, bound, &literals, kProbeBytes, kLiteralShareMax, &nlines);
+      clen = line_deflate(in, n, base + kMemberHeaderSize, bound, &literals, kProbeBytes, kLiteralShareMax, &nlines,
+                          kMinRatio);
       lines = static_cast<uint32_t>(nlines);
       // Small chunks (timed flushes, the metadata at the start) do not decide.
       bool poor = clen == 0 || (n >= kProbeBytes && literals * kLiteralShareMax > n);

@@ -1,9 +1,14 @@
 #include "line_deflate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <memory>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 namespace dftracer {
 namespace {
@@ -12,6 +17,9 @@ namespace {
 // 6.0 B/event, 2: 5.4, 3: 5.2, 4: 5.2 (+13 % instructions over 3), 8: 5.6 (the extra distances
 // cost more bits).
 constexpr int kHistory = 3;        // earlier lines tried as match sources
+constexpr size_t kKeySlots = 64;   // last line per name (hashed), the extra match source
+constexpr size_t kResync = 16;   // bytes either side searched to realign on a shifted field
+constexpr int kCandidates = 2 * kHistory + 2;  // distances tried per line
 constexpr size_t kGoodMatch = 16;  // a match this long ends the search
 constexpr size_t kMinMatch = 4;    // shorter matches cost more bits than the digits they replace (the
                                    // 4-byte reject below assumes 4)
@@ -19,43 +27,76 @@ constexpr size_t kMaxMatch = 258;
 constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
 
-const uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+constexpr uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
                                31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-const uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-const uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+constexpr uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
                                 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-const uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
                                 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 const uint8_t kClOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
+// Built at compile time: filling dist_code at run time walks all 32768 distances, 440 k
+// instructions per process that writes one small member (callgrind, docs/performance.md).
 struct Tables {
-  uint8_t len_code[kMaxMatch + 1];  // length 3..258 -> 0..28 (symbol 257 + code)
-  uint8_t dist_code[512];           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
-  Tables() {
+  uint8_t len_code[kMaxMatch + 1] = {};  // length 3..258 -> 0..28 (symbol 257 + code)
+  uint8_t dist_code[512] = {};           // zlib's layout: d-1 < 256 ? [d-1] : [256 + ((d-1) >> 7)]
+  constexpr Tables() {
     for (int c = 0; c < 29; ++c)
       for (int l = kLenBase[c]; l < kLenBase[c] + (1 << kLenExtra[c]) && l <= 258; ++l)
         len_code[l] = static_cast<uint8_t>(c);
     len_code[258] = 28;
-    for (int c = 0; c < 30; ++c)
-      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; ++d) {
-        int k = d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7);
-        dist_code[k] = static_cast<uint8_t>(c);
-      }
+    for (int c = 0; c < 30; ++c)  // each slot once: the first 256 distances, then steps of 128
+      for (int d = kDistBase[c]; d < kDistBase[c] + (1 << kDistExtra[c]) && d <= 32768; d += d - 1 < 256 ? 1 : 128)
+        dist_code[d - 1 < 256 ? d - 1 : 256 + ((d - 1) >> 7)] = static_cast<uint8_t>(c);
   }
   int dcode(uint32_t d) const { return d - 1 < 256 ? dist_code[d - 1] : dist_code[256 + ((d - 1) >> 7)]; }
 };
-const Tables& tables() {
-  static const Tables t;
-  return t;
-}
+constexpr Tables kTables;
+const Tables& tables() { return kTables; }
 
-// Token: literal byte (< 256), or 1<<31 | (len-3)<<15 | (dist-1).
-inline uint32_t match_token(size_t len, size_t dist) {
-  return (1u << 31) | static_cast<uint32_t>((len - 3) << 15) | static_cast<uint32_t>(dist - 1);
-}
+// Token: a literal byte (< 256), or a match packed as the write pass needs it:
+// 1<<31 | dist_extra<<15 | len_extra<<10 | dist_code<<5 | len_code (13 + 5 + 5 + 5 bits).
+// The symbol frequencies are counted when the token is made (no separate counting pass).
+struct TokenSink {
+  uint32_t* tok;
+  size_t nt = 0;
+  uint32_t lfreq[286];
+  uint32_t dfreq[30];
+  size_t nmatch = 0;
+  void reset() {
+    nt = 0;
+    nmatch = 0;
+    std::memset(lfreq, 0, sizeof(lfreq));
+    std::memset(dfreq, 0, sizeof(dfreq));
+  }
+  void literal(unsigned char c) {
+    tok[nt++] = c;
+    ++lfreq[c];
+  }
+  void match(size_t len, size_t dist) {
+    const Tables& t = tables();
+    uint32_t lc = t.len_code[len];
+    uint32_t dc = static_cast<uint32_t>(t.dcode(static_cast<uint32_t>(dist)));
+    tok[nt++] = (1u << 31) | (static_cast<uint32_t>(dist - kDistBase[dc]) << 15) |
+                (static_cast<uint32_t>(len - kLenBase[lc]) << 10) | (dc << 5) | lc;
+    ++lfreq[257 + lc];
+    ++dfreq[dc];
+    ++nmatch;
+  }
+};
 
 inline size_t match_len(const char* a, const char* b, size_t max) {
   size_t l = 0;
+#ifdef __SSE2__
+  while (l + 16 <= max) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + l));
+    __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + l));
+    unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y))) ^ 0xffffu;
+    if (m) return l + static_cast<size_t>(__builtin_ctz(m));
+    l += 16;
+  }
+#endif
   while (l + 8 <= max) {
     uint64_t x, y;
     std::memcpy(&x, a + l, 8);
@@ -65,6 +106,43 @@ inline size_t match_len(const char* a, const char* b, size_t max) {
   }
   while (l < max && a[l] == b[l]) ++l;
   return l;
+}
+
+// Offset of the first ',' in s[0..24) (24 if none; s[0..32) must be readable).
+inline size_t first_comma(const char* s) {
+#ifdef __SSE2__
+  __m128i c = _mm_set1_epi8(',');
+  unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), c))) |
+               static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), c))) << 16;
+  m &= 0xffffffu;
+  return m ? static_cast<size_t>(__builtin_ctz(m)) : 24;
+#else
+  for (size_t q = 0; q < 24; ++q)
+    if (s[q] == ',') return q;
+  return 24;
+#endif
+}
+
+// Resynchronisation after a field of another width: the longest match for in[p..) whose source
+// starts within kResync bytes of p - d (the line being copied), at a distance in [1, kWindow].
+// Returns its length (0 if < kMinMatch) and sets *dist.
+size_t resync(const char* in, size_t p, size_t max, size_t d, size_t* dist) {
+  size_t s = p - d;
+  size_t lo = s > kResync ? s - kResync : 0;
+  if (p > kWindow && lo < p - kWindow) lo = p - kWindow;
+  size_t hi = std::min(s + kResync, p);  // sources before p only
+  uint32_t head;
+  std::memcpy(&head, in + p, 4);
+  size_t best = 0;
+  for (size_t q = lo; q < hi; ++q) {
+    if (static_cast<unsigned char>(in[q]) != (head & 0xff)) continue;
+    uint32_t h;
+    std::memcpy(&h, in + q, 4);
+    if (h != head || q == s) continue;
+    size_t l = 4 + match_len(in + p + 4, in + q + 4, max - 4);
+    if (l > best) best = l, *dist = p - q;
+  }
+  return best >= kMinMatch ? best : 0;
 }
 
 // Length-limited Huffman code lengths (lens[i] = 0 for unused symbols). At least two symbols
@@ -148,52 +226,68 @@ void canonical_codes(const uint8_t* lens, int n, uint16_t* codes) {
   }
 }
 
+inline void store_le64(unsigned char* p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);  // deflate's byte order is little-endian
+#endif
+  std::memcpy(p, &v, 8);
+}
+
+// 64-bit bit buffer: each put() adds up to 57 - 7 bits and stores 8 bytes at once (advancing by
+// the whole bytes), so a match token (<= 48 bits) costs one store. Near the end of the output
+// buffer it falls back to byte stores, and marks overflow instead of writing past `end`.
 struct BitOut {
   uint64_t acc = 0;
-  int n = 0;
+  unsigned n = 0;  // bits in acc (< 8 between puts)
   unsigned char* p;
   unsigned char* end;
   bool overflow = false;
-  void put(uint32_t v, int bits) {
-    acc |= static_cast<uint64_t>(v) << n;
+  // Caller guarantees end - p >= 8.
+  void put_unchecked(uint64_t v, unsigned bits) {
+    acc |= v << n;
     n += bits;
-    if (n >= 32) {
-      if (end - p >= 4) {
-        for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(acc >> (8 * i));
-        p += 4;
-      } else {
-        overflow = true;  // the result is discarded
-      }
-      acc >>= 32;
-      n -= 32;
-    }
+    store_le64(p, acc);
+    p += n >> 3;
+    acc >>= n & ~7u;  // n < 64: a defined shift
+    n &= 7;
   }
-  void flush() {
-    while (n > 0) {
+  void put(uint64_t v, unsigned bits) {
+    if (end - p >= 8) {
+      put_unchecked(v, bits);
+      return;
+    }
+    acc |= v << n;
+    n += bits;
+    while (n >= 8) {
       if (p >= end) {
-        overflow = true;
+        overflow = true;  // the result is discarded
+        acc = 0;
+        n = 0;
         return;
       }
       *p++ = static_cast<unsigned char>(acc);
       acc >>= 8;
       n -= 8;
     }
+  }
+  void flush() {
+    if (n > 0) {
+      if (p >= end) {
+        overflow = true;
+        return;
+      }
+      *p++ = static_cast<unsigned char>(acc);
+    }
+    acc = 0;
     n = 0;
   }
 };
 
-void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
-  const Tables& t = tables();
-  uint32_t lfreq[286] = {0}, dfreq[30] = {0};
-  for (size_t i = 0; i < nt; ++i) {
-    uint32_t x = tok[i];
-    if (x < 256) {
-      ++lfreq[x];
-    } else {
-      ++lfreq[257 + t.len_code[((x >> 15) & 0xff) + 3]];
-      ++dfreq[t.dcode((x & 0x7fff) + 1)];
-    }
-  }
+void write_block(TokenSink& ts, bool final, BitOut& out) {
+  const uint32_t* tok = ts.tok;
+  size_t nt = ts.nt;
+  uint32_t* lfreq = ts.lfreq;
+  uint32_t* dfreq = ts.dfreq;
   lfreq[256] = 1;
   uint8_t llen[286], dlen[30];
   huffman_lengths(lfreq, 286, 15, llen);
@@ -257,21 +351,84 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
     else if (rle_sym[i] == 17) out.put(rle_extra[i], 3);
     else if (rle_sym[i] == 18) out.put(rle_extra[i], 7);
   }
-  for (size_t i = 0; i < nt; ++i) {
+  // Packed per-symbol codes: literal = code | bits << 16; length/distance symbol = code with
+  // its bit count and its extra-bit count.
+  uint32_t lit[256];
+  for (int i = 0; i < 256; ++i) lit[i] = lcode[i] | static_cast<uint32_t>(llen[i]) << 16;
+  struct Sym {
+    uint16_t code;
+    uint8_t bits, extra;
+  };
+  Sym lsym[29], dsym[30];
+  for (int i = 0; i < 29; ++i) lsym[i] = Sym{lcode[257 + i], llen[257 + i], kLenExtra[i]};
+  for (int i = 0; i < 30; ++i) dsym[i] = Sym{dcode[i], dlen[i], kDistExtra[i]};
+  // Room for every token at its longest code (15-bit literal, 48-bit match) and the 8-byte
+  // stores: the loop below writes without bounds checks, in local registers (the byte stores
+  // through an unsigned char* would otherwise force the writer's state back to memory).
+  size_t worst = ((nt - ts.nmatch) * 15 + ts.nmatch * 48) / 8 + 16;
+  size_t i = 0;
+  if (static_cast<size_t>(out.end - out.p) >= worst) {
+    uint64_t acc = out.acc;
+    unsigned nb = out.n;
+    unsigned char* q = out.p;
+    for (; i < nt; ++i) {
+      uint32_t x = tok[i];
+      uint64_t v;
+      unsigned bits;
+      if (x < 256) {
+        v = lit[x] & 0xffff;
+        bits = lit[x] >> 16;
+      } else {
+        const Sym& l = lsym[x & 31];
+        const Sym& d = dsym[(x >> 5) & 31];
+        v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;  // length code, extra bits
+        bits = l.bits + l.extra;
+        v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
+        bits += d.bits + d.extra;  // <= 15 + 5 + 15 + 13 = 48 bits
+      }
+      acc |= v << nb;
+      nb += bits;
+      store_le64(q, acc);
+      q += nb >> 3;
+      acc >>= nb & ~7u;  // nb < 64: a defined shift
+      nb &= 7;
+    }
+    out.acc = acc;
+    out.n = nb;
+    out.p = q;
+  }
+  for (; i < nt; ++i) {  // near the end of the buffer: checked writes
     uint32_t x = tok[i];
     if (x < 256) {
-      out.put(lcode[x], llen[x]);
+      out.put(lit[x] & 0xffff, lit[x] >> 16);
       continue;
     }
-    uint32_t len = ((x >> 15) & 0xff) + 3, dist = (x & 0x7fff) + 1;
-    int lc = t.len_code[len];
-    out.put(lcode[257 + lc], llen[257 + lc]);
-    if (kLenExtra[lc]) out.put(len - kLenBase[lc], kLenExtra[lc]);
-    int dc = t.dcode(dist);
-    out.put(dcode[dc], dlen[dc]);
-    if (kDistExtra[dc]) out.put(dist - kDistBase[dc], kDistExtra[dc]);
+    const Sym& l = lsym[x & 31];
+    const Sym& d = dsym[(x >> 5) & 31];
+    uint64_t v = l.code | static_cast<uint64_t>((x >> 10) & 31) << l.bits;
+    unsigned bits = l.bits + l.extra;
+    v |= static_cast<uint64_t>(d.code | static_cast<uint64_t>(x >> 15 & 0x1fff) << d.bits) << bits;
+    out.put(v, bits + d.bits + d.extra);
   }
   out.put(lcode[256], llen[256]);
+}
+
+// Size of the tokens so far under their own Huffman codes (entropy) plus the extra bits, in
+// bytes: the probe's estimate of the block (the header, ~100 bytes, is left out).
+size_t estimated_bytes(const TokenSink& ts) {
+  size_t total = ts.nt;
+  if (!total) return 0;
+  double bits = 0;
+  auto add = [&bits](uint32_t f, double t) {
+    if (f) bits += f * std::log2(t / f);
+  };
+  for (int i = 0; i < 286; ++i) add(ts.lfreq[i], static_cast<double>(total));
+  for (int i = 0; i < 29; ++i) bits += static_cast<double>(ts.lfreq[257 + i]) * kLenExtra[i];
+  for (int i = 0; i < 30; ++i) {
+    add(ts.dfreq[i], static_cast<double>(ts.nmatch));
+    bits += static_cast<double>(ts.dfreq[i]) * kDistExtra[i];
+  }
+  return static_cast<size_t>(bits / 8);
 }
 
 }  // namespace
@@ -279,24 +436,39 @@ void write_block(const uint32_t* tok, size_t nt, bool final, BitOut& out) {
 size_t line_deflate_bound(size_t n) { return 2 * n + (n / kBlockTokens + 1) * 512 + 64; }
 
 size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals, size_t probe_bytes,
-                    size_t max_literal_share, size_t* lines) {
+                    size_t max_literal_share, size_t* lines, size_t min_ratio) {
   size_t nlit = 0, nlines = 0;
   BitOut bo;
   bo.p = out;
   bo.end = out + out_cap;
   if (out_cap < 8) return 0;
-  std::vector<uint32_t> tok;
-  tok.reserve(std::min(n, kBlockTokens) + 1);
+  size_t tok_cap = std::min(n, kBlockTokens) + 1;
+  std::unique_ptr<uint32_t[]> tok_buf(new uint32_t[tok_cap]);  // not zero-filled
+  TokenSink ts;
+  ts.tok = tok_buf.get();
+  ts.reset();
   // Starts and lengths of the last kHistory lines (most recent first); the current line.
   size_t hs[kHistory] = {0}, hl[kHistory] = {0};
   int nh = 0;
+  // The last line with the same key (its name: the 16 bytes after the first ',', e.g.
+  // `"name":"read","c`), as start + 1 (0: none) and length.
+  size_t ks[kKeySlots] = {0}, kl[kKeySlots] = {0};
   size_t cs = 0, ce = 0;  // current line [cs, ce), ce past its '\n' (or n)
-  size_t dist[2 * kHistory];
+  size_t dist[kCandidates + 1];  // + 1: a realigned distance (resync)
   int nd = 0;
+  size_t last_d = 0;  // distance of the last match
   size_t p = 0;
   bool any_block = false;
   while (p < n) {
     while (p >= ce) {  // entering a new line (a match may have run over several)
+      if (probe_bytes && p >= probe_bytes) {  // checked once: give up on text that does not repeat
+        if (nlit * max_literal_share > p ||
+            (min_ratio && (static_cast<size_t>(bo.p - out) + estimated_bytes(ts)) * min_ratio > p)) {
+          if (literals) *literals = nlit;
+          return 0;
+        }
+        probe_bytes = 0;
+      }
       if (ce > cs) {
         for (int k = kHistory - 1; k > 0; --k) hs[k] = hs[k - 1], hl[k] = hl[k - 1];
         hs[0] = cs, hl[0] = ce - cs;
@@ -308,52 +480,78 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       nlines += nl != nullptr;
       size_t cl = ce - cs;
       nd = 0;
+      auto add = [&](size_t d) {
+        if (d == 0 || d > kWindow || d > cs) return;  // d <= cs: the source is inside the input
+        for (int j = 0; j < nd; ++j)
+          if (dist[j] == d) return;
+        dist[nd++] = d;
+      };
       for (int k = 0; k < nh; ++k) {
-        size_t back = cs - hs[k];                                             // start aligned with start
-        size_t cand[2] = {back, back + cl >= hl[k] ? back + cl - hl[k] : 0};  // end aligned with end
-        for (size_t d : cand) {
-          if (d == 0 || d > kWindow) continue;
-          bool dup = false;
-          for (int j = 0; j < nd; ++j) dup |= dist[j] == d;
-          if (!dup) dist[nd++] = d;
+        size_t back = cs - hs[k];
+        add(back);                                       // start aligned with start
+        if (hl[k] != cl && back + cl > hl[k]) add(back + cl - hl[k]);  // end aligned with end
+      }
+      // The last line with the same name, when it is not one of the last kHistory lines.
+      size_t comma = cl >= 41 ? first_comma(in + cs + 1) + 1 : cl;  // `{"id":N,` is short
+      if (comma + 17 < cl) {
+        uint64_t a, b;
+        std::memcpy(&a, in + cs + comma + 1, 8);
+        std::memcpy(&b, in + cs + comma + 9, 8);
+        size_t slot = static_cast<size_t>(((a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull) >> 56) &
+                      (kKeySlots - 1);
+        if (ks[slot]) {
+          size_t s0 = ks[slot] - 1;
+          if (nh == 0 || s0 < hs[nh - 1]) {
+            size_t back = cs - s0;
+            add(back);
+            if (kl[slot] != cl && back + cl > kl[slot]) add(back + cl - kl[slot]);
+          }
         }
+        ks[slot] = cs + 1;
+        kl[slot] = cl;
       }
     }
     size_t best = 0, bd = 0;
     size_t max = std::min(kMaxMatch, n - p);
-    uint32_t head = 0;
-    if (max >= kMinMatch) std::memcpy(&head, in + p, 4);
-    for (int j = 0; j < nd && max >= kMinMatch; ++j) {
-      size_t d = dist[j];
-      if (d > p) continue;
-      uint32_t h;
-      std::memcpy(&h, in + p - d, 4);
-      if (h != head) continue;  // kMinMatch == 4: a cheap reject
-      size_t l = 4 + match_len(in + p + 4, in + p - d + 4, max - 4);
-      if (l > best) {
-        best = l, bd = d;
-        if (l >= kGoodMatch || p + l >= ce) break;
+    if (max >= kMinMatch) {
+      uint32_t head, h;
+      std::memcpy(&head, in + p, 4);
+      for (int j = 0; j < nd; ++j) {
+        size_t d = dist[j];
+        std::memcpy(&h, in + p - d, 4);
+        if (h != head) continue;  // kMinMatch == 4: a cheap reject
+        size_t l = 4 + match_len(in + p + 4, in + p - d + 4, max - 4);
+        if (l > best) {
+          best = l, bd = d;
+          if (l >= kGoodMatch || p + l >= ce) break;
+        }
+      }
+      // No source matches here, and this is not a digit of a changed number: the line being
+      // copied may continue a few bytes further on or back (a number of another width before).
+      if (best == 0 && last_d && static_cast<unsigned char>(in[p] - '0') > 9 && last_d <= p)
+      {
+        best = resync(in, p, max, last_d, &bd);
+        if (best) {  // the realigned distance is tried first for the rest of the line
+          int k = std::min(nd, kCandidates);
+          for (; k > 0; --k) dist[k] = dist[k - 1];
+          dist[0] = bd;
+          nd = std::min(nd + 1, kCandidates + 1);
+        }
       }
     }
     if (best >= kMinMatch) {
-      tok.push_back(match_token(best, bd));
+      ts.match(best, bd);
+      last_d = bd;
       p += best;
     } else {
-      tok.push_back(static_cast<unsigned char>(in[p]));
+      ts.literal(static_cast<unsigned char>(in[p]));
       ++nlit;
       ++p;
     }
-    if (probe_bytes && p >= probe_bytes) {  // checked once: give up on text that does not repeat
-      if (nlit * max_literal_share > p) {
-        if (literals) *literals = nlit;
-        return 0;
-      }
-      probe_bytes = 0;
-    }
-    if (tok.size() >= kBlockTokens) {
-      write_block(tok.data(), tok.size(), p >= n, bo);
+    if (ts.nt >= kBlockTokens) {
+      write_block(ts, p >= n, bo);
       any_block = true;
-      tok.clear();
+      ts.reset();
     }
   }
   for (size_t q = ce; q < n;) {  // lines inside the last match were not walked
@@ -362,7 +560,7 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
     ++nlines;
     q = static_cast<size_t>(static_cast<const char*>(nl) - in) + 1;
   }
-  if (!tok.empty() || !any_block) write_block(tok.data(), tok.size(), true, bo);
+  if (ts.nt || !any_block) write_block(ts, true, bo);
   bo.flush();
   if (bo.overflow) return 0;
   if (literals) *literals = nlit;

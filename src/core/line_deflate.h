@@ -9,19 +9,25 @@
 
 #include <cstddef>
 
+#include "dftracer/export.h"
+
 namespace dftracer {
 
 // Upper bound of line_deflate's output for n input bytes (every byte a 15-bit literal plus
 // block headers).
-size_t line_deflate_bound(size_t n);
+DFTRACER_EXPORT size_t line_deflate_bound(size_t n);
 
 // Compresses in[0..n) into out as one complete raw deflate stream (last block final). Returns the
 // compressed size, or 0 if out_cap < needed (never with out_cap >= line_deflate_bound(n)).
 // *literals (if given) = input bytes coded as literals: a high share means the lines do not repeat
 // the last few lines (e.g. interleaved event kinds), where a general deflater does better. With
 // probe_bytes > 0: once probe_bytes of input are coded, gives up (returns 0, *literals set) if
-// literals * max_literal_share > bytes coded. *lines (if given) = '\n' bytes in the input.
-size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals = nullptr,
-                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr);
+// literals * max_literal_share > bytes coded, or (min_ratio > 0) if the output so far, estimated
+// from the symbol frequencies (entropy + extra bits), times min_ratio exceeds the bytes coded
+// (a general deflater usually does better on such text). *lines (if given) = '\n' bytes in the
+// input.
+DFTRACER_EXPORT size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals = nullptr,
+                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr,
+                    size_t min_ratio = 0);
 
 }  // namespace dftracer

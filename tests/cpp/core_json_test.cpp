@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "../../src/format/member.h"
 #include "core_test_util.h"
 #include "gzip_member.h"
+#include "line_deflate.h"
 
 using namespace dftracer;
 
@@ -90,6 +92,41 @@ TEST(CoreGzip, MemberHeaderAndRoundTrip) {
   EXPECT_EQ(count_lines("a\nb\n\nc", 6), 3u);
 }
 
+// A POSIX I/O mix like bench_core's: a cycle of 7 event names (open64, read, pread64, read,
+// pread64, lseek64, close) on random files, with random durations and gaps (numbers of changing
+// width). Deterministic.
+static std::string io_mix_text(int events) {
+  std::string s;
+  uint32_t x = 7;
+  auto rnd = [&x](uint32_t m) {
+    x = x * 1103515245u + 12345u;
+    return static_cast<long long>((x >> 8) % m);
+  };
+  const char* names[7] = {"open64", "read", "pread64", "read", "pread64", "lseek64", "close"};
+  long long ts = 1732221123000000LL, off = 0;
+  char fname[64] = "";
+  for (int i = 0; i < events; ++i) {
+    int ph = i % 7;
+    if (ph == 0) {
+      std::snprintf(fname, sizeof(fname), "/lustre/data/train/img_%06lld.npz", rnd(1024));
+      off = 0;
+    }
+    long long dur = ph >= 1 && ph <= 4 ? 20 + rnd(400) : 1 + rnd(40);
+    s += "{\"id\":" + std::to_string(i) + ",\"name\":\"" + names[ph] +
+         "\",\"cat\":\"POSIX\",\"pid\":4242,\"tid\":4242,\"ts\":" + std::to_string(ts) +
+         ",\"dur\":" + std::to_string(dur) + ",\"ph\":\"X\",\"args\":{\"fname\":\"" + fname + "\",\"fd\":3";
+    if (ph >= 1 && ph <= 4) {
+      s += ",\"count\":262144,\"ret\":262144,\"offset\":" + std::to_string(off);
+      off += 262144;
+    } else {
+      s += ph == 0 ? ",\"flags\":0,\"ret\":3" : ph == 5 ? ",\"offset\":0,\"ret\":0" : ",\"ret\":0";
+    }
+    s += "}}\n";
+    ts += dur + 1 + rnd(15);
+  }
+  return s;
+}
+
 // Level 1 (line_deflate): exact round trip through zlib's inflater on inputs that exercise each
 // path: empty, no newline, repeated lines of changing lengths, lines longer than the 32 KiB window
 // and the 258-byte match limit, random bytes (all literals), and more than one deflate block.
@@ -109,6 +146,7 @@ TEST(CoreGzip, LineDeflateRoundTrip) {
   }
   inputs.push_back(rnd);
   inputs.push_back(std::string(40000, 'q') + "\n" + std::string(40000, 'q') + "\n" + rnd.substr(0, 1000));
+  inputs.push_back(io_mix_text(3000));  // same-name sources 7 lines back, shifted fields (resync)
   for (const std::string& text : inputs) {
     MemberEncoder enc(1);
     ASSERT_TRUE(enc.ok());
@@ -127,6 +165,63 @@ TEST(CoreGzip, LineDeflateRoundTrip) {
   ASSERT_TRUE(enc.encode(lines.data(), lines.size(), &m));
   ASSERT_TRUE(enc6.encode(lines.data(), lines.size(), &m6));
   EXPECT_LE(m.size() * 100, m6.size() * 105) << m.size() << " vs level 6: " << m6.size();
+}
+
+// Interleaved event names: line_deflate also copies from the last line with the same name (7
+// lines back here) and realigns after numbers of another width, so it stays near the general
+// deflater (here 1.17x libdeflate 6; 4.8x when it only tried the last 3 lines).
+TEST(CoreGzip, LineDeflateInterleavedNames) {
+  std::string text = io_mix_text(20000);
+  std::vector<unsigned char> out(line_deflate_bound(text.size()));
+  size_t literals = 0, lines = 0;
+  size_t n = line_deflate(text.data(), text.size(), out.data(), out.size(), &literals, 0, 0, &lines);
+  ASSERT_GT(n, 0u);
+  EXPECT_EQ(lines, 20000u);
+  MemberEncoder enc6(6);
+  std::string m6;
+  ASSERT_TRUE(enc6.encode(text.data(), text.size(), &m6));
+  EXPECT_LE(n * 100, m6.size() * 125) << n << " vs level 6: " << m6.size();
+}
+
+// Level 1 on such a mix: the probe estimates line_deflate's output above 1/20 of the input and
+// hands the chunk to the general deflater, so the member is exactly level 6's.
+TEST(CoreGzip, LineDeflateProbeHandsMixToGeneral) {
+  std::string text = io_mix_text(2000);  // ~ 390 KB > the 128 KiB probe
+  MemberEncoder enc1(1), enc6(6);
+  std::string m1, m6;
+  ASSERT_TRUE(enc1.encode(text.data(), text.size(), &m1));
+  ASSERT_TRUE(enc6.encode(text.data(), text.size(), &m6));
+  EXPECT_EQ(m1, m6);
+  // The probe itself: gives up (0) with min_ratio 20, codes the whole text without it.
+  std::vector<unsigned char> out(line_deflate_bound(text.size()));
+  EXPECT_EQ(line_deflate(text.data(), text.size(), out.data(), out.size(), nullptr, 128u << 10, 5, nullptr, 20), 0u);
+  EXPECT_GT(line_deflate(text.data(), text.size(), out.data(), out.size(), nullptr, 128u << 10, 5, nullptr, 0), 0u);
+}
+
+// The 64-bit bit writer stores 8 bytes at a time: with an output buffer of exactly the stream's
+// size it still succeeds (byte stores near the end), one byte less gives 0, and nothing past
+// out_cap is ever written.
+TEST(CoreGzip, LineDeflateExactOutputBuffer) {
+  std::string trace;
+  for (int i = 0; i < 3000; ++i)
+    trace += "{\"id\":" + std::to_string(i) + ",\"name\":\"read\",\"ts\":" + std::to_string(1700000000000000LL + i * 13) +
+             ",\"dur\":" + std::to_string(i % 17) + "}\n";
+  for (const std::string& text : {trace, io_mix_text(500), std::string("x\n")}) {
+    std::vector<unsigned char> ref(line_deflate_bound(text.size()));
+    size_t n = line_deflate(text.data(), text.size(), ref.data(), ref.size());
+    ASSERT_GT(n, 0u);
+    for (size_t cap : {n, n - 1}) {
+      std::vector<unsigned char> out(cap + 64, 0xA5);  // canary after cap
+      size_t got = line_deflate(text.data(), text.size(), out.data(), cap);
+      if (cap == n) {
+        ASSERT_EQ(got, n);
+        EXPECT_EQ(std::memcmp(out.data(), ref.data(), n), 0);
+      } else {
+        EXPECT_EQ(got, 0u);
+      }
+      for (size_t i = cap; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << "written past out_cap at " << i;
+    }
+  }
 }
 
 // The fast escaper (16-byte SSE2 blocks, 8-byte SWAR, short-string path) must give exactly the
