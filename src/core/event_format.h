@@ -169,6 +169,21 @@ inline size_t compact_record_bytes(int nints, size_t frag_len) noexcept {
   return record_padded(sizeof(CompactHead) + sizeof(CompactArgs::Entry) * static_cast<size_t>(nints) + frag_len);
 }
 
+// Copies a fragment of a few tens of bytes with overlapping 16/32-byte moves (within [in, in+n)),
+// memcpy beyond 64 bytes.
+__attribute__((always_inline)) inline char* copy_fragment(char* out, const char* in, size_t n) noexcept {
+  if (n >= 16 && n <= 32) {
+    std::memcpy(out, in, 16);
+    std::memcpy(out + n - 16, in + n - 16, 16);
+  } else if (n > 32 && n <= 64) {
+    std::memcpy(out, in, 32);
+    std::memcpy(out + n - 32, in + n - 32, 32);
+  } else {
+    std::memcpy(out, in, n);
+  }
+  return out + n;
+}
+
 // Stores the compact record at out (compact_record_bytes() free); returns the end.
 __attribute__((always_inline)) inline char* write_compact(char* out, uint64_t id, std::string_view name,
                                                           std::string_view cat, bool plain, int64_t ts, int64_t dur,
@@ -191,10 +206,9 @@ __attribute__((always_inline)) inline char* write_compact(char* out, uint64_t id
   h.dur = dur;
   std::memcpy(out, &h, sizeof h);
   char* p = out + sizeof h;
-  size_t eb = sizeof(CompactArgs::Entry) * static_cast<size_t>(n);
-  std::memcpy(p, ints.entries(), eb);
-  p += eb;
-  std::memcpy(p, frag.data(), frag.size());
+  for (int i = 0; i < n; ++i, p += sizeof(CompactArgs::Entry))  // a few entries: inline moves
+    std::memcpy(p, &ints.entries()[i], sizeof(CompactArgs::Entry));
+  copy_fragment(p, frag.data(), frag.size());
   return out + size;
 }
 
@@ -278,7 +292,7 @@ class CompactRenderer {
       char* open = p;
       if (h.frag_len) {
         *p++ = ',';
-        p = copy_mid(p, frag, h.frag_len);
+        p = copy_fragment(p, frag, h.frag_len);
       }
       for (int i = 0; i < h.nints; ++i) {
         std::memcpy(p, keys_[i], kKeyCap);
@@ -348,7 +362,8 @@ class CompactRenderer {
     plain_ = h.plain;
     return true;
   }
-  // Numbers of I/O calls are mostly small: inline paths below 10^4, the general writer above.
+  // Numbers of I/O calls are mostly small: inline paths below 100 and for 4 digits, the general
+  // writer otherwise.
   static __attribute__((always_inline)) char* small_u64(char* out, uint64_t v) noexcept {
     if (v < 10) {
       *out = static_cast<char>('0' + v);
@@ -357,6 +372,12 @@ class CompactRenderer {
     if (v < 100) {
       std::memcpy(out, json::detail::kDigits + v * 2, 2);
       return out + 2;
+    }
+    if (v >= 1000 && v < 10000) {  // byte counts of 4 KiB-class I/O
+      uint32_t hi = static_cast<uint32_t>(v) / 100, lo = static_cast<uint32_t>(v) % 100;
+      std::memcpy(out, json::detail::kDigits + hi * 2, 2);
+      std::memcpy(out + 2, json::detail::kDigits + lo * 2, 2);
+      return out + 4;
     }
     return json::write_u64(out, v);
   }
@@ -373,20 +394,6 @@ class CompactRenderer {
     json::detail::write_8digits(out + 8, static_cast<uint32_t>(v - hi * 100000000u));
     return out + 16;
   }
-  // A fragment (a few tens of bytes): overlapping 16-byte moves up to 64 bytes, memcpy beyond.
-  static __attribute__((always_inline)) char* copy_mid(char* out, const char* in, size_t n) noexcept {
-    if (n >= 16 && n <= 32) {
-      std::memcpy(out, in, 16);
-      std::memcpy(out + n - 16, in + n - 16, 16);
-    } else if (n > 32 && n <= 64) {
-      std::memcpy(out, in, 32);
-      std::memcpy(out + n - 32, in + n - 32, 32);
-    } else {
-      std::memcpy(out, in, n);
-    }
-    return out + n;
-  }
-
   const IdsPrefix* ids_ = nullptr;
   const char* name_ = nullptr;  // null: no shape
   const char* cat_ = nullptr;
