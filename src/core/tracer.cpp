@@ -43,6 +43,7 @@ void log_msg(LogLevel lvl, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  AppStderr err;
   std::fprintf(stderr, "dftracer: %s: %s\n", kNames[static_cast<int>(lvl)], buf);
 }
 

@@ -191,6 +191,15 @@ class TracerImpl {
   // Trace file descriptor: written under file_mu, read lock-free by Tracer::trace_fd() (the
   // preload's close/dup2 wrappers protect it). file_dev/file_ino identify the file it must name.
   std::atomic<int> fd{-1};
+  // The writer thread works in its own descriptor table (writer_main: unshare(CLONE_FILES)), so
+  // the application's table stays unshared and its fd system calls keep the kernel's
+  // single-threaded fast path (no file reference count or f_pos lock per read). wfd: the trace
+  // file in the writer's table (file_mu), fd: in the application's (opened by path when an
+  // application thread writes, e.g. the flush at exit). file_made: the session's file exists.
+  int wfd = -1;
+  bool file_made = false;
+  int cur_fd() const noexcept;  // wfd on the writer thread with its own table, else fd
+  void set_cur_fd(int f) noexcept;
   dev_t file_dev = 0;            // file_mu
   ino_t file_ino = 0;            // file_mu
   std::string path;              // file_mu
@@ -299,6 +308,16 @@ extern TracerImpl* g_impl;
 
 // Sets dftracer_active_flag.
 inline void set_active(bool on) noexcept { __atomic_store_n(&dftracer_active_flag, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+// While alive on the writer thread with its own descriptor table, fd 2 of that table is the
+// application's stderr (pidfd_getfd), so the tracer's warnings reach it; elsewhere a no-op.
+struct AppStderr {
+  AppStderr() noexcept;
+  ~AppStderr() noexcept;
+  AppStderr(const AppStderr&) = delete;
+  AppStderr& operator=(const AppStderr&) = delete;
+  bool borrowed = false;
+};
 
 // "dftracer: <level>: message" on stderr when the level is enabled by DFTRACER_LOG_LEVEL.
 void log_msg(LogLevel lvl, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
