@@ -89,6 +89,17 @@ struct TokenSink {
 inline size_t match_len(const char* a, const char* b, size_t max) {
   size_t l = 0;
 #ifdef __SSE2__
+  while (l + 32 <= max) {  // 32 bytes per test: lines are mostly copied
+    __m128i e0 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + l)),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + l)));
+    __m128i e1 = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + l + 16)),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + l + 16)));
+    if (_mm_movemask_epi8(_mm_and_si128(e0, e1)) != 0xffff) {
+      unsigned m = static_cast<unsigned>(_mm_movemask_epi8(e0)) | static_cast<unsigned>(_mm_movemask_epi8(e1)) << 16;
+      return l + static_cast<size_t>(__builtin_ctz(~m));
+    }
+    l += 32;
+  }
   while (l + 16 <= max) {
     __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + l));
     __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + l));
