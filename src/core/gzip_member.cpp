@@ -26,9 +26,10 @@ uint32_t count_lines(const char* data, size_t n) {
 
 namespace {
 constexpr size_t kLiteralShareMax = 5;      // line_deflate kept while literals <= 1/5 of the bytes
-constexpr size_t kMinRatio = 20;            // and while its output is estimated <= 1/20 of them (the
-                                            // mixes where libdeflate 6 wins: 1/13..1/18; the preload
-                                            // trace: 1/34; docs/perf/preload.md, encoder round 5)
+constexpr size_t kMinRatio = 20;            // and while its output is estimated <= 1/20 of them
+                                            // (estimates at the probe: the mixes where libdeflate 6
+                                            // is smaller 1/9.3..1/15.1, the preload trace 1/31..1/35;
+                                            // docs/perf/preload.md, "Encoder, round 5")
 constexpr size_t kProbeBytes = 128u << 10;  // decided after this much of a chunk
 constexpr int kGeneralRunMax = 64;          // most chunks sent to the general deflater before a retry
 constexpr int kGeneralLevel = 6;            // at this level

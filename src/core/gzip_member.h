@@ -20,11 +20,12 @@ using format::kMemberTrailerSize;
 using format::kSubfieldVersion;
 
 // Deflate backend. Level 1 (the default) is adaptive: line_deflate (line_deflate.h: matches
-// against the last 3 lines only; ~3x fewer instructions than libdeflate level 6 and smaller on
-// repetitive traces) while it codes <= 20 % of a chunk's bytes as literals (chunks of >= 128 KiB
-// decide). A chunk whose first
-// 128 KiB exceed that goes to the general deflater at level 6, and so do the next 1, 2, 4, ...
-// up to 64 chunks (backoff, reset when line_deflate fits again).
+// against the last 3 lines and the last line of the same name only; ~5x fewer instructions than
+// libdeflate level 6 and smaller on repetitive traces) while it codes <= 20 % of a chunk's bytes
+// as literals and its output, estimated from the symbol counts, stays <= 1/20 of the input
+// (chunks of >= 128 KiB decide). A chunk whose first 128 KiB fail either test goes to the
+// general deflater at level 6, and so do the next 1, 2, 4, ... up to 64 chunks (backoff, reset
+// when line_deflate fits again).
 // Levels 2..9 always use the general deflater: libdeflate (whole-buffer, 2-3x faster than zlib at
 // the same level) when built with it, zlib otherwise. All write the same member layout (raw
 // deflate that any inflater reads).

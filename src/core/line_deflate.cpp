@@ -16,13 +16,13 @@ namespace {
 // Measured on the preload microbenchmark's trace (docs/perf/preload.md): 1 line of history gives
 // 6.0 B/event, 2: 5.4, 3: 5.2, 4: 5.2 (+13 % instructions over 3), 8: 5.6 (the extra distances
 // cost more bits).
-constexpr int kHistory = 3;        // earlier lines tried as match sources
-constexpr size_t kKeySlots = 64;   // last line per name (hashed), the extra match source
-constexpr size_t kResync = 16;   // bytes either side searched to realign on a shifted field
+constexpr int kHistory = 3;                    // earlier lines tried as match sources
+constexpr size_t kKeySlots = 64;               // last line per name (hashed), the extra match source
+constexpr size_t kResync = 16;                 // bytes either side searched to realign on a shifted field
 constexpr int kCandidates = 2 * kHistory + 2;  // distances tried per line
-constexpr size_t kGoodMatch = 16;  // a match this long ends the search
-constexpr size_t kMinMatch = 4;    // shorter matches cost more bits than the digits they replace (the
-                                   // 4-byte reject below assumes 4)
+constexpr size_t kGoodMatch = 16;              // a match this long ends the search
+constexpr size_t kMinMatch = 4;                // shorter matches cost more bits than the digits they replace (the
+                                               // 4-byte reject below assumes 4)
 constexpr size_t kMaxMatch = 258;
 constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
@@ -123,8 +123,11 @@ inline size_t match_len(const char* a, const char* b, size_t max) {
 inline size_t first_comma(const char* s) {
 #ifdef __SSE2__
   __m128i c = _mm_set1_epi8(',');
-  unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), c))) |
-               static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), c))) << 16;
+  unsigned m = static_cast<unsigned>(
+                   _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), c))) |
+               static_cast<unsigned>(
+                   _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), c)))
+                   << 16;
   m &= 0xffffffu;
   return m ? static_cast<size_t>(__builtin_ctz(m)) : 24;
 #else
@@ -464,14 +467,14 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
   // The last line with the same key (its name: the 16 bytes after the first ',', e.g.
   // `"name":"read","c`), as start + 1 (0: none) and length.
   size_t ks[kKeySlots] = {0}, kl[kKeySlots] = {0};
-  size_t cs = 0, ce = 0;  // current line [cs, ce), ce past its '\n' (or n)
+  size_t cs = 0, ce = 0;         // current line [cs, ce), ce past its '\n' (or n)
   size_t dist[kCandidates + 1];  // + 1: a realigned distance (resync)
   int nd = 0;
   size_t last_d = 0;  // distance of the last match
   size_t p = 0;
   bool any_block = false;
   while (p < n) {
-    while (p >= ce) {  // entering a new line (a match may have run over several)
+    while (p >= ce) {                         // entering a new line (a match may have run over several)
       if (probe_bytes && p >= probe_bytes) {  // checked once: give up on text that does not repeat
         if (nlit * max_literal_share > p ||
             (min_ratio && (static_cast<size_t>(bo.p - out) + estimated_bytes(ts)) * min_ratio > p)) {
@@ -499,7 +502,7 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       };
       for (int k = 0; k < nh; ++k) {
         size_t back = cs - hs[k];
-        add(back);                                       // start aligned with start
+        add(back);                                                     // start aligned with start
         if (hl[k] != cl && back + cl > hl[k]) add(back + cl - hl[k]);  // end aligned with end
       }
       // The last line with the same name, when it is not one of the last kHistory lines.
@@ -539,8 +542,7 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
       }
       // No source matches here, and this is not a digit of a changed number: the line being
       // copied may continue a few bytes further on or back (a number of another width before).
-      if (best == 0 && last_d && static_cast<unsigned char>(in[p] - '0') > 9 && last_d <= p)
-      {
+      if (best == 0 && last_d && static_cast<unsigned char>(in[p] - '0') > 9 && last_d <= p) {
         best = resync(in, p, max, last_d, &bd);
         if (best) {  // the realigned distance is tried first for the rest of the line
           int k = std::min(nd, kCandidates);

@@ -1,10 +1,12 @@
 // Raw deflate (RFC 1951, dynamic Huffman blocks) specialised for trace text: JSON lines that
 // mostly repeat one of the last few lines except for a few digits (id, ts, dur, sizes). Instead of
 // a hash-chain search at every byte (libdeflate/zlib), matches are only looked for at the
-// distances that align the current line with each of the last kHistory lines, once at the line's
-// start and once at its end (lines whose lengths differ). Any inflater reads the output; it is
-// ~2x cheaper than libdeflate level 1 and ~4x cheaper than level 6 on trace text, and smaller
-// than both (docs/perf/preload.md).
+// distances that align the current line with each of the last kHistory lines and with the last
+// line of the same event name (start aligned with start, and end with end for lines whose lengths
+// differ), plus, where none of them matches at a non-digit byte, within 16 bytes of the line being
+// copied (a field after a number of another width). Any inflater reads the output; it is ~2.5x
+// cheaper than libdeflate level 1 and ~5x cheaper than level 6 on trace text, and smaller than
+// both (docs/perf/preload.md, "Encoder, round 5").
 #pragma once
 
 #include <cstddef>
@@ -26,8 +28,8 @@ DFTRACER_EXPORT size_t line_deflate_bound(size_t n);
 // from the symbol frequencies (entropy + extra bits), times min_ratio exceeds the bytes coded
 // (a general deflater usually does better on such text). *lines (if given) = '\n' bytes in the
 // input.
-DFTRACER_EXPORT size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap, size_t* literals = nullptr,
-                    size_t probe_bytes = 0, size_t max_literal_share = 0, size_t* lines = nullptr,
-                    size_t min_ratio = 0);
+DFTRACER_EXPORT size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap,
+                                    size_t* literals = nullptr, size_t probe_bytes = 0, size_t max_literal_share = 0,
+                                    size_t* lines = nullptr, size_t min_ratio = 0);
 
 }  // namespace dftracer

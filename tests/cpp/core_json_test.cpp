@@ -204,7 +204,8 @@ TEST(CoreGzip, LineDeflateProbeHandsMixToGeneral) {
 TEST(CoreGzip, LineDeflateExactOutputBuffer) {
   std::string trace;
   for (int i = 0; i < 3000; ++i)
-    trace += "{\"id\":" + std::to_string(i) + ",\"name\":\"read\",\"ts\":" + std::to_string(1700000000000000LL + i * 13) +
+    trace += "{\"id\":" + std::to_string(i) +
+             ",\"name\":\"read\",\"ts\":" + std::to_string(1700000000000000LL + i * 13) +
              ",\"dur\":" + std::to_string(i % 17) + "}\n";
   for (const std::string& text : {trace, io_mix_text(500), std::string("x\n")}) {
     std::vector<unsigned char> ref(line_deflate_bound(text.size()));
