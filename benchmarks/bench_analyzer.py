@@ -28,7 +28,8 @@ events/s per core = events / wall / W. Memory: ``memory_usage(deep=True)`` of th
 ``--scale N,...``: generator traces of N events, ours only, as whole ``dfanalyzer summary``
 commands: cold (indexes removed) then warm (indexes kept), with each command's wall time, CPU
 time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
-(``--scale-peers`` runs them too, with the in-process warm runs above).
+(``--scale-peers`` runs them too, with the in-process warm runs above). ``--ours-only`` runs the
+``--sources`` sets the same way (ours only, whole commands, cold then warm).
 """
 
 from __future__ import annotations
@@ -225,6 +226,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scale", default="", help="comma separated event counts, ours only")
     ap.add_argument("--scale-peers", action="store_true", help="also run the peers at --scale sizes")
+    ap.add_argument(
+        "--ours-only",
+        action="store_true",
+        help="--sources sets as --scale runs them: ours only, whole commands cold then warm, CPU and peak RSS",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the persisted-frame bytes/event")
     ap.add_argument(
         "--warm-only",
@@ -250,7 +256,7 @@ def main(argv=None) -> int:
     sets = []
     for src in [s for s in a.sources.split(",") if s]:
         gen = preload_traces if src == "preload" else generator_traces
-        sets.append((src, a.events, gen(a.data, a.events, a.files), True))
+        sets.append((src, a.events, gen(a.data, a.events, a.files), not a.ours_only))
     for n in [int(x) for x in a.scale.split(",") if x]:
         sets.append(("generator", n, generator_traces(a.data, n, a.files), a.scale_peers))
     cold = {"ours": cold_ours, "dftracer-utils": cold_utils, "naive bag": cold_bag}

@@ -279,19 +279,34 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
         }
 
 
+def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Optional[List[str]]:
+    """The args columns a load must build (``columns=`` of :func:`dfanalyzer.reader.load_batch`):
+    ``keep_args``, the summary's :data:`~dfanalyzer.summary.AGGREGATE_COLUMNS` and the names
+    ``query`` reads; None (all) when every args column is kept or the query quotes a name in
+    backticks. The frame is then the same as loading everything and dropping the other columns."""
+    if keep_args is None or (query and "`" in query):
+        return None
+    cols = set(keep_args) | set(_summary.AGGREGATE_COLUMNS)
+    if query:
+        from .filters import _referenced_names
+
+        cols |= _referenced_names(query)
+    return sorted(cols)
+
+
 def _load_task(
     batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
 ):
     """Load one batch: ``(events, metadata, info)``; never raises.
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
-    ``keep_args`` (a set of args keys) the other args columns are dropped right away.
+    ``keep_args`` (a set of args keys) the other args columns are not built (projection).
     """
     from . import reader
 
     path, first, last, nbytes, nlines = batch
     try:
-        b = reader.load_batch(path, first, last, index_dir=index_dir)
+        b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
         if query:
             from .filters import apply_query
@@ -334,7 +349,7 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
     from . import reader
 
     try:
-        b, files = reader.load_files(paths)
+        b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
         for f in files:
             if f["error"] and not f["compressed_bytes"]:
                 try:
@@ -425,8 +440,16 @@ def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _concat_metadata(frames: List[pd.DataFrame]) -> pd.DataFrame:
+def _concat_metadata(frames: List[Optional[pd.DataFrame]]) -> pd.DataFrame:
+    """One metadata frame of the batches'. None stands for a batch without metadata records (the
+    summary tasks skip building its empty frame, ~1 ms of pandas each)."""
+    none = any(f is None for f in frames)
     frames = [f for f in frames if f is not None and len(f.columns)]
+    if not frames and none:  # the empty frame those batches stand for
+        from .reader import metadata_frame
+
+        keys = ("name", "cat", "ph", "pid", "tid", "ts", "dur", "key", "value", "args")
+        return metadata_frame({k: [] for k in keys})
     if not frames:
         return pd.DataFrame()
     rows = [f for f in frames if len(f)]  # (concatenating many empty frames costs more than the rows)
@@ -447,7 +470,7 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
 
     path, first, last, nbytes, nlines = batch
     try:
-        r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir)
+        r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(_summary.AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
         info = {
@@ -460,7 +483,7 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
             "warnings": [str(w) for w in warnings],
             "error": None,
         }
-        md = reader.metadata_frame(r["metadata"])
+        md = reader.metadata_frame(r["metadata"]) if len(r["metadata"]["name"]) else None
     except Exception:  # reported exactly as _load_task reports it
         ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)

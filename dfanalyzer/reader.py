@@ -25,13 +25,18 @@ offset      Int64                args.offset, bytes
                                  (``name cat ph pid tid ts dur te``) or ``size`` is column
                                  ``arg_<key>`` (``arg_size``, ``arg_dur``, ...)
 ==========  ===================  ==============================================================
+
+Projection: ``columns=`` of :func:`load_batch` / :func:`load_files` names the args columns to
+build (None: all). The core columns are always built; the args keys left out are still parsed and
+checked (the same lines are accepted or skipped, the same ``size`` and aggregated ``dur``) but
+their columns are never made, which is most of the parse cost of traces with many args keys.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from . import _reader
 
@@ -95,18 +100,37 @@ def _nullable(values: np.ndarray, mask: np.ndarray):
     return pd.arrays.IntegerArray(values, mask, copy=False)
 
 
-def load_batch(path: str, first_checkpoint: int, last_checkpoint: int, index_dir: Optional[str] = None) -> Batch:
+def load_batch(
+    path: str,
+    first_checkpoint: int,
+    last_checkpoint: int,
+    index_dir: Optional[str] = None,
+    columns: Optional[Iterable[str]] = None,
+) -> Batch:
     """Decompress and parse checkpoints ``[first_checkpoint, last_checkpoint]`` of ``path``.
 
     Columns are NumPy views of C++ buffers (no copy); args columns are those the batch's events
-    have (kinds and union rule in :mod:`dfanalyzer.schema`). Raises :class:`ReaderError`
-    (an ``OSError``) for unreadable files and ``IndexError`` for a bad checkpoint range.
+    have (kinds and union rule in :mod:`dfanalyzer.schema`), limited to the names in ``columns``
+    when it is given (projection, see the module docstring; core columns are always there).
+    Raises :class:`ReaderError` (an ``OSError``) for unreadable files, ``IndexError`` for a bad
+    checkpoint range and ``TypeError`` when ``columns`` is a str.
     """
-    r = _reader.load_batch(os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir)
+    r = _reader.load_batch(
+        os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir, _projection(columns)
+    )
     return _batch(r, path)
 
 
-def load_files(paths: List[str]):
+def _projection(columns: Optional[Iterable[str]]) -> Optional[List[str]]:
+    """``columns`` as the binding takes it (None: every args column)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)):
+        raise TypeError("columns must be an iterable of column names, not a single name")
+    return [str(c) for c in columns]
+
+
+def load_files(paths: List[str], columns: Optional[Iterable[str]] = None):
     """Read and parse many small files whole into one :class:`Batch` (one call, no SQLite index).
 
     Each file is indexed in memory only (reading a small file whole costs less than an index
@@ -114,8 +138,9 @@ def load_files(paths: List[str]):
     ``error`` (None or the message of the ReaderError that made the file unreadable), ``kind``,
     ``lines``, ``compressed_bytes``, ``uncompressed_bytes``, ``checkpoints``, ``rows`` (its events
     in the batch, consecutive), ``skipped_lines``, ``lost_bytes``, ``lost_lines`` and ``warnings``.
+    ``columns``: the args columns to build, as in :func:`load_batch`.
     """
-    r = _reader.load_files([os.fspath(p) for p in paths])
+    r = _reader.load_files([os.fspath(p) for p in paths], _projection(columns))
     files = list(r["files"])
     for f in files:
         if f["skipped_lines"]:
@@ -208,9 +233,10 @@ def build_index(path: str, index_dir: Optional[str] = None, force: bool = False,
 
 def scan(path: str, index_dir: Optional[str] = None) -> dict:
     """:func:`build_index` plus one parse pass: ``events``, ``metadata_records``,
-    ``skipped_lines`` and ``arg_columns`` ([(key, reader dtype)]). Cached in the index. (The
-    analyzer does not need it: it takes each batch's args columns from the batch itself and
-    merges them with :func:`dfanalyzer.schema.union_schema`.)"""
+    ``skipped_lines``, ``read_lost_lines``, ``read_lost_bytes``, ``read_header_mismatches``,
+    ``hostname`` and ``context_sizes``. Cached in the index. (Args columns are not listed: the
+    analyzer takes each batch's args columns from the batch itself and merges them with
+    :func:`dfanalyzer.schema.union_schema`.)"""
     return _reader.scan(os.fspath(path), index_dir)
 
 

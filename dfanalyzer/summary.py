@@ -238,7 +238,7 @@ class FrameColumns:
 class ReaderColumns:
     """The same columns straight from a ``dfanalyzer._reader.load_batch`` result (NumPy views of
     the C++ buffers: no DataFrame is built). Args columns other than :data:`AGGREGATE_COLUMNS`
-    are never touched."""
+    are never touched (the streamed summary asks the reader not to build them: ``columns=``)."""
 
     def __init__(self, r: dict):
         self.core = r["core"]

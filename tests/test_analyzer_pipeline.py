@@ -41,7 +41,7 @@ def _fake_reader():
             "checkpoints": ck,
         }
 
-    def load_batch(path, first, last, index_dir=None):
+    def load_batch(path, first, last, index_dir=None, columns=None):
         base = os.path.basename(path)
         if base.startswith("half") and first <= 1 <= last:
             raise RuntimeError("corrupt member")
@@ -62,6 +62,9 @@ def _fake_reader():
             ev["ret"] = pd.array(np.arange(n) + 0.5, dtype="Float64")
             ev["epoch"] = pd.array([1] * n, dtype="Int64")
             ev["mode"] = pd.array(np.arange(n) % 3, dtype="Int64")
+        core = [c for c, _ in A.CORE_COLUMNS]
+        if columns is not None:  # args-column projection, as the C++ reader applies it
+            ev = ev[[c for c in ev.columns if c in core or c in columns]]
         md = pd.DataFrame({"name": ["FH"], "value": [base]})
         skipped = 2 if base.startswith("half") else 0
         return Batch(ev, md, skipped, 0, [f"{path}: 2 lines skipped"] if skipped else [])

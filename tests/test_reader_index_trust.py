@@ -164,6 +164,30 @@ def test_stale_index_rebuilt_without_warning(tmp_path):
     assert info["rebuilt"] and info["warnings"] == [] and info["lines"] == N + 3
 
 
+def test_version_2_index_with_arg_columns_is_stale_and_rebuilt(tmp_path):
+    """Format 3 dropped version 2's arg_columns table: a version-2 index (with that table and
+    scan results) is stale, rebuilt without a warning, and scan() works on the new one."""
+    assert R._reader.INDEX_FORMAT_VERSION == 3
+    p = _trace(tmp_path, "member")
+    ipath = R.scan(p)["index_path"]
+    _sql(
+        ipath,
+        "UPDATE metadata SET value = 2 WHERE key = 'format_version'",
+        "CREATE TABLE arg_columns(key TEXT PRIMARY KEY, dtype TEXT)",
+        "INSERT INTO arg_columns VALUES('ret', 'Int64')",
+    )
+    info = R.build_index(p)
+    assert info["rebuilt"] and info["warnings"] == [] and info["events"] is None
+    con = sqlite3.connect(ipath)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = con.execute("SELECT value FROM metadata WHERE key = 'format_version'").fetchone()[0]
+    con.close()
+    assert "arg_columns" not in tables and int(version) == 3
+    s = R.scan(p)
+    assert s["events"] == N and s["skipped_lines"] == 0 and "arg_columns" not in s
+    assert R.build_index(p)["rebuilt"] is False and R.build_index(p)["events"] == N
+
+
 def test_index_of_another_owner_or_a_symlink_rejected(tmp_path):
     p = _trace(tmp_path, "member")
     ipath = R.build_index(p)["index_path"]

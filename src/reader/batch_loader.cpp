@@ -5,20 +5,22 @@
 
 namespace dftracer::reader {
 
-ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir) {
+ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir,
+                       const ArgsProjection& args) {
   ParsedBatch b;
-  load_batch_into(b, trace, first, last, index_dir);
+  load_batch_into(b, trace, first, last, index_dir, args);
   return b;
 }
 
 void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
-                     const std::string& index_dir) {
+                     const std::string& index_dir, const ArgsProjection& args) {
   std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir);
   RangeData r = read_checkpoints(*idx, first, last);
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
   FileContext ctx = idx->context;
   Parser parser;
+  parser.set_args_projection(args);
   b.columns.reserve_rows = lines;
   parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
   if (b.columns.unresolved_hashes > 0 && !idx->context.scanned) {
@@ -37,15 +39,17 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
   b.warnings = std::move(r.warnings);
 }
 
-FilesBatch load_files(const std::vector<std::string>& paths) {
+FilesBatch load_files(const std::vector<std::string>& paths, const ArgsProjection& args) {
   FilesBatch out;
-  out.files = load_files_into(out.batch, paths);
+  out.files = load_files_into(out.batch, paths, args);
   return out;
 }
 
-std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std::string>& paths) {
+std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std::string>& paths,
+                                      const ArgsProjection& args) {
   std::vector<FileLoad> files(paths.size());
   Parser parser;
+  parser.set_args_projection(args);
   EventColumns& cols = batch.columns;
   for (size_t k = 0; k < paths.size(); ++k) {
     FileLoad& fl = files[k];

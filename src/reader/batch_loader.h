@@ -23,13 +23,15 @@ struct ParsedBatch {
 // index cache (open_index). Rule for DFTracer v1 hashed traces: the batch is parsed with the
 // context known so far; when some fhash/hhash stays unresolved and the file's context is not
 // complete, the whole file's FH/HH/SH records are collected once (ensure_context) and the batch
-// is parsed again with them. Throws ReaderError (unreadable trace or index) and
-// std::out_of_range (checkpoints outside the index).
-ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir = "");
+// is parsed again with them. `args` names the args columns to build (default all; reader.h,
+// ArgsProjection): rows, core columns and counts are the same whatever it is. Throws ReaderError
+// (unreadable trace or index) and std::out_of_range (checkpoints outside the index).
+ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir = "",
+                       const ArgsProjection& args = {});
 // Same, parsed into `out` (empty on entry): no move of the finished columns (moving a DictColumn
 // rebuilds its lookup table), for callers that own the storage (the Python binding).
 void load_batch_into(ParsedBatch& out, const std::string& trace, int64_t first, int64_t last,
-                     const std::string& index_dir = "");
+                     const std::string& index_dir = "", const ArgsProjection& args = {});
 
 // Per file of load_files: what the analyzer's per-file statistics need.
 struct FileLoad {
@@ -47,10 +49,11 @@ struct FilesBatch {
 };
 // Many small files in one batch: each indexed in memory (no SQLite file), read whole and parsed
 // with its own complete context. A file that cannot be read gets `error` and no rows; never throws
-// for one file's problem.
-FilesBatch load_files(const std::vector<std::string>& paths);
+// for one file's problem. `args`: as in load_batch.
+FilesBatch load_files(const std::vector<std::string>& paths, const ArgsProjection& args = {});
 // Same, the rows parsed into `out` (empty on entry); returns the per-file counts.
-std::vector<FileLoad> load_files_into(ParsedBatch& out, const std::vector<std::string>& paths);
+std::vector<FileLoad> load_files_into(ParsedBatch& out, const std::vector<std::string>& paths,
+                                      const ArgsProjection& args = {});
 
 // read_lines_checked with the verification rule of line-addressed reads: when a member's line
 // count is only its header's claim, or disagrees with the data, the index is rebuilt with every

@@ -1,10 +1,9 @@
 // Whole-file statistics, separate from range reading: the context pass (ensure_context), the
-// statistics pass (scan_file: counts and args dtypes) and per-checkpoint event statistics for
+// statistics pass (scan_file: counts) and per-checkpoint event statistics for
 // filter push-down (checkpoint_stats). Each result is stored in the index when it can be; when
 // it cannot (in-memory index, read-only or full disk) it is kept in memory with a warning.
 #include <algorithm>
 #include <climits>
-#include <map>
 
 #include "index_store.h"
 #include "reader.h"
@@ -57,9 +56,9 @@ IndexInfo scan_file(const std::string& trace, const std::string& index_dir) {
   if (idx.stats_scanned && idx.context.scanned) return idx;
   int64_t n = int64_t(idx.checkpoints.size());
   ensure_context(idx);
-  // Parse everything for counts and args dtypes.
+  // Parse everything for the counts (rows and skipped lines do not depend on args columns).
   Parser parser;
-  std::map<std::string, ArgType> types;
+  parser.set_args_projection(ArgsProjection::only({}));
   int64_t events = 0, meta = 0, skipped = 0, lost_lines = 0, lost_bytes = 0, mismatches = 0;
   for (int64_t i = 0; i < n; i += kScanStep) {
     RangeData r = read_checkpoints(idx, i, std::min(n - 1, i + kScanStep - 1));
@@ -72,11 +71,6 @@ IndexInfo scan_file(const std::string& trace, const std::string& index_dir) {
     mismatches += r.header_mismatches;
     meta += int64_t(cols.metadata.size());
     skipped += cols.skipped_lines;
-    for (auto& a : cols.args) {
-      auto it = types.find(a.key);
-      if (it == types.end()) types[a.key] = a.type;
-      else it->second = std::max(it->second, a.type);
-    }
   }
   idx.events = events;
   idx.metadata_records = meta;
@@ -84,9 +78,6 @@ IndexInfo scan_file(const std::string& trace, const std::string& index_dir) {
   idx.scan_lost_lines = lost_lines;
   idx.scan_lost_bytes = lost_bytes;
   idx.scan_header_mismatches = mismatches;
-  idx.arg_columns.clear();
-  for (auto& [k, t] : types)
-    idx.arg_columns.emplace_back(k, t == ArgType::Int ? "Int64" : t == ArgType::Float ? "Float64" : "string");
   idx.stats_scanned = true;
   store_scan(idx);
   return idx;
@@ -102,6 +93,7 @@ std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx) {
   IndexInfo full = idx;
   ensure_context(full);  // hashes defined anywhere in the file resolve the same in every checkpoint
   Parser parser;
+  parser.set_args_projection(ArgsProjection::only({}));  // only rows, ts, te, cat and name are read
   for (size_t i = 0; i < idx.checkpoints.size(); ++i) {
     CheckpointStats c;
     c.number = int64_t(i);

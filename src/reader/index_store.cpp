@@ -122,7 +122,6 @@ CREATE TABLE IF NOT EXISTS checkpoints(
   uncompressed_offset INTEGER, uncompressed_size INTEGER, first_line INTEGER, num_lines INTEGER,
   bit_offset INTEGER, block_offset INTEGER, flags INTEGER, window BLOB, lost_lines INTEGER);
 CREATE TABLE IF NOT EXISTS context(kind TEXT, hash TEXT, value TEXT, PRIMARY KEY(kind, hash));
-CREATE TABLE IF NOT EXISTS arg_columns(key TEXT PRIMARY KEY, dtype TEXT);
 )SQL";
 
 void put_meta(sqlite3* db, const char* key, int64_t v) {
@@ -168,15 +167,6 @@ void write_stats(sqlite3* db, const IndexInfo& info) {
   put_meta(db, "scan_lost_lines", info.scan_lost_lines);
   put_meta(db, "scan_lost_bytes", info.scan_lost_bytes);
   put_meta(db, "scan_header_mismatches", info.scan_header_mismatches);
-  exec_sql(db, "DELETE FROM arg_columns");
-  Stmt s(db, "INSERT INTO arg_columns(key, dtype) VALUES(?, ?)");
-  for (auto& [k, d] : info.arg_columns) {
-    s.reset();
-    s.bind(1, k);
-    s.bind(2, d);
-    s.step();
-  }
-  s.finalize();
 }
 
 void open_db(Db& d, const std::string& path, bool write) {
@@ -383,12 +373,6 @@ std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp) {
       if (map_name != "FH" && map_name != "HH" && map_name != "SH") return "context row of unknown kind";
       auto& m = map_name == "FH" ? info.context.fh : map_name == "HH" ? info.context.hh : info.context.sh;
       m[cs.text(1, &ok)] = cs.text(2, &ok);
-    }
-    Stmt as(d.db, "SELECT key, dtype FROM arg_columns ORDER BY key");
-    while (as.step()) {
-      std::string dt = as.text(1, &ok);
-      if (dt != "Int64" && dt != "Float64" && dt != "string") return "args column of unknown dtype";
-      info.arg_columns.emplace_back(as.text(0, &ok), dt);
     }
     if (!ok) return "a text field is not text";
     return validate_index(info, f);

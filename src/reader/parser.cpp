@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <unordered_set>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -330,13 +331,15 @@ struct Parser::Impl {
   };
   struct Slot {
     std::string_view key;
-    int32_t col = -1;  // args column (kCol)
+    int32_t col = -1;  // args column (kCol); -1: a column the projection does not build
     Role role = kCol;
     Special special = kPlain;
     bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;           // fast match of short keys
   };
-  std::vector<std::vector<Slot>> shapes;  // by name code
+  std::vector<std::vector<Slot>> shapes;         // by name code
+  ArgsProjection projection;                     // args columns to build
+  std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   bool fast_path = true;
   int64_t fast_lines = 0;
 
@@ -378,11 +381,14 @@ struct Parser::Impl {
       // An args key named like a core column (or `size`) goes to column "arg_<key>": a core
       // column is never overwritten (docs/index.md).
       std::string_view core = core_name(k);
-      if (core.empty()) {
+      std::string column = core.empty() ? std::string(k) : "arg_" + std::string(core);
+      if (!projection.wants(column)) {  // not built: col -1, only its special role is kept
+        sl.key = core.empty() ? std::string_view(*dropped_keys.emplace(k).first) : core;
+      } else if (core.empty()) {
         sl.col = column_for(out, k, s.type);
         sl.key = keys[size_t(sl.col)];
       } else {
-        sl.col = column_for(out, "arg_" + std::string(core), s.type);
+        sl.col = column_for(out, column, s.type);
         sl.key = core;
       }
       sl.special = special_of(k);
@@ -910,7 +916,7 @@ struct Parser::Impl {
         case kOffset: offset = &s; break;
         case kCol:
           special[sl.special] = &s;
-          put(out.args[size_t(sl.col)], s, row);
+          if (sl.col >= 0) put(out.args[size_t(sl.col)], s, row);
           break;
       }
     }
@@ -958,6 +964,10 @@ struct Parser::Impl {
 Parser::Parser() : impl_(new Impl) { impl_->staged.reserve(64); }
 Parser::~Parser() = default;
 void Parser::set_fast_path(bool on) { impl_->fast_path = on; }
+void Parser::set_args_projection(ArgsProjection projection) {
+  impl_->projection = std::move(projection);
+  impl_->shapes.clear();  // slots cache the old decision
+}
 int64_t Parser::fast_lines() const { return impl_->fast_lines; }
 
 void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ctx, EventColumns& out) {

@@ -16,6 +16,16 @@ namespace {
 
 std::string opt(const py::object& o) { return o.is_none() ? std::string() : py::str(o).cast<std::string>(); }
 
+// `columns`: None = every args column; else an iterable of column names whose args columns are
+// built (core column names in it are allowed: core columns are always built).
+ArgsProjection projection(const py::object& columns) {
+  if (columns.is_none()) return {};
+  if (py::isinstance<py::str>(columns)) throw py::type_error("columns must be an iterable of column names, not a str");
+  std::vector<std::string> names;
+  for (auto c : columns) names.push_back(py::str(c).cast<std::string>());
+  return ArgsProjection::only(std::move(names));
+}
+
 py::dict checkpoint_dict(const Checkpoint& c) {
   py::dict d;
   d["number"] = c.number;
@@ -67,9 +77,6 @@ py::dict scan_dict(const IndexInfo& i) {
   d["read_lost_lines"] = i.scan_lost_lines;
   d["read_lost_bytes"] = i.scan_lost_bytes;
   d["read_header_mismatches"] = i.scan_header_mismatches;
-  py::list cols;
-  for (auto& [k, t] : i.arg_columns) cols.append(py::make_tuple(k, t));
-  d["arg_columns"] = cols;
   d["hostname"] = i.context.hostname;
   d["context_sizes"] = py::dict(py::arg("FH") = i.context.fh.size(), py::arg("HH") = i.context.hh.size(),
                                 py::arg("SH") = i.context.sh.size());
@@ -200,22 +207,25 @@ py::dict lines_dict(const VerifiedLines& c) {
   return d;
 }
 
-py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, const py::object& index_dir) {
+py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, const py::object& index_dir,
+                       const py::object& columns) {
   auto owner = std::make_unique<ColumnOwner>();
   std::string idir = opt(index_dir);
+  ArgsProjection args = projection(columns);
   {
     py::gil_scoped_release nogil;
-    load_batch_into(owner->batch, path, first, last, idir);
+    load_batch_into(owner->batch, path, first, last, idir, args);
   }
   return batch_dict(std::move(owner));
 }
 
-py::dict load_files_py(const std::vector<std::string>& paths) {
+py::dict load_files_py(const std::vector<std::string>& paths, const py::object& columns) {
   auto owner = std::make_unique<ColumnOwner>();
   std::vector<FileLoad> files;
+  ArgsProjection args = projection(columns);
   {
     py::gil_scoped_release nogil;
-    files = load_files_into(owner->batch, paths);
+    files = load_files_into(owner->batch, paths, args);
   }
   py::dict out = batch_dict(std::move(owner));
   py::list fl;
@@ -274,7 +284,8 @@ PYBIND11_MODULE(_reader, m) {
         return scan_dict(i);
       },
       py::arg("path"), py::arg("index_dir") = py::none(),
-      "Index + one parse pass: events, metadata records, skipped lines, args columns (cached in the index).");
+      "Index + one parse pass: events, metadata records, skipped lines, what reading could not deliver "
+      "(cached in the index).");
   m.def(
       "read_lines_checked",
       [](const std::string& path, int64_t first_line, int64_t n_lines, const py::object& index_dir) {
@@ -303,8 +314,9 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("first"), py::arg("last"), py::arg("index_dir") = py::none(),
       "Raw bytes of checkpoints [first, last] (inclusive).");
   m.def("load_batch", &load_batch_py, py::arg("path"), py::arg("first"), py::arg("last"),
-        py::arg("index_dir") = py::none(),
-        "Parse checkpoints [first, last] into columns (NumPy views owned by the batch).");
+        py::arg("index_dir") = py::none(), py::arg("columns") = py::none(),
+        "Parse checkpoints [first, last] into columns (NumPy views owned by the batch). columns: None = every "
+        "args column, else the names of the args columns to build (core columns are always built).");
   m.def(
       "checkpoint_stats",
       [](const std::string& path, const py::object& index_dir) {
@@ -331,8 +343,9 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none(),
       "Per-checkpoint event stats (events, min/max ts and te, category and name sets or None), "
       "kept in the index.");
-  m.def("load_files", &load_files_py, py::arg("paths"),
-        "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts.");
+  m.def("load_files", &load_files_py, py::arg("paths"), py::arg("columns") = py::none(),
+        "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts. "
+        "columns: as in load_batch.");
   m.def(
       "index_path",
       [](const std::string& path, const py::object& index_dir) { return index_path_for(path, opt(index_dir)); },

@@ -33,7 +33,9 @@ namespace dftracer::reader {
 
 // 2: lost_lines column, CRC-failed inflate members lost whole; dev, ino, head_crc, tail_crc;
 //    context and scan stats of DFTracer 2.x integer phases
-inline constexpr int kIndexFormatVersion = 2;
+// 3: no arg_columns table (scan_file no longer builds args columns to find their dtypes); an
+//    index of another version is stale and rebuilt without a warning
+inline constexpr int kIndexFormatVersion = 3;
 inline constexpr int64_t kInflateSpan = 1 << 20;  // uncompressed bytes between inflate/plain checkpoints
 inline constexpr int64_t kWindowBytes = 32768;    // deflate history stored at an inflate-kind checkpoint
 // Deflate expands at most 1032:1 (258-byte matches coded in 2 bits); any size claim beyond
@@ -111,7 +113,6 @@ struct IndexInfo {
   // What reading every checkpoint could not deliver (the analyzer's per-file counts): lines and
   // bytes lost (lost regions, members failing CRC32/ISIZE, a cut-short tail) and lying headers.
   int64_t scan_lost_lines = 0, scan_lost_bytes = 0, scan_header_mismatches = 0;
-  std::vector<std::pair<std::string, std::string>> arg_columns;  // key -> "Int64"|"Float64"|"string"
 };
 
 // Where the index of `trace` lives: `<trace>.zindex` when the trace directory is writable and no
@@ -159,8 +160,9 @@ struct CheckpointStats {
 // checkpoint) and stored there. Throws ReaderError when the trace cannot be read.
 std::vector<CheckpointStats> checkpoint_stats(const IndexInfo& idx);
 
-// Parses every line once and stores events/metadata/skipped counts, the args columns with their
-// dtypes and the full per-file context in the index (kept until the trace changes).
+// Parses every line once (no args columns built) and stores events/metadata/skipped counts, what
+// reading could not deliver and the full per-file context in the index (kept until the trace
+// changes).
 IndexInfo scan_file(const std::string& trace, const std::string& index_dir = "");
 
 // Makes idx.context complete for the whole file (one pass over metadata lines), stored in the index.
@@ -351,6 +353,29 @@ struct MetaRecord {
   bool has_ts = false, has_dur = false;
 };
 
+// Which args columns a parse builds. Core columns (name ... offset) are always built. Args keys
+// left out are still read and checked (a line is accepted or skipped exactly as without a
+// projection) and still feed the byte and duration rules (`ret`, `size`, `dur_sum`, ...); only
+// their columns are not built. Names are column names as delivered: an args key named like a
+// core column is `arg_<key>` (docs/index.md).
+struct ArgsProjection {
+  bool all = true;                   // every args column (no projection)
+  std::vector<std::string> columns;  // when !all: the args columns to build (others are dropped)
+  // Only `columns` (none when empty).
+  static ArgsProjection only(std::vector<std::string> columns) {
+    ArgsProjection p;
+    p.all = false;
+    p.columns = std::move(columns);
+    return p;
+  }
+  bool wants(std::string_view column) const {
+    if (all) return true;
+    for (auto& c : columns)
+      if (c == column) return true;
+    return false;
+  }
+};
+
 struct EventColumns {
   int64_t rows = 0;
   int64_t reserve_rows = 0;  // expected rows (lines): columns reserve this many
@@ -380,6 +405,8 @@ class Parser {
   // simdjson on anything unusual (same results); off = every line through simdjson (tests).
   void set_fast_path(bool on);
   int64_t fast_lines() const;  // lines taken by the fast path so far
+  // Args columns the following parse() calls build (default: all).
+  void set_args_projection(ArgsProjection projection);
   // Pads all columns to out.rows and sorts args columns by key.
   static void finish(EventColumns& out);
 

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,25 +25,38 @@ struct Parsed {
   int64_t fast_lines = 0;
 };
 
-Parsed parse(const std::string& text, bool fast) {
+Parsed parse(const std::string& text, bool fast, const ArgsProjection& projection = {}) {
   std::string buf = text;
   size_t n = buf.size();
   buf.append(simdjson::SIMDJSON_PADDING, ' ');
   Parsed r;
   Parser p;
   p.set_fast_path(fast);
+  p.set_args_projection(projection);
   p.parse(buf.data(), n, buf.size(), r.ctx, r.cols);
   Parser::finish(r.cols);
   r.fast_lines = p.fast_lines();
   return r;
 }
 
-// Parses `text` both ways, expects identical results; returns the fast path's line count.
+// Parses `text` both ways, expects identical results; returns the fast path's line count. Also
+// with args projections (both paths): the same rows, core columns, metadata and counters, and
+// exactly the full parse's args columns that the projection keeps.
 int64_t expect_same(const std::string& text) {
   Parsed f = parse(text, true);
   Parsed s = parse(text, false);
   EXPECT_EQ(s.fast_lines, 0);
   EXPECT_EQ(columns_diff(f.cols, s.cols), "") << text.substr(0, 400);
+  for (const ArgsProjection& proj :
+       {ArgsProjection::only({}), ArgsProjection::only({"count", "k", "arg_size", "epoch", "ret_min"})}) {
+    EventColumns want = f.cols;
+    want.args.erase(std::remove_if(want.args.begin(), want.args.end(),
+                                   [&](const ArgColumn& a) { return !proj.wants(a.key); }),
+                    want.args.end());
+    for (bool fast : {true, false})
+      EXPECT_EQ(columns_diff(parse(text, fast, proj).cols, want), "")
+          << (fast ? "fast " : "simdjson ") << text.substr(0, 400);
+  }
   EXPECT_EQ(f.ctx.fh, s.ctx.fh);
   EXPECT_EQ(f.ctx.hh, s.ctx.hh);
   EXPECT_EQ(f.ctx.sh, s.ctx.sh);
