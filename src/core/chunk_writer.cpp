@@ -5,10 +5,10 @@
 // timed flush (DFTRACER_FLUSH_INTERVAL) and serves signal handlers' flush requests, so deflate and
 // file I/O never run on application threads.
 #include <fcntl.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -555,8 +555,8 @@ void TracerImpl::reset_writer_in_child() {
   queue.clear();
   pushed.store(0);
   written.store(0);
-  enc = nullptr;              // the parent's writer may have been mid-deflate: leak, never reuse
-  (void)rendered.release();   // likewise its rendering buffer
+  enc = nullptr;             // the parent's writer may have been mid-deflate: leak, never reuse
+  (void)rendered.release();  // likewise its rendering buffer
   rendered_cap = rendered_size = 0;
   fd_table_reserved = false;  // fork copies only the descriptor table's used part
   close_fd_locked();          // the child's copy (unless the application reused the number)

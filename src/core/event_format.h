@@ -319,7 +319,8 @@ class CompactRenderer {
         h.plain != plain_)
       return false;
     for (int i = 0; i < h.nints; ++i)
-      if (ents[i].key != key_ptr_[i] || ents[i].klen != key_len_[i] || ((ents[i].flags ^ key_flags_[i]) & CompactArgs::kPlain))
+      if (ents[i].key != key_ptr_[i] || ents[i].klen != key_len_[i] ||
+          ((ents[i].flags ^ key_flags_[i]) & CompactArgs::kPlain))
         return false;
     return true;
   }

@@ -1,7 +1,7 @@
 // Per-thread event buffers and the process chunk: an application thread stores event records in
-// its own buffer (no shared lock per event; the writer renders them, render_chunk); a full buffer is handed to the chunk without copying
-// (hand_over_locked, the one hand-over used by the application's drain and by the writer's flush),
-// and a full chunk is queued to the writer (enqueue_locked, the one queue push).
+// its own buffer (no shared lock per event; the writer renders them, render_chunk); a full buffer is handed to the
+// chunk without copying (hand_over_locked, the one hand-over used by the application's drain and by the writer's
+// flush), and a full chunk is queued to the writer (enqueue_locked, the one queue push).
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>

@@ -240,7 +240,7 @@ class CompactArgs {
     uint8_t klen;     // bytes of key (< 256)
     uint8_t flags;    // kUint: written as uint64; kPlain: key needs no escaping
     uint8_t unused[6];
-    int64_t v;        // the value (uint64 bits for kUint)
+    int64_t v;  // the value (uint64 bits for kUint)
   };
   static constexpr uint8_t kUint = 1, kPlain = 2;
   template <size_t N>

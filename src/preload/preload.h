@@ -138,8 +138,8 @@ inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_
 // integers fill(CompactArgs&) adds (keys: string literals); both only with DFTRACER_INC_METADATA=1.
 // The caller holds a Recording.
 template <typename Fill>
-inline void emit_compact(std::string_view name, std::string_view cat, int64_t t0, int64_t t1,
-                         std::string_view fragment, Fill&& fill) noexcept {
+inline void emit_compact(std::string_view name, std::string_view cat, int64_t t0, int64_t t1, std::string_view fragment,
+                         Fill&& fill) noexcept {
   bool plain = json::is_plain(name.data(), name.size()) && json::is_plain(cat.data(), cat.size());
   CompactArgs a;
   if (g_state.metadata) {

@@ -147,9 +147,9 @@ TEST(EventFormat, CompactRecordsRenderAsFormatEvent) {
     cases.push_back(std::move(c));
   };
   const std::string f16 = "\"fname\":\"/a/b.x\"";                         // 16 bytes
-  const std::string f30 = "\"fname\":\"/tmp/i14/bp/data.bin\"";             // 30
-  const std::string f40 = "\"fname\":\"/tmp/some/longer/dir/data.bin\"";    // 40
-  const std::string f5 = "\"a\":1";                                         // 5
+  const std::string f30 = "\"fname\":\"/tmp/i14/bp/data.bin\"";           // 30
+  const std::string f40 = "\"fname\":\"/tmp/some/longer/dir/data.bin\"";  // 40
+  const std::string f5 = "\"a\":1";                                       // 5
   const std::string f100 = "\"fname\":\"" + std::string(89, 'p') + "\"";  // 100
   auto io = [](size_t count, ssize_t ret) {
     return [=](CompactArgs& a) {
@@ -159,8 +159,8 @@ TEST(EventFormat, CompactRecordsRenderAsFormatEvent) {
     };
   };
   for (int i = 0; i < 3; ++i) add("read", "POSIX", true, 1795297461386105 + i, 2, f30, io(4096, 4096));
-  add("read", "POSIX", true, 1795297499999999, 0, f30, io(4096, -1));           // hi digits change next
-  add("read", "POSIX", true, 1795297500000000, -5, f30, io(0, 0));              // negative dur -> 0
+  add("read", "POSIX", true, 1795297499999999, 0, f30, io(4096, -1));  // hi digits change next
+  add("read", "POSIX", true, 1795297500000000, -5, f30, io(0, 0));     // negative dur -> 0
   add("write", "POSIX", true, 1795297500000001, 123456789, f16, io(1ull << 40, 99));
   add("pread", "POSIX", true, 1795297500000002, 7, f40, [](CompactArgs& a) {
     a.add_int("fd", 1048575);
@@ -175,12 +175,12 @@ TEST(EventFormat, CompactRecordsRenderAsFormatEvent) {
   });
   add("fsync", "POSIX", true, 999999999999999, 12345678, f100, [](CompactArgs& a) { a.add_int("ret", 0); });
   add("fsync", "POSIX", true, 10000000000000000, 1, f100, [](CompactArgs& a) { a.add_int("ret", 0); });  // 17 digits
-  add("close", "POSIX", true, -7, 3, "", [](CompactArgs& a) { a.add_int("ret", 0); });  // no fragment
-  add("read", "POSIX", true, 1795297500000003, 1, "", [](CompactArgs&) {});              // no args at all
-  add("read", "POSIX", true, 1795297500000004, 1, f30, [](CompactArgs&) {});             // fragment only
-  add("n\"m", "c\\t", false, 1795297500000005, 1, f30, io(1, 1));                       // escaped name, cat
+  add("close", "POSIX", true, -7, 3, "", [](CompactArgs& a) { a.add_int("ret", 0); });                   // no fragment
+  add("read", "POSIX", true, 1795297500000003, 1, "", [](CompactArgs&) {});   // no args at all
+  add("read", "POSIX", true, 1795297500000004, 1, f30, [](CompactArgs&) {});  // fragment only
+  add("n\"m", "c\\t", false, 1795297500000005, 1, f30, io(1, 1));             // escaped name, cat
   add("read", "POSIX", true, 1795297500000006, 1, f30, [](CompactArgs& a) {
-    a.add_int("k\x01y", 5);       // a key that needs escaping
+    a.add_int("k\x01y", 5);              // a key that needs escaping
     a.add_uint("\xc3\xa9t\xc3\xa9", 6);  // UTF-8 key
   });
   add("fcntl", "POSIX", true, 1795297500000007, 1, f30, [](CompactArgs& a) {  // more than kCapacity: dropped
@@ -217,8 +217,7 @@ TEST(EventFormat, CompactRecordsRenderAsFormatEvent) {
             "\"dur\":2,\"ph\":\"X\",\"args\":{\"fname\":\"/tmp/i14/bp/data.bin\",\"fd\":3,\"count\":4096,"
             "\"ret\":4096}}\n");
   EXPECT_NE(expected.find("data.bin\",\"k\\u0001y\":5,\"\xc3\xa9t\xc3\xa9\":6}}"), std::string::npos);
-  EXPECT_NE(expected.find("data.bin\",\"v\":0,\"v\":1,\"v\":2,\"v\":3,\"v\":4,\"v\":5,\"v\":6}}"),
-            std::string::npos);
+  EXPECT_NE(expected.find("data.bin\",\"v\":0,\"v\":1,\"v\":2,\"v\":3,\"v\":4,\"v\":5,\"v\":6}}"), std::string::npos);
 }
 
 // A damaged record (size beyond the buffer, below its header, unknown kind, inconsistent
@@ -240,12 +239,23 @@ TEST(EventFormat, DamagedRecordsAreNotRendered) {
     EXPECT_EQ(render_all(b, ids, &k), once);
     EXPECT_EQ(k, 1u);
   };
-  damaged([](char* r) { uint32_t s = 1u << 30; std::memcpy(r, &s, 4); });   // beyond the buffer
-  damaged([](char* r) { uint32_t s = 4; std::memcpy(r, &s, 4); });         // below a header
-  damaged([](char* r) { r[4] = 9; });                                         // unknown kind
-  damaged([](char* r) { r[5] = CompactArgs::kCapacity + 1; });               // nints too large
-  damaged([](char* r) { r[5] = 0; });                                          // parts != size
-  damaged([](char* r) { r[4] = kRecordText; r[5] = 7; uint32_t s = 12; std::memcpy(r, &s, 4); });  // size % 8
+  damaged([](char* r) {
+    uint32_t s = 1u << 30;
+    std::memcpy(r, &s, 4);
+  });  // beyond the buffer
+  damaged([](char* r) {
+    uint32_t s = 4;
+    std::memcpy(r, &s, 4);
+  });                                                           // below a header
+  damaged([](char* r) { r[4] = 9; });                           // unknown kind
+  damaged([](char* r) { r[5] = CompactArgs::kCapacity + 1; });  // nints too large
+  damaged([](char* r) { r[5] = 0; });                           // parts != size
+  damaged([](char* r) {
+    r[4] = kRecordText;
+    r[5] = 7;
+    uint32_t s = 12;
+    std::memcpy(r, &s, 4);
+  });                                    // size % 8
   std::string tail = good.substr(0, 6);  // a cut record
   size_t k = 0;
   EXPECT_EQ(render_all(good + tail, ids, &k), once);
