@@ -281,8 +281,13 @@ def test_writer_thread_holds_no_application_descriptor(lib, dirs, tmp_path):
     script = tmp_path / "pipe_app.py"
     script.write_text(PIPE_APP)
     env = dict(traced_env(lib, prefix, str(data)), DFTRACER_WRITE_BUFFER_SIZE="4096")
-    r = subprocess.run([sys.executable, str(script), str(data / "f.bin")], env=pythonpath_env(env),
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(script), str(data / "f.bin")],
+        env=pythonpath_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "holds-pipe 0 eof 1\n" in r.stdout, r.stdout + r.stderr
     evs = [e for e in one_trace(prefix) if e.get("ph") == "X" and e["name"] in ("pread", "pread64")]
