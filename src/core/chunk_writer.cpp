@@ -1,6 +1,7 @@
 // The chunk writer: one background thread per process that compresses queued chunks into gzip
 // members (or writes them as plain text) and appends them to the trace file, which it creates
-// lazily (O_EXCL, versioned names), keeps on a descriptor the application does not use, truncates
+// lazily (O_EXCL, versioned names), keeps on a descriptor of its own descriptor table (or, on an
+// application thread's flush, one the application does not use), truncates
 // back to the last whole member after a failed write, and renames on request. It also runs the
 // timed flush (DFTRACER_FLUSH_INTERVAL) and serves signal handlers' flush requests, so deflate and
 // file I/O never run on application threads.
@@ -95,7 +96,8 @@ int dup_fd_up(int f) {
 // Grows this process's descriptor table to hold trace_fd_floor(), so that the trace file's
 // F_DUPFD_CLOEXEC later does not have to. The kernel waits for an RCU grace period (10-20 ms on
 // this VM) when it grows the table of a process whose table is shared by several threads, which
-// is the case once the writer thread runs; a single-threaded process grows it at no such cost.
+// is the case while the writer thread starts (and after, on kernels where it cannot have its own
+// table, use_private_fd_table); a single-threaded process grows it at no such cost.
 // Called before the writer thread is created (one fcntl + close, never seen by the application:
 // the number is above everything it owns and closed at once).
 void reserve_fd_table() {

@@ -364,7 +364,9 @@ class DFTRACER_EXPORT Tracer {
   // Current output file ("" before initialize or when disabled).
   std::string trace_path() const;
 
-  // Descriptor of the trace file, or -1 while none is open (lock-free). It is close-on-exec, never
+  // Descriptor of the trace file in the application's descriptor table, or -1 while none is open
+  // there (lock-free; the writer thread writes through its own table, so this is -1 until an
+  // application thread writes a chunk, e.g. the flush at exit or before exec). It is close-on-exec, never
   // 0..2, and numbered from 1024 up (lower only under a small RLIMIT_NOFILE); the preload's
   // close/close_range/closefrom/dup2/dup3 wrappers keep the application from closing or
   // replacing it, and the writer checks before each chunk that it still names the trace file.
