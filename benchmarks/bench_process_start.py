@@ -1,8 +1,9 @@
 """Tracer cost per short-lived process (issue 16: target <= 0.5 ms per process).
 
 Runs N short-lived processes one after another, untraced and traced (LD_PRELOAD of our preload
-library, DFTRACER_ENABLE=1, logs in a fresh temporary folder per run), interleaved: every
-repetition runs each setup once, in a rotated order. Workloads:
+library, DFTRACER_ENABLE=1, logs in a fresh temporary folder per run, all removed at the end;
+--delete-between-runs removes each before the next run), interleaved: every repetition runs each
+setup once, in a rotated order. Workloads:
 
   true   a small untraced C driver (bench_process_start.c) posix_spawns /bin/true N times; only
          the children get LD_PRELOAD. /bin/true makes no intercepted call: a traced run must
@@ -20,7 +21,7 @@ CPU time per process (user + system of every process and thread of the run, getr
 RUSAGE_CHILDREN), and of the same-repetition ratio traced / untraced (wall).
 
     python benchmarks/bench_process_start.py [--procs 200] [--repeat 7] [--workloads true,io,bash]
-        [--lib PATH] [--compare-lib PATH] [--json results.json]
+        [--lib PATH] [--compare-lib PATH] [--json results.json] [--log-root DIR] [--delete-between-runs]
 
 --compare-lib adds a second traced setup with another build of the preload library (e.g. the
 library before a change), measured in the same invocation.
@@ -120,6 +121,19 @@ def main(argv=None) -> int:
     ap.add_argument("--lib", default=None, help="our libdftracer_preload.so (default: the installed one)")
     ap.add_argument("--compare-lib", default=None, help="another build, measured as setup 'compare'")
     ap.add_argument("--json", default=None, help="write all results here")
+    ap.add_argument(
+        "--log-root",
+        default=None,
+        help="make the trace folders under this directory (default: the temporary directory), e.g. a "
+        "tmpfs such as /dev/shm to leave out the file system's cost of creating one file per process",
+    )
+    ap.add_argument(
+        "--delete-between-runs",
+        action="store_true",
+        help="delete each run's trace files before the next run (the first rounds' method); by default "
+        "they stay until the end: ext4 skips inodes freed in the last seconds when it allocates "
+        "new ones (recently_deleted), which made every traced file creation scan further",
+    )
     args = ap.parse_args(argv)
 
     if args.lib is None:
@@ -131,13 +145,14 @@ def main(argv=None) -> int:
         setups["compare"] = args.compare_lib
     n = args.procs
     work = tempfile.mkdtemp(prefix="bench_process_start_")
+    log_root = tempfile.mkdtemp(prefix="bench_process_start_logs_", dir=args.log_root) if args.log_root else work
     results = []
     try:
         helper = build_helper(work)
         data = os.path.join(work, "data.bin")
         with open(data, "wb") as f:
             f.write(os.urandom(4096))
-        log_dir = os.path.join(work, "logs")
+        log_dir = os.path.join(log_root, "logs")
         print(
             f"{n} processes per run, {args.repeat} repetitions; traced = {args.lib}"
             + (f"; compare = {args.compare_lib}" if args.compare_lib else "")
@@ -152,7 +167,10 @@ def main(argv=None) -> int:
                 order = names[rep % len(names) :] + names[: rep % len(names)]
                 for name in order:
                     lib = setups[name]
-                    shutil.rmtree(log_dir, ignore_errors=True)
+                    if args.delete_between_runs:
+                        shutil.rmtree(log_dir, ignore_errors=True)
+                    else:
+                        log_dir = os.path.join(log_root, f"logs-{workload}-{rep}-{name}")
                     os.makedirs(log_dir)
                     cmd, env = command(workload, helper, data, n, tracer_env(lib, log_dir) if lib else {})
                     w, c = run_once(cmd, env)
@@ -188,6 +206,8 @@ def main(argv=None) -> int:
                 json.dump(results, f, indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if log_root != work:
+            shutil.rmtree(log_root, ignore_errors=True)
     return 0
 
 

@@ -113,3 +113,47 @@ def test_exit_writes_on_the_main_thread_without_waiting(lib, dirs, tmp_path):
     assert len(files) == 1
     names = [e["name"] for e in read_trace(files[0]) if e.get("ph") == "X"]
     assert names.count("read") >= 1 and names.count("close") >= 1
+
+
+@pytest.mark.skipif(not have_strace(), reason="needs strace")
+def test_start_up_system_calls(lib, dirs, tmp_path):
+    # The core is opened by path (DT_NEEDED $ORIGIN/libdftracer_core.so: no glibc-hwcaps/tls
+    # probing), the command line comes from argv (no /proc/self/cmdline), one sigaction call
+    # per flush signal (the previous action comes back from the call that installs ours), no
+    # dlsym of the eager real functions (no libc symbol lookup error path either).
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)
+    log = str(tmp_path / "strace.log")
+    subprocess.run(
+        strace_cmd(log, env) + ["cat", "--", os.path.join(data, "f.txt")],
+        env=plain_env(env),
+        capture_output=True,
+        check=True,
+    )
+    calls = [c.split(None, 1)[1] for c in _strace_calls(log)]
+    core_opens = [c for c in calls if "libdftracer_core.so" in c]
+    assert len(core_opens) == 1 and core_opens[0].startswith("openat(") and "= 3" in core_opens[0], core_opens
+    assert [c for c in calls if "glibc-hwcaps" in c or "/tls/" in c] == []
+    assert [c for c in calls if "/proc/self/cmdline" in c] == []
+    flush_signals = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGABRT", "SIGPIPE", "SIGTERM", "SIGXCPU")
+    for sig in flush_signals:
+        assert len([c for c in calls if c.startswith(f"rt_sigaction({sig},")]) == 1, sig
+    files = trace_files(prefix)
+    assert len(files) == 1
+    meta = {e["name"]: e["args"].get("value") for e in read_trace(files[0]) if e.get("ph") == "M"}
+    assert meta["cmd_line"] == "cat -- " + os.path.join(data, "f.txt")
+
+
+def test_ignored_flush_signal_stays_ignored(lib, dirs):
+    # SIGHUP ignored before exec (nohup): the tracer's handler goes in and the ignore comes back
+    # while every signal is blocked; the kernel's masks show HUP ignored, not caught, and TERM
+    # caught (the tracer's handler).
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)
+    out = subprocess.run(
+        ["sh", "-c", "trap '' HUP; exec cat /proc/self/status"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    masks = {k: int(v, 16) for k, v in re.findall(r"^(SigIgn|SigCgt):\s*([0-9a-f]+)$", out, re.M)}
+    hup, term = 1 << (1 - 1), 1 << (15 - 1)
+    assert masks["SigIgn"] & hup and not masks["SigCgt"] & hup
+    assert masks["SigCgt"] & term and not masks["SigIgn"] & term

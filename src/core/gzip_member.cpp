@@ -41,8 +41,11 @@ MemberEncoder::MemberEncoder(int level) {
     level = kGeneralLevel;
   }
 #ifdef DFTRACER_HAVE_LIBDEFLATE
-  ld_ = libdeflate_alloc_compressor(level);
-  ok_ = ld_ != nullptr;
+  // Level 1 allocates the general compressor (~650 KiB, its static Huffman codes: 34 k
+  // instructions) on the first chunk that needs it: a short-lived process seldom does.
+  general_level_ = level;
+  if (!line_) ld_ = libdeflate_alloc_compressor(level);
+  ok_ = line_ || ld_ != nullptr;
 #else
   // Raw deflate (windowBits -15); the gzip framing is ours. memLevel 9: best ratio.
   ok_ = deflateInit2(&zs_, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY) == Z_OK;
@@ -125,6 +128,7 @@ bool MemberEncoder::encode(const Span* spans, size_t count) {
     }
 #ifdef DFTRACER_HAVE_LIBDEFLATE
     if (!use_line) {
+      if (ld_ == nullptr && (ld_ = libdeflate_alloc_compressor(general_level_)) == nullptr) return false;
       size_t bound = libdeflate_deflate_compress_bound(ld_, n);
       reserve(&out_, &out_cap_, kMemberHeaderSize + bound + kMemberTrailerSize);
       base = reinterpret_cast<unsigned char*>(out_.get());

@@ -62,7 +62,8 @@ class DFTRACER_EXPORT MemberEncoder {
  private:
   static void reserve(std::unique_ptr<char[]>* buf, size_t* cap, size_t n);
   z_stream zs_{};
-  libdeflate_compressor* ld_ = nullptr;
+  libdeflate_compressor* ld_ = nullptr;  // level 1: allocated on first use
+  int general_level_ = 6;
   std::unique_ptr<char[]> joined_;  // libdeflate: the spans made contiguous
   size_t joined_cap_ = 0;
   std::unique_ptr<char[]> out_;  // the last member

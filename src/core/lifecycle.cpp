@@ -35,10 +35,40 @@ std::string read_small_file(const char* path) {
   return out;
 }
 
+// The process's arguments as glibc passes them to every ELF constructor (argc, argv, envp): the
+// command line without opening /proc/self/cmdline (4 system calls per traced process). The
+// strings are the ones /proc/self/cmdline shows (the kernel reads the same argv area).
+int g_argc = 0;
+char** g_argv = nullptr;
+#ifdef __GLIBC__
+__attribute__((constructor)) void capture_process_args(int argc, char** argv, char**) {
+  g_argc = argc;
+  g_argv = argv;
+}
+#endif
+
+// /proc/self/cmdline's bytes (each argument NUL-terminated), from argv when captured.
+std::string command_line_bytes() {
+  if (g_argv == nullptr || g_argc <= 0) return read_small_file("/proc/self/cmdline");
+  std::string out;
+  for (int i = 0; i < g_argc && g_argv[i] != nullptr && out.size() < (1u << 20); ++i) {
+    out.append(g_argv[i]);
+    out.push_back('\0');
+  }
+  return out;
+}
+
+// The executable's path, read once per process image: a forked child (bash forks one per
+// command) has the parent's, so it skips the readlink of /proc/self/exe.
 std::string exec_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  static std::string* cached = nullptr;  // never freed: usable during exit
+  if (cached == nullptr) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return std::string();
+    cached = new std::string(buf, static_cast<size_t>(n));
+  }
+  return *cached;
 }
 
 }  // namespace
@@ -92,7 +122,7 @@ void TracerImpl::begin_file_contents(int64_t ts) {
   std::string text = "[\n";
   std::string exe = exec_path();
   std::string exe_name = exe.substr(exe.rfind('/') + 1);
-  std::string cmd = read_small_file("/proc/self/cmdline");
+  std::string cmd = command_line_bytes();
   while (!cmd.empty() && cmd.back() == '\0') cmd.pop_back();
   for (auto& c : cmd)
     if (c == '\0') c = ' ';

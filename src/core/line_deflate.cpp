@@ -28,12 +28,14 @@ constexpr size_t kWindow = 32768;
 constexpr size_t kBlockTokens = 1u << 16;  // tokens per deflate block (one Huffman table each)
 
 constexpr uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                               31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-constexpr uint16_t kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-                                193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+                                   31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                   2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                    33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
+                                    1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
 constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
-                                6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+                                    6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 const uint8_t kClOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
 // Built at compile time: filling dist_code at run time walks all 32768 distances, 440 k
@@ -148,14 +150,28 @@ size_t resync(const char* in, size_t p, size_t max, size_t d, size_t* dist) {
   uint32_t head;
   std::memcpy(&head, in + p, 4);
   size_t best = 0;
-  for (size_t q = lo; q < hi; ++q) {
-    if (static_cast<unsigned char>(in[q]) != (head & 0xff)) continue;
+  auto try_at = [&](size_t q) {
     uint32_t h;
     std::memcpy(&h, in + q, 4);
-    if (h != head || q == s) continue;
+    if (h != head || q == s) return;
     size_t l = 4 + match_len(in + p + 4, in + q + 4, max - 4);
     if (l > best) best = l, *dist = p - q;
+  };
+#ifdef __SSE2__
+  if (hi > lo && lo + 32 <= p) {  // the window's first bytes equal to in[p], 32 at a time
+    __m128i c = _mm_set1_epi8(static_cast<char>(head & 0xff));
+    uint32_t m = static_cast<uint32_t>(
+                     _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + lo)), c))) |
+                 static_cast<uint32_t>(_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + lo + 16)), c)))
+                     << 16;
+    if (hi - lo < 32) m &= (1u << (hi - lo)) - 1;
+    for (; m; m &= m - 1) try_at(lo + static_cast<size_t>(__builtin_ctz(m)));
+    return best >= kMinMatch ? best : 0;
   }
+#endif
+  for (size_t q = lo; q < hi; ++q)
+    if (static_cast<unsigned char>(in[q]) == (head & 0xff)) try_at(q);
   return best >= kMinMatch ? best : 0;
 }
 
@@ -297,73 +313,52 @@ struct BitOut {
   }
 };
 
-void write_block(TokenSink& ts, bool final, BitOut& out) {
+// The fixed Huffman code of RFC 1951 3.2.6 (block type 1), bit-reversed as BitOut writes them
+// (i16-proc5's block-type choice, 62ff977, on the packed tokens).
+struct FixedCode {
+  uint8_t llen[288] = {};
+  uint16_t lcode[288] = {};
+  uint8_t dlen[30] = {};
+  uint16_t dcode[30] = {};
+  static constexpr uint16_t reversed(uint32_t c, int bits) {
+    uint32_t r = 0;
+    for (int b = 0; b < bits; ++b) r |= ((c >> b) & 1u) << (bits - 1 - b);
+    return static_cast<uint16_t>(r);
+  }
+  constexpr FixedCode() {
+    for (int i = 0; i < 288; ++i) {
+      // 0-143: 8 bits from 00110000; 144-255: 9 bits from 110010000; 256-279: 7 bits from 0;
+      // 280-287: 8 bits from 11000000.
+      int bits = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
+      uint32_t code = i < 144 ? 0x30 + i : i < 256 ? 0x190 + (i - 144) : i < 280 ? i - 256 : 0xc0 + (i - 280);
+      llen[i] = static_cast<uint8_t>(bits);
+      lcode[i] = reversed(code, bits);
+    }
+    for (int i = 0; i < 30; ++i) dlen[i] = 5, dcode[i] = reversed(static_cast<uint32_t>(i), 5);
+  }
+};
+constexpr FixedCode kFixed;
+
+// The block's tokens and its end-of-block symbol, with the given code.
+void write_tokens(const TokenSink& ts, const uint16_t* lcode, const uint8_t* llen, const uint16_t* dcode,
+                  const uint8_t* dlen, BitOut& out) {
   const uint32_t* tok = ts.tok;
   size_t nt = ts.nt;
-  uint32_t* lfreq = ts.lfreq;
-  uint32_t* dfreq = ts.dfreq;
-  lfreq[256] = 1;
-  uint8_t llen[286], dlen[30];
-  huffman_lengths(lfreq, 286, 15, llen);
-  huffman_lengths(dfreq, 30, 15, dlen);
-  int hlit = 286;
-  while (hlit > 257 && !llen[hlit - 1]) --hlit;
-  int hdist = 30;
-  while (hdist > 1 && !dlen[hdist - 1]) --hdist;
-  // Code lengths, run-length coded (16: repeat previous 3-6, 17: zeros 3-10, 18: zeros 11-138).
-  uint8_t all[316];
-  std::memcpy(all, llen, static_cast<size_t>(hlit));
-  std::memcpy(all + hlit, dlen, static_cast<size_t>(hdist));
-  int na = hlit + hdist;
-  uint8_t rle_sym[316], rle_extra[316];
-  int nr = 0;
-  uint32_t cfreq[19] = {0};
-  for (int i = 0; i < na;) {
-    int v = all[i], r = 1;
-    while (i + r < na && all[i + r] == v) ++r;
-    i += r;
-    if (v == 0) {
-      while (r >= 11) {
-        int k = std::min(r, 138);
-        rle_sym[nr] = 18, rle_extra[nr++] = static_cast<uint8_t>(k - 11);
-        r -= k;
+  if (nt < 256) {  // a small block (short-lived process): no packed tables to build
+    for (size_t i = 0; i < nt; ++i) {
+      uint32_t x = tok[i];
+      if (x < 256) {
+        out.put(lcode[x], llen[x]);
+        continue;
       }
-      if (r >= 3) {
-        rle_sym[nr] = 17, rle_extra[nr++] = static_cast<uint8_t>(r - 3);
-        r = 0;
-      }
-    } else {
-      rle_sym[nr] = static_cast<uint8_t>(v), rle_extra[nr++] = 0;
-      --r;
-      while (r >= 3) {
-        int k = std::min(r, 6);
-        rle_sym[nr] = 16, rle_extra[nr++] = static_cast<uint8_t>(k - 3);
-        r -= k;
-      }
+      uint32_t lc = x & 31, dc = (x >> 5) & 31;
+      out.put(lcode[257 + lc], llen[257 + lc]);
+      out.put((x >> 10) & 31, kLenExtra[lc]);
+      out.put(dcode[dc], dlen[dc]);
+      out.put(x >> 15 & 0x1fff, kDistExtra[dc]);
     }
-    for (; r > 0; --r) rle_sym[nr] = static_cast<uint8_t>(v), rle_extra[nr++] = 0;
-  }
-  for (int i = 0; i < nr; ++i) ++cfreq[rle_sym[i]];
-  uint8_t clen[19];
-  huffman_lengths(cfreq, 19, 7, clen);
-  uint16_t ccode[19] = {0}, lcode[286] = {0}, dcode[30] = {0};
-  canonical_codes(clen, 19, ccode);
-  canonical_codes(llen, 286, lcode);
-  canonical_codes(dlen, 30, dcode);
-  int hclen = 19;
-  while (hclen > 4 && !clen[kClOrder[hclen - 1]]) --hclen;
-
-  out.put(final ? 1 : 0, 1);
-  out.put(2, 2);  // dynamic Huffman
-  out.put(static_cast<uint32_t>(hlit - 257), 5);
-  out.put(static_cast<uint32_t>(hdist - 1), 5);
-  out.put(static_cast<uint32_t>(hclen - 4), 4);
-  for (int i = 0; i < hclen; ++i) out.put(clen[kClOrder[i]], 3);
-  for (int i = 0; i < nr; ++i) {
-    out.put(ccode[rle_sym[i]], clen[rle_sym[i]]);
-    if (rle_sym[i] == 16) out.put(rle_extra[i], 2);
-    else if (rle_sym[i] == 17) out.put(rle_extra[i], 3);
-    else if (rle_sym[i] == 18) out.put(rle_extra[i], 7);
+    out.put(lcode[256], llen[256]);
+    return;
   }
   // Packed per-symbol codes: literal = code | bits << 16; length/distance symbol = code with
   // its bit count and its extra-bit count.
@@ -427,6 +422,99 @@ void write_block(TokenSink& ts, bool final, BitOut& out) {
   out.put(lcode[256], llen[256]);
 }
 
+// One block: dynamic Huffman (block type 2), or the fixed code (type 1) when that takes fewer
+// bits, e.g. for the small members of short-lived processes, where a dynamic block's code-length
+// header (~60 bytes) outweighs what its code saves. Sizes compared exactly (extra bits are the
+// same for both and left out).
+void write_block(TokenSink& ts, bool final, BitOut& out) {
+  uint32_t* lfreq = ts.lfreq;
+  uint32_t* dfreq = ts.dfreq;
+  lfreq[256] = 1;
+  uint64_t fixed_bits = 3;  // before huffman_lengths() adds dummy symbols to the frequencies
+  for (int i = 0; i < 286; ++i) fixed_bits += static_cast<uint64_t>(lfreq[i]) * kFixed.llen[i];
+  for (int i = 0; i < 30; ++i) fixed_bits += static_cast<uint64_t>(dfreq[i]) * 5;
+  uint8_t llen[286], dlen[30];
+  {
+    uint32_t f[286];  // huffman_lengths() may add dummy symbols: lfreq/dfreq stay as coded
+    std::memcpy(f, lfreq, sizeof(ts.lfreq));
+    huffman_lengths(f, 286, 15, llen);
+    std::memcpy(f, dfreq, sizeof(ts.dfreq));
+    huffman_lengths(f, 30, 15, dlen);
+  }
+  int hlit = 286;
+  while (hlit > 257 && !llen[hlit - 1]) --hlit;
+  int hdist = 30;
+  while (hdist > 1 && !dlen[hdist - 1]) --hdist;
+  // Code lengths, run-length coded (16: repeat previous 3-6, 17: zeros 3-10, 18: zeros 11-138).
+  uint8_t all[316];
+  std::memcpy(all, llen, static_cast<size_t>(hlit));
+  std::memcpy(all + hlit, dlen, static_cast<size_t>(hdist));
+  int na = hlit + hdist;
+  uint8_t rle_sym[316], rle_extra[316];
+  int nr = 0;
+  uint32_t cfreq[19] = {0};
+  for (int i = 0; i < na;) {
+    int v = all[i], r = 1;
+    while (i + r < na && all[i + r] == v) ++r;
+    i += r;
+    if (v == 0) {
+      while (r >= 11) {
+        int k = std::min(r, 138);
+        rle_sym[nr] = 18, rle_extra[nr++] = static_cast<uint8_t>(k - 11);
+        r -= k;
+      }
+      if (r >= 3) {
+        rle_sym[nr] = 17, rle_extra[nr++] = static_cast<uint8_t>(r - 3);
+        r = 0;
+      }
+    } else {
+      rle_sym[nr] = static_cast<uint8_t>(v), rle_extra[nr++] = 0;
+      --r;
+      while (r >= 3) {
+        int k = std::min(r, 6);
+        rle_sym[nr] = 16, rle_extra[nr++] = static_cast<uint8_t>(k - 3);
+        r -= k;
+      }
+    }
+    for (; r > 0; --r) rle_sym[nr] = static_cast<uint8_t>(v), rle_extra[nr++] = 0;
+  }
+  for (int i = 0; i < nr; ++i) ++cfreq[rle_sym[i]];
+  uint8_t clen[19];
+  huffman_lengths(cfreq, 19, 7, clen);
+  int hclen = 19;
+  while (hclen > 4 && !clen[kClOrder[hclen - 1]]) --hclen;
+
+  uint64_t dynamic_bits = 3 + 5 + 5 + 4 + 3 * static_cast<uint64_t>(hclen);
+  for (int i = 0; i < nr; ++i)
+    dynamic_bits += clen[rle_sym[i]] + (rle_sym[i] == 16 ? 2 : rle_sym[i] == 17 ? 3 : rle_sym[i] == 18 ? 7 : 0);
+  for (int i = 0; i < hlit; ++i) dynamic_bits += static_cast<uint64_t>(lfreq[i]) * llen[i];
+  for (int i = 0; i < hdist; ++i) dynamic_bits += static_cast<uint64_t>(dfreq[i]) * dlen[i];
+  if (fixed_bits <= dynamic_bits) {
+    out.put(final ? 1 : 0, 1);
+    out.put(1, 2);  // fixed Huffman
+    write_tokens(ts, kFixed.lcode, kFixed.llen, kFixed.dcode, kFixed.dlen, out);
+    return;
+  }
+
+  uint16_t ccode[19] = {0}, lcode[286] = {0}, dcode[30] = {0};
+  canonical_codes(clen, 19, ccode);
+  canonical_codes(llen, 286, lcode);
+  canonical_codes(dlen, 30, dcode);
+  out.put(final ? 1 : 0, 1);
+  out.put(2, 2);  // dynamic Huffman
+  out.put(static_cast<uint32_t>(hlit - 257), 5);
+  out.put(static_cast<uint32_t>(hdist - 1), 5);
+  out.put(static_cast<uint32_t>(hclen - 4), 4);
+  for (int i = 0; i < hclen; ++i) out.put(clen[kClOrder[i]], 3);
+  for (int i = 0; i < nr; ++i) {
+    out.put(ccode[rle_sym[i]], clen[rle_sym[i]]);
+    if (rle_sym[i] == 16) out.put(rle_extra[i], 2);
+    else if (rle_sym[i] == 17) out.put(rle_extra[i], 3);
+    else if (rle_sym[i] == 18) out.put(rle_extra[i], 7);
+  }
+  write_tokens(ts, lcode, llen, dcode, dlen, out);
+}
+
 // Size of the tokens so far under their own Huffman codes (entropy) plus the extra bits, in
 // bytes: the probe's estimate of the block (the header, ~100 bytes, is left out).
 size_t estimated_bytes(const TokenSink& ts) {
@@ -455,7 +543,6 @@ size_t line_deflate(const char* in, size_t n, unsigned char* out, size_t out_cap
   BitOut bo;
   bo.p = out;
   bo.end = out + out_cap;
-  if (out_cap < 8) return 0;
   size_t tok_cap = std::min(n, kBlockTokens) + 1;
   std::unique_ptr<uint32_t[]> tok_buf(new uint32_t[tok_cap]);  // not zero-filled
   TokenSink ts;

@@ -27,8 +27,10 @@ struct PathRef {
 
 class FdTable {
  public:
-  static constexpr int kChunkBits = 12;  // 4096 fds per chunk
-  static constexpr int kChunks = 1024;   // fds up to 4 Mi
+  // 512 fds (one 4 KiB page) per chunk: a process that opens one file touches one page, not the
+  // 8 of a 4096-fd chunk (calloc's zeroing faults them all in); the top level is .bss.
+  static constexpr int kChunkBits = 9;
+  static constexpr int kChunks = 8192;  // fds up to 4 Mi
   static constexpr int64_t kMaxFd = int64_t(kChunks) << kChunkBits;
 
   // Path of fd, or null. Lock-free.

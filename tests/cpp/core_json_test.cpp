@@ -225,6 +225,58 @@ TEST(CoreGzip, LineDeflateExactOutputBuffer) {
   }
 }
 
+// Small members (a short-lived process's one member): line_deflate takes a fixed-Huffman block
+// when it is smaller than a dynamic one. Round trip of tiny inputs through every fixed code range
+// (literals 0-143: 8 bits, 144-255: 9 bits; lengths 257-279: 7 bits, 280-285: 8 bits; distances);
+// the block type (bits 1-2 of the first deflate byte) follows the smaller size.
+TEST(CoreGzip, LineDeflateTinyInputsFixedBlocks) {
+  auto block_type = [](const std::string& member) {
+    return (static_cast<unsigned char>(member[kMemberHeaderSize]) >> 1) & 3;
+  };
+  std::vector<std::string> inputs;
+  uint32_t x = 777;
+  for (size_t n : {1, 2, 3, 4, 5, 17, 100, 143, 144, 255, 256, 300, 1000, 2000}) {
+    std::string r;
+    for (size_t i = 0; i < n; ++i) {
+      x = x * 1103515245u + 12345u;
+      r += static_cast<char>(x >> 23);  // every byte value: 8- and 9-bit literal codes
+    }
+    inputs.push_back(r);
+  }
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  inputs.push_back(all);
+  std::string line200(199, 'z');
+  inputs.push_back(line200 + "\n" + line200 + "\n" + line200 + "\n");  // 199-byte matches: 8-bit lengths
+  std::string trace =
+      "[\n{\"id\":0,\"name\":\"open\",\"cat\":\"POSIX\",\"pid\":41,\"tid\":41,\"ts\":1700000000000001,\"dur\":5}\n"
+      "{\"id\":1,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":41,\"tid\":41,\"ts\":1700000000000009,\"dur\":3}\n"
+      "{\"id\":2,\"name\":\"close\",\"cat\":\"POSIX\",\"pid\":41,\"tid\":41,\"ts\":1700000000000013,\"dur\":1}\n";
+  inputs.push_back(trace);
+  std::vector<int> types;
+  for (const std::string& text : inputs) {
+    MemberEncoder enc(1);
+    std::string m;
+    ASSERT_TRUE(enc.encode(text.data(), text.size(), &m)) << text.size();
+    auto members = dft_test::walk_members(m, nullptr);
+    ASSERT_EQ(members.size(), 1u);
+    EXPECT_TRUE(members[0].inflated_ok) << text.size();
+    EXPECT_EQ(members[0].data, text) << text.size();
+    EXPECT_EQ(members[0].lines, count_lines(text.data(), text.size()));
+    types.push_back(block_type(m));
+  }
+  // Random bytes up to 300 and the 256 byte values: fixed (a dynamic header costs more than its
+  // code saves); 1000 and 2000 random bytes, the long repeated lines and the trace lines: dynamic.
+  const std::vector<int> expect = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 1, 2, 2};
+  EXPECT_EQ(types, expect);
+  std::string many;
+  for (int i = 0; i < 2000; ++i) many += trace.substr(2);
+  MemberEncoder enc(1);
+  std::string m;
+  ASSERT_TRUE(enc.encode(many.data(), many.size(), &m));
+  EXPECT_EQ(block_type(m), 2);
+}
+
 // The fast escaper (16-byte SSE2 blocks, 8-byte SWAR, short-string path) must give exactly the
 // bytes of the byte-by-byte reference, wherever the special byte falls.
 static std::string esc_ref(const std::string& in) {
