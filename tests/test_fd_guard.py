@@ -8,6 +8,9 @@ under the preload (C and Python programs) and with the C and Python APIs alone (
 writer's check before each chunk protects them). Every run has RLIMIT_NOFILE 1024 (the common
 default: the trace descriptor is then 1023, inside the daemon's 3..1023 loop) and 4 KiB chunks,
 so the trace file is open, and written many times, before and after the application's call.
+The writer thread keeps its own descriptor table (docs/perf/preload.md, round 5): its trace
+descriptor is not in the application's table at all, so none of these calls can reach it, and
+the application's table holds one only when an application thread writes (the flush at exit).
 """
 
 from __future__ import annotations
@@ -81,16 +84,17 @@ def api_env(prefix: str, **extra) -> dict:
     return env
 
 
-def run(cmd, env, reopened: bool):
+def run(cmd, env, reopened: bool = False):
     """Runs with DFTRACER_LOG_LEVEL=INFO; reopened: whether the writer must have found its
-    descriptor closed or replaced and re-opened the file (API alone), or never (preload: the
-    wrappers keep the application off it)."""
+    descriptor closed or replaced and re-opened the file. Never now: the writer's descriptor is
+    in the writer thread's own table (with the preload the wrappers also keep the application
+    off the application-table descriptor of an application thread's flush)."""
     env = dict(env, DFTRACER_LOG_LEVEL="INFO", DFTRACER_WRITE_BUFFER_SIZE="4096")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, preexec_fn=limit_fds)
     assert r.returncode == 0, r.stderr
     assert "got fd" not in r.stderr, r.stderr
     if "fd_guard" in cmd[0]:  # the C program reports the descriptor it found (RLIMIT_NOFILE 1024)
-        assert "fd_guard: trace fd 1023 cloexec 1\n" in r.stderr, r.stderr
+        assert "fd_guard: trace fd 1023 cloexec 1 table writer\n" in r.stderr, r.stderr
     # re-opened on 1023 again, or on 511 when the application holds 1023 now (dup2 modes)
     assert ("re-opened as 1023" in r.stderr or "re-opened as 511" in r.stderr) == reopened, r.stderr
     assert "warning" not in r.stderr, r.stderr
@@ -131,7 +135,7 @@ def test_c_program_under_preload(lib, bins, dirs, mode):
 @pytest.mark.parametrize("mode", C_MODES)
 def test_c_api_without_preload(bins, dirs, mode):
     data, prefix = dirs
-    run([bins["api"], mode, str(data / "f.bin"), str(data / "out"), str(N)], api_env(prefix), reopened=mode != "stdout")
+    run([bins["api"], mode, str(data / "f.bin"), str(data / "out"), str(N)], api_env(prefix))
     check_app_files(data / "out", mode)
     names = Counter(e["name"] for e in one_trace(prefix) if e.get("ph") == "X")
     assert names == {"read_block": 2 * N, "write_block": 2 * N}
@@ -163,13 +167,14 @@ PY_APP = textwrap.dedent(
             read_block(fd, i)
         os.close(fd)
 
-    def trace_fd():
+    def trace_fd():  # in any thread's table (the writer thread has its own)
         for _ in range(20000):
-            for name in os.listdir("/proc/self/fd"):
+            for tid in os.listdir("/proc/self/task"):
                 try:
-                    p = "/proc/self/fd/" + name  # a non-empty trace: its final descriptor
-                    if ".pfw" in os.readlink(p) and os.stat(p).st_size > 0:
-                        return int(name)
+                    for name in os.listdir(f"/proc/self/task/{tid}/fd"):
+                        p = f"/proc/self/task/{tid}/fd/{name}"  # a non-empty trace: its final descriptor
+                        if ".pfw" in os.readlink(p) and os.stat(p).st_size > 0:
+                            return int(name)
                 except OSError:
                     pass
             time.sleep(0.0005)
@@ -217,7 +222,6 @@ def test_python_program(lib, dirs, tmp_path, mode, api):
     run(
         [sys.executable, str(script), mode, str(data / "f.bin"), str(data / "out"), str(N)],
         pythonpath_env(env),
-        reopened=api,
     )
     check_app_files(data / "out", mode)
     evs = [e for e in one_trace(prefix) if e.get("ph") == "X"]
@@ -228,3 +232,63 @@ def test_python_program(lib, dirs, tmp_path, mode, api):
         assert by[("pread64", "f.bin")] + by[("pread", "f.bin")] == 2 * N
         assert by[("write", "a.bin")] == N
         assert by[("write", "b.bin")] == N
+
+
+PIPE_APP = textwrap.dedent(
+    """
+    import os, select, sys, time
+    data = sys.argv[1]
+    r, w = os.pipe()  # before the writer thread exists
+    fd = os.open(data, os.O_RDONLY)
+    for i in range(64):
+        os.pread(fd, 4096, 0)  # traced: the first event starts the writer thread
+    me = str(os.getpid())
+    for _ in range(4000):
+        others = [t for t in os.listdir("/proc/self/task") if t != me]
+        if others:
+            break
+        time.sleep(0.0005)
+    assert len(others) == 1, others
+    pipe = os.readlink(f"/proc/self/fd/{w}")
+
+    def writer_table():  # (entries, entries naming the pipe); the writer empties its copy at start
+        names, held = os.listdir(f"/proc/self/task/{others[0]}/fd"), 0
+        for n in names:
+            try:
+                held += os.readlink(f"/proc/self/task/{others[0]}/fd/{n}") == pipe
+            except FileNotFoundError:  # closed meanwhile
+                pass
+        return names, held
+
+    for _ in range(4000):  # a few µs after the thread starts; 2 s at most
+        writer_fds, held = writer_table()
+        if not held:
+            break
+        time.sleep(0.0005)
+    os.close(w)  # the application's last write end: the reader must see EOF now
+    ready, _, _ = select.select([r], [], [], 5.0)
+    eof = bool(ready) and os.read(r, 1) == b""
+    print(f"writer-fds {len(writer_fds)} holds-pipe {held} eof {int(eof)}")
+    """
+)
+
+
+def test_writer_thread_holds_no_application_descriptor(lib, dirs, tmp_path):
+    """The writer thread's table is its own and holds none of the application's files: closing
+    the last write end of a pipe gives its reader EOF at once (a shared or copied table would
+    keep the pipe open as long as the writer runs)."""
+    data, prefix = dirs
+    script = tmp_path / "pipe_app.py"
+    script.write_text(PIPE_APP)
+    env = dict(traced_env(lib, prefix, str(data)), DFTRACER_WRITE_BUFFER_SIZE="4096")
+    r = subprocess.run(
+        [sys.executable, str(script), str(data / "f.bin")],
+        env=pythonpath_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "holds-pipe 0 eof 1\n" in r.stdout, r.stdout + r.stderr
+    evs = [e for e in one_trace(prefix) if e.get("ph") == "X" and e["name"] in ("pread", "pread64")]
+    assert len(evs) == 64

@@ -1,14 +1,17 @@
 // The chunk writer: one background thread per process that compresses queued chunks into gzip
 // members (or writes them as plain text) and appends them to the trace file, which it creates
-// lazily (O_EXCL, versioned names), keeps on a descriptor the application does not use, truncates
+// lazily (O_EXCL, versioned names), keeps on a descriptor of its own descriptor table (or, on an
+// application thread's flush, one the application does not use), truncates
 // back to the last whole member after a failed write, and renames on request. It also runs the
 // timed flush (DFTRACER_FLUSH_INTERVAL) and serves signal handlers' flush requests, so deflate and
 // file I/O never run on application threads.
 #include <fcntl.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,9 +27,28 @@
 namespace dftracer {
 
 namespace {
-bool write_all(int fd, const char* p, size_t n, int* err) {
+// True on the writer thread once it works in its own descriptor table (use_private_fd_table).
+thread_local bool t_private_fds = false;
+
+// Gives the calling (writer) thread its own descriptor table holding nothing: unshare(CLONE_FILES)
+// copies the table, close_range empties the copy (the application's files are referenced by the
+// copy only for these few µs). A process whose table is shared by several threads pays, on every
+// fd system call, a file reference count and, for reads/writes of regular files, the f_pos
+// lock: ~90 ns per 4 KiB read on this VM (docs/perf/preload.md, round 5). False (table still
+// shared, the previous behaviour) without close_range (Linux < 5.9) or when unshare is refused.
+bool use_private_fd_table() {
+  errno = 0;
+  if (syscall(SYS_close_range, ~0U, 0U, 0U) == 0 || errno != EINVAL) return false;  // probe: first > last
+  if (unshare(CLONE_FILES) != 0) return false;
+  syscall(SYS_close_range, 0U, ~0U, 0U);
+  return true;
+}
+
+// Writes all n bytes at offset off (positional: the application's and the writer's descriptors
+// of the trace file are separate open files with their own offsets).
+bool write_all(int fd, const char* p, size_t n, off_t off, int* err) {
   while (n) {
-    ssize_t w = ::write(fd, p, n);
+    ssize_t w = ::pwrite(fd, p, n, off);
     if (w < 0) {
       if (errno == EINTR) continue;
       *err = errno;
@@ -37,6 +59,7 @@ bool write_all(int fd, const char* p, size_t n, int* err) {
       return false;
     }
     p += w;
+    off += w;
     n -= static_cast<size_t>(w);
   }
   return true;
@@ -73,7 +96,8 @@ int dup_fd_up(int f) {
 // Grows this process's descriptor table to hold trace_fd_floor(), so that the trace file's
 // F_DUPFD_CLOEXEC later does not have to. The kernel waits for an RCU grace period (10-20 ms on
 // this VM) when it grows the table of a process whose table is shared by several threads, which
-// is the case once the writer thread runs; a single-threaded process grows it at no such cost.
+// is the case while the writer thread starts (and after, on kernels where it cannot have its own
+// table, use_private_fd_table); a single-threaded process grows it at no such cost.
 // Called before the writer thread is created (one fcntl + close, never seen by the application:
 // the number is above everything it owns and closed at once).
 void reserve_fd_table() {
@@ -97,6 +121,28 @@ int move_fd_up(int f) {
 }
 
 }  // namespace
+
+int TracerImpl::cur_fd() const noexcept { return t_private_fds ? wfd : fd.load(); }
+void TracerImpl::set_cur_fd(int f) noexcept {
+  if (t_private_fds) wfd = f;
+  else fd = f;
+}
+
+AppStderr::AppStderr() noexcept {
+  if (!t_private_fds) return;
+  int e = errno;
+  int pfd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0U));
+  if (pfd >= 0) {
+    int f = static_cast<int>(syscall(SYS_pidfd_getfd, pfd, 2, 0U));
+    ::close(pfd);
+    if (f >= 0 && (f == 2 || ::dup2(f, 2) == 2)) borrowed = true;
+    if (f >= 0 && f != 2) ::close(f);
+  }
+  errno = e;
+}
+AppStderr::~AppStderr() noexcept {
+  if (borrowed) ::close(2);
+}
 
 void TracerImpl::start_writer_locked() {
   if (writer_running) return;
@@ -209,6 +255,7 @@ void* TracerImpl::writer_main(void* arg) {
   WriterThread* w = static_cast<WriterThread*>(arg);
   TracerImpl* t = w->tracer;
   ReentryGuard guard;  // everything this thread does is the tracer's own work
+  t_private_fds = use_private_fd_table();
   const int interval = t->flush_interval_ms;
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -252,12 +299,19 @@ void* TracerImpl::writer_main(void* arg) {
     pthread_mutex_unlock(&t->q_mu);
     if (done) break;
   }
+  if (t_private_fds) {  // this table ends with the thread: nothing else to close
+    pthread_mutex_lock(&t->file_mu);
+    if (t->wfd >= 0) ::close(t->wfd);
+    t->wfd = -1;
+    pthread_mutex_unlock(&t->file_mu);
+  }
   return nullptr;
 }
 
 void TracerImpl::fail_locked(const char* what, int err) {
   if (!warned) {
     warned = true;
+    AppStderr app_stderr;
     std::fprintf(stderr, "dftracer: warning: %s %s: %s; tracing disabled\n", what,
                  path.empty() ? base.c_str() : path.c_str(), std::strerror(err));
   }
@@ -285,7 +339,8 @@ bool TracerImpl::open_file_locked() {
         fail_locked("cannot get a descriptor (>= 3) for trace file", e);
         return false;
       }
-      fd = f;
+      set_cur_fd(f);
+      file_made = true;
       file_dev = st.st_dev;
       file_ino = st.st_ino;
       path = p;
@@ -309,11 +364,13 @@ bool TracerImpl::open_file_locked() {
 // number, or dup2'ed its own file onto it. Checked before every chunk write (one fstat per gzip
 // member, not per event). If not, the number is left to the application (never written, never
 // closed) and the trace file is re-opened by path, positioned at the end of what was written.
+// The same when this thread's table has no descriptor of it yet (the other table's thread created
+// it: the writer with its own table, or an application thread's flush).
 bool TracerImpl::check_fd_locked() {
   struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_dev == file_dev && st.st_ino == file_ino) return true;
-  int lost = fd;
-  fd = -1;
+  int lost = cur_fd();
+  if (lost >= 0 && fstat(lost, &st) == 0 && st.st_dev == file_dev && st.st_ino == file_ino) return true;
+  set_cur_fd(-1);
   int f = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   int e = errno;
   if (f >= 0) {
@@ -333,9 +390,10 @@ bool TracerImpl::check_fd_locked() {
     fail_locked("lost the descriptor of trace file and cannot re-open", e);
     return false;
   }
-  fd = f;
-  log_msg(LogLevel::INFO, "descriptor %d of %s was closed or replaced by the application; re-opened as %d", lost,
-          path.c_str(), f);
+  set_cur_fd(f);
+  if (lost >= 0)
+    log_msg(LogLevel::INFO, "descriptor %d of %s was closed or replaced by the application; re-opened as %d", lost,
+            path.c_str(), f);
   return true;
 }
 
@@ -360,12 +418,16 @@ void TracerImpl::close_fd_locked() {
 
 void TracerImpl::write_chunk(const Chunk& c) {
   if (state.load() == FAILED || c.empty()) return;
+  if (!render_chunk(c)) {  // the records become the trace's lines (thread_buffers.cpp)
+    pthread_mutex_lock(&file_mu);
+    fail_locked("out of memory while formatting events", ENOMEM);
+    pthread_mutex_unlock(&file_mu);
+    return;
+  }
   if (compression) {
     if (!enc) enc = new MemberEncoder(level);
-    std::vector<MemberEncoder::Span> spans;
-    spans.reserve(c.pieces.size());
-    for (const Piece& p : c.pieces) spans.push_back(MemberEncoder::Span{p.data, p.size});
-    if (!enc->encode(spans.data(), spans.size())) {
+    MemberEncoder::Span span{rendered.get(), rendered_size};
+    if (!enc->encode(&span, 1)) {
       pthread_mutex_lock(&file_mu);
       fail_locked("zlib failed while compressing", EIO);
       pthread_mutex_unlock(&file_mu);
@@ -373,24 +435,23 @@ void TracerImpl::write_chunk(const Chunk& c) {
     }
   }
   pthread_mutex_lock(&file_mu);
-  if (state.load() != FAILED && (fd >= 0 ? check_fd_locked() : open_file_locked())) {
+  if (state.load() != FAILED && (cur_fd() >= 0 || file_made ? check_fd_locked() : open_file_locked())) {
     int err = 0;
     bool ok = true;
     size_t len = 0;
+    int f = cur_fd();
     if (compression) {
-      ok = write_all(fd, enc->member_data(), enc->member_size(), &err);
+      ok = write_all(f, enc->member_data(), enc->member_size(), good_size, &err);
       len = enc->member_size();
     } else {
-      for (const Piece& p : c.pieces) {
-        if (!(ok = write_all(fd, p.data, p.size, &err))) break;
-        len += p.size;
-      }
+      ok = write_all(f, rendered.get(), rendered_size, good_size, &err);
+      len = rendered_size;
     }
     if (ok) {
       good_size += static_cast<off_t>(len);
     } else {
       // Cut a partial member off so that the file stays a valid sequence of members.
-      if (ftruncate(fd, good_size) != 0) { /* keep the first error */
+      if (ftruncate(f, good_size) != 0) { /* keep the first error */
       }
       fail_locked("cannot write trace file", err);
     }
@@ -454,7 +515,7 @@ void TracerImpl::stop_writer(bool at_exit) {
 // Move the output to new_base (hybrid mode: preload started, then initialize(log_file=...)).
 void TracerImpl::rename_to(const std::string& new_base) {
   pthread_mutex_lock(&file_mu);
-  if (fd < 0) {
+  if (!file_made) {
     base = new_base;
   } else {
     int rc = paths::make_dirs(paths::dirname_of(new_base));
@@ -496,9 +557,13 @@ void TracerImpl::reset_writer_in_child() {
   queue.clear();
   pushed.store(0);
   written.store(0);
-  enc = nullptr;              // the parent's writer may have been mid-deflate: leak, never reuse
+  enc = nullptr;             // the parent's writer may have been mid-deflate: leak, never reuse
+  (void)rendered.release();  // likewise its rendering buffer
+  rendered_cap = rendered_size = 0;
   fd_table_reserved = false;  // fork copies only the descriptor table's used part
   close_fd_locked();          // the child's copy (unless the application reused the number)
+  wfd = -1;                   // the parent's writer's own table: not the child's
+  file_made = false;
   path.clear();
   good_size = 0;
   warned = false;

@@ -273,6 +273,7 @@ bool TracerImpl::start_session_locked(const Config& c, const char* log_file, con
   pthread_mutex_unlock(&reg_mu);
   pthread_mutex_lock(&file_mu);
   path.clear();
+  file_made = false;
   pthread_mutex_unlock(&file_mu);
   pthread_mutex_lock(&buf_mu);
   next_id.store(0);

@@ -1,13 +1,14 @@
-// Per-thread event buffers and the process chunk: an application thread formats events into its
-// own buffer (no shared lock per event); a full buffer is handed to the chunk without copying
-// (hand_over_locked, the one hand-over used by the application's drain and by the writer's flush),
-// and a full chunk is queued to the writer (enqueue_locked, the one queue push).
+// Per-thread event buffers and the process chunk: an application thread stores event records in
+// its own buffer (no shared lock per event; the writer renders them, render_chunk); a full buffer is handed to the
+// chunk without copying (hand_over_locked, the one hand-over used by the application's drain and by the writer's
+// flush), and a full chunk is queued to the writer (enqueue_locked, the one queue push).
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "tracer_impl.h"
 
@@ -85,7 +86,7 @@ void TracerImpl::hand_over_locked(ThreadBuffer* b) {
   if (!b->size) return;
   char* fresh = get_buffer();
   if (!fresh) return;
-  chunk.pieces.push_back(Piece{b->buf, b->size, b->cap});
+  chunk.pieces.push_back(Piece{b->buf, b->size, b->cap, true, b->ids});
   chunk.bytes += b->size;
   chunk.has_events |= b->nev != 0;
   b->buf = fresh;
@@ -184,8 +185,57 @@ void TracerImpl::append_copy(const std::string& text) {
   char* d = static_cast<char*>(std::malloc(text.size()));
   if (!d) return;
   std::memcpy(d, text.data(), text.size());
-  chunk.pieces.push_back(Piece{d, text.size(), text.size()});
+  chunk.pieces.push_back(Piece{d, text.size(), text.size(), false, IdsPrefix()});
   chunk.bytes += text.size();
+}
+
+// The records of the chunk's thread-buffer pieces become lines, in order, in one contiguous
+// buffer (the encoder's single input span). A damaged record ends its piece (never rendered).
+bool TracerImpl::render_chunk(const Chunk& c) {
+  size_t at = 0;
+  // Sized once for the chunk (a record's line is rarely twice its record), so growing, which
+  // copies, is the exception.
+  if (rendered_cap < 2 * c.bytes + (64u << 10)) {
+    size_t cap = 2 * c.bytes + (64u << 10);
+    char* nb = new (std::nothrow) char[cap];  // default-initialised: no zero fill
+    if (nb) {
+      rendered.reset(nb);
+      rendered_cap = cap;
+    }
+  }
+  CompactRenderer r;
+  auto room = [&](size_t need) {
+    if (at + need <= rendered_cap) return true;
+    size_t cap = rendered_cap ? rendered_cap : (1u << 20);
+    while (cap < at + need) cap *= 2;
+    char* nb = new (std::nothrow) char[cap];  // default-initialised: no zero fill
+    if (!nb) return false;
+    if (at) std::memcpy(nb, rendered.get(), at);
+    rendered.reset(nb);
+    rendered_cap = cap;
+    return true;
+  };
+  for (const Piece& piece : c.pieces) {
+    if (!piece.records) {
+      if (!room(piece.size)) return false;
+      std::memcpy(rendered.get() + at, piece.data, piece.size);
+      at += piece.size;
+      continue;
+    }
+    r.reset(&piece.ids);
+    const char* p = piece.data;
+    size_t left = piece.size;
+    while (left) {
+      size_t size = record_size(p, left);
+      if (size == 0) break;
+      if (!room(record_text_bound(p, size))) return false;
+      at = static_cast<size_t>(render_record(rendered.get() + at, p, size, r) - rendered.get());
+      p += size;
+      left -= size;
+    }
+  }
+  rendered_size = at;
+  return true;
 }
 
 // Hand the process chunk to the writer (caller holds buf_mu). The trace file is created lazily:

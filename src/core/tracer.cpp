@@ -1,5 +1,7 @@
-// The per-process tracer's recording path: an event is formatted (event_format.h) straight into
-// the calling thread's buffer under that buffer's own lock, never a shared one. Buffers become
+// The per-process tracer's recording path: an event is stored as a record (event_format.h) in
+// the calling thread's buffer under that buffer's own lock, never a shared one: a line formatted
+// on the spot (log_event), or a compact binary record that the writer formats (log_compact,
+// the preload's fd events). Buffers become
 // gzip members in the writer thread (chunk_writer.cpp); docs/design.md shows the whole flow.
 #include <signal.h>
 
@@ -41,6 +43,7 @@ void log_msg(LogLevel lvl, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  AppStderr err;
   std::fprintf(stderr, "dftracer: %s: %s\n", kNames[static_cast<int>(lvl)], buf);
 }
 
@@ -49,7 +52,7 @@ void Tracer::log_event(Phase phase, std::string_view name, std::string_view cat,
   if (!active()) return;
   TracerImpl* t = impl_;
   ThreadBuffer* b = t->buffer();
-  size_t need = event_bound(name, cat, args);
+  size_t need = text_record_bytes(event_bound(name, cat, args));
   b->lock();
   t->ensure(b, need);
   if (b->size + need > b->cap) {  // out of memory for a huge event: drop it
@@ -64,11 +67,48 @@ void Tracer::log_event(Phase phase, std::string_view name, std::string_view cat,
     if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
   }
   EventFields e{b->id_next++, phase, name, cat, plain_name_cat, &b->ids, ts, dur, args};
-  char* p = format_event(b->buf + b->size, e);
-  b->size = static_cast<size_t>(p - b->buf);
+  char* rec = b->buf + b->size;
+  char* p = format_event(begin_text_record(rec), e);
+  b->size = static_cast<size_t>(end_text_record(rec, p) - b->buf);
   ++b->nev;
   b->unlock();
   if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);  // a fatal signal came meanwhile
+}
+
+void Tracer::log_compact(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
+                         std::string_view fragment, const CompactArgs& ints, bool plain_name_cat) noexcept {
+  if (!active()) return;
+  if (__builtin_expect(name.size() > 255 || cat.size() > 255, 0)) {  // not a literal of ours: the general path
+    ArgList a;
+    if (!fragment.empty()) a.add_raw(fragment);
+    for (int i = 0; i < ints.size(); ++i) {
+      std::string_view key(ints[i].key, ints[i].klen);
+      if (ints[i].flags & CompactArgs::kUint) a.add_uint(key, static_cast<uint64_t>(ints[i].v));
+      else a.add_int(key, ints[i].v);
+    }
+    log_event(Phase::Complete, name, cat, ts, dur, &a, plain_name_cat);
+    return;
+  }
+  TracerImpl* t = impl_;
+  ThreadBuffer* b = t->buffer();
+  size_t need = compact_record_bytes(ints.size(), fragment.size());
+  b->lock();
+  t->ensure(b, need);
+  if (__builtin_expect(b->size + need > b->cap, 0)) {  // out of memory: drop it
+    b->unlock();
+    if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+    return;
+  }
+  if (__builtin_expect(b->id_next == b->id_end, 0)) {
+    b->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
+    b->id_end = b->id_next + kIdBlock;
+    if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
+  }
+  char* p = write_compact(b->buf + b->size, b->id_next++, name, cat, plain_name_cat, ts, dur, fragment, ints);
+  b->size = static_cast<size_t>(p - b->buf);
+  ++b->nev;
+  b->unlock();
+  if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
 }
 
 void Tracer::log_metadata(std::string_view key, std::string_view value) noexcept {
@@ -78,10 +118,13 @@ void Tracer::log_metadata(std::string_view key, std::string_view value) noexcept
   std::string line;
   t->add_metadata(line, key, value, now_us(), false);
   b->lock();
-  t->ensure(b, line.size());
-  if (b->size + line.size() <= b->cap) {
-    std::memcpy(b->buf + b->size, line.data(), line.size());
-    b->size += line.size();
+  size_t need = text_record_bytes(line.size());
+  t->ensure(b, need);
+  if (b->size + need <= b->cap) {
+    char* rec = b->buf + b->size;
+    char* p = begin_text_record(rec);
+    std::memcpy(p, line.data(), line.size());
+    b->size = static_cast<size_t>(end_text_record(rec, p + line.size()) - b->buf);
   }
   b->unlock();
   if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);

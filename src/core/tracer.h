@@ -227,6 +227,55 @@ class ArgList {
   Entry e_[kCapacity];
 };
 
+// Integer arguments of a compact event (Tracer::log_compact): up to kCapacity `"key":integer`
+// pairs whose keys are string literals of the caller (static storage: the record keeps the
+// pointer and the writer thread reads the key when it formats the line). Keys that need JSON
+// escaping are escaped when the line is formatted. Extra entries beyond kCapacity are dropped.
+// Plain data, filled inline: the whole array is copied into the record with one memcpy.
+class CompactArgs {
+ public:
+  static constexpr int kCapacity = 7;
+  struct Entry {
+    const char* key;  // NUL-terminated literal
+    uint8_t klen;     // bytes of key (< 256)
+    uint8_t flags;    // kUint: written as uint64; kPlain: key needs no escaping
+    uint8_t unused[6];
+    int64_t v;  // the value (uint64 bits for kUint)
+  };
+  static constexpr uint8_t kUint = 1, kPlain = 2;
+  template <size_t N>
+  __attribute__((always_inline)) void add_int(const char (&key)[N], int64_t v) noexcept {
+    put(key, 0, v);
+  }
+  template <size_t N>
+  __attribute__((always_inline)) void add_uint(const char (&key)[N], uint64_t v) noexcept {
+    put(key, kUint, static_cast<int64_t>(v));
+  }
+  int size() const noexcept { return n_; }
+  const Entry& operator[](int i) const noexcept { return e_[i]; }
+  const Entry* entries() const noexcept { return e_; }
+
+ private:
+  template <size_t N>
+  __attribute__((always_inline)) void put(const char (&key)[N], uint8_t flags, int64_t v) noexcept {
+    static_assert(N <= 256, "CompactArgs keys are short literals");
+    if (n_ >= kCapacity) return;
+    Entry& e = e_[n_++];
+    size_t len = std::string_view(key).size();  // strlen semantics, folded for a literal
+    bool plain = true;
+    for (size_t i = 0; i < len; ++i) {  // folded for a literal
+      unsigned char c = static_cast<unsigned char>(key[i]);
+      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') plain = false;
+    }
+    e.key = key;
+    e.klen = static_cast<uint8_t>(len);
+    e.flags = static_cast<uint8_t>(flags | (plain ? kPlain : 0));
+    e.v = v;
+  }
+  int n_ = 0;
+  Entry e_[kCapacity];
+};
+
 // Thread-local re-entry marker: while a guard is alive on a thread (and always on the tracer's
 // writer thread) in_tracer() is true and the preload wrappers must not trace.
 struct DFTRACER_EXPORT ReentryGuard {
@@ -284,6 +333,15 @@ class DFTRACER_EXPORT Tracer {
   void log_instant(std::string_view name, std::string_view cat, int64_t ts, const ArgList* args) noexcept {
     log_event(Phase::Instant, name, cat, ts, 0, args, false);
   }
+  // A complete event ("ph":"X") whose args are `fragment` (a complete, escaped `"key":value`
+  // JSON fragment such as the preload's cached `"fname":"<path>"`, copied; may be empty) followed
+  // by the integers of `ints`. name and cat are string literals of the caller (static storage,
+  // kept by pointer until the writer formats the line; up to 255 bytes each); plain_name_cat as for
+  // log_event. The application thread stores a fixed binary record (no number formatting); the
+  // writer thread writes the line, the same bytes log_event writes for an ArgList holding
+  // add_raw(fragment) and the same integers (event_format.h render_compact).
+  void log_compact(std::string_view name, std::string_view cat, int64_t ts, int64_t dur, std::string_view fragment,
+                   const CompactArgs& ints, bool plain_name_cat) noexcept;
   // Metadata record ("ph":"M", name=key, args {"name":key,"value":value}).
   void log_metadata(std::string_view key, std::string_view value) noexcept;
 
@@ -306,7 +364,9 @@ class DFTRACER_EXPORT Tracer {
   // Current output file ("" before initialize or when disabled).
   std::string trace_path() const;
 
-  // Descriptor of the trace file, or -1 while none is open (lock-free). It is close-on-exec, never
+  // Descriptor of the trace file in the application's descriptor table, or -1 while none is open
+  // there (lock-free; the writer thread writes through its own table, so this is -1 until an
+  // application thread writes a chunk, e.g. the flush at exit or before exec). It is close-on-exec, never
   // 0..2, and numbered from 1024 up (lower only under a small RLIMIT_NOFILE); the preload's
   // close/close_range/closefrom/dup2/dup3 wrappers keep the application from closing or
   // replacing it, and the writer checks before each chunk that it still names the trace file.

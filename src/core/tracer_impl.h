@@ -1,7 +1,8 @@
 // Private state of the tracer core, shared by the files that implement it (not installed, not
-// exported). Data flow: an application thread formats an event (event_format.h) into its
-// ThreadBuffer (thread_buffers.cpp); a full buffer is handed, without copying, to the process
-// Chunk; a full chunk is queued to the writer thread (chunk_writer.cpp), which compresses it into
+// exported). Data flow: an application thread stores an event as a record (event_format.h) in
+// its ThreadBuffer (thread_buffers.cpp); a full buffer is handed, without copying, to the process
+// Chunk; a full chunk is queued to the writer thread (chunk_writer.cpp), which renders its
+// records into lines and compresses them into
 // one gzip member and appends it to the trace file named by trace_naming.cpp. lifecycle.cpp
 // (initialize/flush/finalize/fork) and signals.cpp orchestrate these pieces.
 #pragma once
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,7 +72,8 @@ void block_flush_signals(sigset_t* old) noexcept;
 }  // namespace signals
 
 // ------------------------------------------------------------------------------ thread_buffers.cpp
-// One application thread's event buffer. Renamed from "ThreadState": the preload has its own,
+// One application thread's event buffer: a sequence of records (event_format.h), rendered into
+// lines by the writer (render_chunk). Renamed from "ThreadState": the preload has its own,
 // unrelated per-thread state (its re-entry flags).
 struct ThreadBuffer {
   // 0 free, 1 held by the owning thread (formatting an event), 2 held by another thread (drain).
@@ -109,11 +112,15 @@ struct ThreadBuffer {
 ThreadBuffer* current_thread_buffer() noexcept;
 void set_current_thread_buffer(ThreadBuffer* b) noexcept;
 
-// A filled thread buffer handed over as is (no copy): a chunk is a list of pieces.
+// A filled thread buffer handed over as is (no copy): a chunk is a list of pieces. A thread
+// buffer's piece holds records (event_format.h), rendered by the writer with the `,"pid":P,
+// "tid":T,"ts":` text of its thread (ids, copied at the hand-over); other pieces are text.
 struct Piece {
   char* data;
   size_t size;
   size_t cap;
+  bool records = false;
+  IdsPrefix ids;
 };
 struct Chunk {
   std::vector<Piece> pieces;
@@ -184,6 +191,15 @@ class TracerImpl {
   // Trace file descriptor: written under file_mu, read lock-free by Tracer::trace_fd() (the
   // preload's close/dup2 wrappers protect it). file_dev/file_ino identify the file it must name.
   std::atomic<int> fd{-1};
+  // The writer thread works in its own descriptor table (writer_main: unshare(CLONE_FILES)), so
+  // the application's table stays unshared and its fd system calls keep the kernel's
+  // single-threaded fast path (no file reference count or f_pos lock per read). wfd: the trace
+  // file in the writer's table (file_mu), fd: in the application's (opened by path when an
+  // application thread writes, e.g. the flush at exit). file_made: the session's file exists.
+  int wfd = -1;
+  bool file_made = false;
+  int cur_fd() const noexcept;  // wfd on the writer thread with its own table, else fd
+  void set_cur_fd(int f) noexcept;
   dev_t file_dev = 0;            // file_mu
   ino_t file_ino = 0;            // file_mu
   std::string path;              // file_mu
@@ -231,6 +247,12 @@ class TracerImpl {
   void release(Piece& p);
   void release(Chunk& c);
   void append_copy(const std::string& text);
+  // Writer side: the trace text of a chunk (its records rendered, text pieces copied), contiguous
+  // in rendered / rendered_size, valid until the next call. The buffer grows to the largest
+  // chunk's text and is kept. Returns false when out of memory.
+  bool render_chunk(const Chunk& c);
+  std::unique_ptr<char[]> rendered;  // the thread that writes (writing, under q_mu)
+  size_t rendered_cap = 0, rendered_size = 0;
   // The one queue push (caller holds buf_mu). from_writer: the writer's own flush (no
   // back-pressure: it empties the queue itself).
   bool enqueue_locked(bool force, bool from_writer);
@@ -286,6 +308,16 @@ extern TracerImpl* g_impl;
 
 // Sets dftracer_active_flag.
 inline void set_active(bool on) noexcept { __atomic_store_n(&dftracer_active_flag, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+// While alive on the writer thread with its own descriptor table, fd 2 of that table is the
+// application's stderr (pidfd_getfd), so the tracer's warnings reach it; elsewhere a no-op.
+struct AppStderr {
+  AppStderr() noexcept;
+  ~AppStderr() noexcept;
+  AppStderr(const AppStderr&) = delete;
+  AppStderr& operator=(const AppStderr&) = delete;
+  bool borrowed = false;
+};
 
 // "dftracer: <level>: message" on stderr when the level is enabled by DFTRACER_LOG_LEVEL.
 void log_msg(LogLevel lvl, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 
+#include <type_traits>
+
 #include "preload.h"
 
 namespace dftracer::preload {
@@ -20,8 +22,10 @@ inline void forget_fd(int fd) noexcept {
   errno = e;
 }
 
-// Call on an fd: traced when the fd was opened on a traced path.
-// fill(ArgList&, ret) adds the call-specific args after fname and fd.
+// Call on an fd: traced when the fd was opened on a traced path. fill(args, ret) adds the
+// call-specific args after fname and fd: a fill that takes CompactArgs (integers only; generic
+// lambdas `auto& a` do) makes the event a compact record (emit_compact), formatted by the writer;
+// one that takes ArgList& (string args) is formatted on this thread (emit).
 template <typename Call, typename Fill>
 inline auto fd_op(bool category, std::string_view cat, std::string_view name, int fd, Call&& call, Fill&& fill)
     -> decltype(call()) {
@@ -31,16 +35,23 @@ inline auto fd_op(bool category, std::string_view cat, std::string_view name, in
   auto ret = call();
   int64_t t1 = now_us();
   Recording rec;
-  emit(name, cat, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
-    a.add_int("fd", fd);
-    fill(a, ret);
-  });
+  if constexpr (std::is_invocable_v<Fill&, CompactArgs&, decltype(ret)>) {
+    emit_compact(name, cat, t0, t1, p->fname_fragment(), [&](CompactArgs& a) {
+      a.add_int("fd", fd);
+      fill(a, ret);
+    });
+  } else {
+    emit(name, cat, t0, t1, [&](ArgList& a) {
+      a.add_raw(p->fname_fragment());
+      a.add_int("fd", fd);
+      fill(a, ret);
+    });
+  }
   return ret;
 }
 
 // fill for calls whose only argument worth recording is the result.
-inline constexpr auto kRetOnly = [](ArgList& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
+inline constexpr auto kRetOnly = [](auto& a, auto ret) { a.add_int("ret", static_cast<int64_t>(ret)); };
 
 // Call on a path (relative to dirfd, AT_FDCWD = cwd): traced when the path is traced.
 template <typename Call, typename Fill>
@@ -107,8 +118,7 @@ inline int close_entry(bool category, std::string_view cat, std::string_view nam
   int ret = real_close();
   int64_t t1 = now_us();
   Recording rec;
-  emit(name, cat, t0, t1, [&](ArgList& a) {
-    a.add_raw(p->fname_fragment());
+  emit_compact(name, cat, t0, t1, p->fname_fragment(), [&](CompactArgs& a) {
     a.add_int("fd", fd);
     a.add_int("ret", ret);
   });

@@ -37,7 +37,7 @@ template <typename Call>
 int open_op(std::string_view name, int dirfd, const char* path, int flags, int mode, bool has_mode, Call&& call) {
   return open_entry(
       g_state.posix, kCatPosix, name, dirfd, path, call, [](int fd) { return fd; },
-      [&](ArgList& a, int, int fd) {
+      [&](auto& a, int, int fd) {
         a.add_int("flags", flags);
         if (has_mode) a.add_int("mode", mode);
         a.add_int("ret", fd);
@@ -47,7 +47,7 @@ int open_op(std::string_view name, int dirfd, const char* path, int flags, int m
 // read/write (and their fortify entry points): bytes asked, bytes moved.
 template <typename Call>
 ssize_t byte_io_op(std::string_view name, int fd, size_t count, Call&& call) {
-  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](auto& a, ssize_t ret) {
     a.add_uint("count", count);
     a.add_int("ret", ret);
   });
@@ -56,7 +56,7 @@ ssize_t byte_io_op(std::string_view name, int fd, size_t count, Call&& call) {
 // pread/pwrite: bytes asked at an offset, bytes moved.
 template <typename Call>
 ssize_t byte_io_at_op(std::string_view name, int fd, size_t count, int64_t offset, Call&& call) {
-  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, ssize_t ret) {
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](auto& a, ssize_t ret) {
     a.add_uint("count", count);
     a.add_int("offset", offset);
     a.add_int("ret", ret);
@@ -186,7 +186,7 @@ int fcntl_op(std::string_view name, Real real, int fd, int cmd, void* arg) {
   auto call = [&] { return real(fd, cmd, arg); };
   bool dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
   if (dups) return dup_op(name, fd, call);
-  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](ArgList& a, int ret) {
+  return fd_op(g_state.posix, kCatPosix, name, fd, call, [&](auto& a, int ret) {
     a.add_int("cmd", cmd);
     a.add_int("ret", ret);
   });
@@ -240,7 +240,7 @@ template <typename Call>
 int statat_op(std::string_view name, int dirfd, const char* path, int flags, Call&& call) {
   if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH))
     return fd_op(g_state.posix, kCatPosix, name, dirfd, call, kRetOnly);
-  return path_op(name, dirfd, path, call, [&](ArgList& a, int ret) {
+  return path_op(name, dirfd, path, call, [&](auto& a, int ret) {
     a.add_int("flags", flags);
     a.add_int("ret", ret);
   });
@@ -415,7 +415,7 @@ DFT_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offse
 #define DFT_VEC(fn, ...) \
   return fd_op( \
       g_state.posix, kCatPosix, #fn, fd, [&] { return real_##fn()(__VA_ARGS__); }, \
-      [&](ArgList& a, ssize_t ret) { \
+      [&](auto& a, ssize_t ret) { \
         a.add_int("count", iov_bytes(iov, iovcnt)); \
         a.add_int("iovcnt", iovcnt); \
         DFT_VEC_OFFSET \
@@ -457,7 +457,7 @@ DFT_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off6
 DFT_EXPORT off_t lseek(int fd, off_t offset, int whence) noexcept {
   return fd_op(
       g_state.posix, kCatPosix, "lseek", fd, [&] { return real_lseek()(fd, offset, whence); },
-      [&](ArgList& a, off_t ret) {
+      [&](auto& a, off_t ret) {
         a.add_int("offset", offset);
         a.add_int("whence", whence);
         a.add_int("ret", ret);
@@ -467,7 +467,7 @@ DFT_EXPORT off_t lseek(int fd, off_t offset, int whence) noexcept {
 DFT_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) noexcept {
   return fd_op(
       g_state.posix, kCatPosix, "lseek64", fd, [&] { return real_lseek64()(fd, offset, whence); },
-      [&](ArgList& a, off64_t ret) {
+      [&](auto& a, off64_t ret) {
         a.add_int("offset", offset);
         a.add_int("whence", whence);
         a.add_int("ret", ret);
@@ -487,7 +487,7 @@ DFT_EXPORT int fdatasync(int fd) {
 DFT_EXPORT int ftruncate(int fd, off_t length) noexcept {
   return fd_op(
       g_state.posix, kCatPosix, "ftruncate", fd, [&] { return real_ftruncate()(fd, length); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("length", length);
         a.add_int("ret", ret);
       });
@@ -496,7 +496,7 @@ DFT_EXPORT int ftruncate(int fd, off_t length) noexcept {
 DFT_EXPORT int ftruncate64(int fd, off64_t length) noexcept {
   return fd_op(
       g_state.posix, kCatPosix, "ftruncate64", fd, [&] { return real_ftruncate64()(fd, length); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("length", length);
         a.add_int("ret", ret);
       });
@@ -505,7 +505,7 @@ DFT_EXPORT int ftruncate64(int fd, off64_t length) noexcept {
 DFT_EXPORT int truncate(const char* path, off_t length) noexcept {
   return path_op(
       "truncate", AT_FDCWD, path, [&] { return real_truncate()(path, length); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("length", length);
         a.add_int("ret", ret);
       });
@@ -514,7 +514,7 @@ DFT_EXPORT int truncate(const char* path, off_t length) noexcept {
 DFT_EXPORT int truncate64(const char* path, off64_t length) noexcept {
   return path_op(
       "truncate64", AT_FDCWD, path, [&] { return real_truncate64()(path, length); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("length", length);
         a.add_int("ret", ret);
       });
@@ -567,7 +567,7 @@ DFT_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, stru
 DFT_EXPORT int access(const char* path, int mode) noexcept {
   return path_op(
       "access", AT_FDCWD, path, [&] { return real_access()(path, mode); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("ret", ret);
       });
@@ -576,7 +576,7 @@ DFT_EXPORT int access(const char* path, int mode) noexcept {
 DFT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) noexcept {
   return path_op(
       "faccessat", dirfd, path, [&] { return real_faccessat()(dirfd, path, mode, flags); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("flags", flags);
         a.add_int("ret", ret);
@@ -586,7 +586,7 @@ DFT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) noexc
 DFT_EXPORT int mkdir(const char* path, mode_t mode) noexcept {
   return path_op(
       "mkdir", AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("ret", ret);
       });
@@ -595,7 +595,7 @@ DFT_EXPORT int mkdir(const char* path, mode_t mode) noexcept {
 DFT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) noexcept {
   return path_op(
       "mkdirat", dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("ret", ret);
       });
@@ -614,7 +614,7 @@ DFT_EXPORT int unlink(const char* path) noexcept {
 DFT_EXPORT int unlinkat(int dirfd, const char* path, int flags) noexcept {
   return path_op(
       "unlinkat", dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("flags", flags);
         a.add_int("ret", ret);
       });
@@ -641,7 +641,7 @@ DFT_EXPORT int symlink(const char* target, const char* linkpath) noexcept {
 DFT_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) noexcept {
   return path_op(
       "readlink", AT_FDCWD, path, [&] { return real_readlink()(path, buf, size); },
-      [&](ArgList& a, ssize_t ret) {
+      [&](auto& a, ssize_t ret) {
         a.add_uint("count", size);
         a.add_int("ret", ret);
       });
@@ -650,7 +650,7 @@ DFT_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) noexcept {
 DFT_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t buflen) noexcept {
   return path_op(
       "readlink", AT_FDCWD, path, [&] { return real___readlink_chk()(path, buf, size, buflen); },
-      [&](ArgList& a, ssize_t ret) {
+      [&](auto& a, ssize_t ret) {
         a.add_uint("count", size);
         a.add_int("ret", ret);
       });
@@ -673,7 +673,7 @@ DFT_EXPORT int fchdir(int fd) noexcept {
 DFT_EXPORT int chmod(const char* path, mode_t mode) noexcept {
   return path_op(
       "chmod", AT_FDCWD, path, [&] { return real_chmod()(path, mode); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("ret", ret);
       });
@@ -682,7 +682,7 @@ DFT_EXPORT int chmod(const char* path, mode_t mode) noexcept {
 DFT_EXPORT int fchmod(int fd, mode_t mode) noexcept {
   return fd_op(
       g_state.posix, kCatPosix, "fchmod", fd, [&] { return real_fchmod()(fd, mode); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("mode", mode);
         a.add_int("ret", ret);
       });
@@ -733,13 +733,13 @@ DFT_EXPORT DIR* opendir(const char* path) {
   // The fd is registered so that openat(dirfd(d), ...) resolves.
   return open_entry(
       g_state.posix, kCatPosix, "opendir", AT_FDCWD, path, [&] { return real_opendir()(path); },
-      [](DIR* d) { return d != nullptr ? dirfd(d) : -1; }, [](ArgList& a, DIR*, int fd) { a.add_int("ret", fd); });
+      [](DIR* d) { return d != nullptr ? dirfd(d) : -1; }, [](auto& a, DIR*, int fd) { a.add_int("ret", fd); });
 }
 
 DFT_EXPORT DIR* fdopendir(int fd) {
   return fd_op(
       g_state.posix, kCatPosix, "fdopendir", fd, [&] { return real_fdopendir()(fd); },
-      [&](ArgList& a, DIR* d) { a.add_int("ret", d != nullptr ? 0 : -1); });
+      [&](auto& a, DIR* d) { a.add_int("ret", d != nullptr ? 0 : -1); });
 }
 
 DFT_EXPORT int closedir(DIR* d) {

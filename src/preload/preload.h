@@ -133,4 +133,21 @@ inline void emit(std::string_view name, std::string_view cat, int64_t t0, int64_
   }
 }
 
+// Emit one complete event [t0, t1] (µs) on an fd as a compact record (Tracer::log_compact: the
+// writer thread formats it): args `fragment` (the fd's cached `"fname":"<path>"`) and the
+// integers fill(CompactArgs&) adds (keys: string literals); both only with DFTRACER_INC_METADATA=1.
+// The caller holds a Recording.
+template <typename Fill>
+inline void emit_compact(std::string_view name, std::string_view cat, int64_t t0, int64_t t1, std::string_view fragment,
+                         Fill&& fill) noexcept {
+  bool plain = json::is_plain(name.data(), name.size()) && json::is_plain(cat.data(), cat.size());
+  CompactArgs a;
+  if (g_state.metadata) {
+    fill(a);
+  } else {
+    fragment = std::string_view();
+  }
+  g_state.tracer->log_compact(name, cat, t0, t1 - t0, fragment, a, plain);
+}
+
 }  // namespace dftracer::preload

@@ -36,7 +36,7 @@ template <typename Call>
 FILE* fopen_op(std::string_view name, const char* path, const char* mode, Call&& call) {
   return open_entry(
       g_state.stdio, kCatStdio, name, AT_FDCWD, path, call, [](FILE* fp) { return fp != nullptr ? stream_fd(fp) : -1; },
-      [&](ArgList& a, FILE* fp, int fd) {
+      [&](auto& a, FILE* fp, int fd) {
         a.add_str("fmode", mode != nullptr ? std::string_view(mode) : std::string_view());
         a.add_int("fd", fd);
         a.add_int("ret", fp != nullptr ? 0 : -1);
@@ -63,7 +63,7 @@ FILE* freopen_op(std::string_view name, const char* path, const char* mode, FILE
 // fread/fwrite: item size, items asked, items moved (bytes = ret * size).
 template <typename Call>
 size_t item_io_op(std::string_view name, FILE* fp, size_t size, size_t n, Call&& call) {
-  return stream_op(name, fp, call, [&](ArgList& a, size_t ret) {
+  return stream_op(name, fp, call, [&](auto& a, size_t ret) {
     a.add_uint("size", size);
     a.add_uint("count", n);
     a.add_uint("ret", ret);
@@ -116,7 +116,7 @@ DFT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
 DFT_EXPORT int fseek(FILE* fp, long offset, int whence) {
   return stream_op(
       "fseek", fp, [&] { return real_fseek()(fp, offset, whence); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("offset", offset);
         a.add_int("whence", whence);
         a.add_int("ret", ret);
@@ -126,7 +126,7 @@ DFT_EXPORT int fseek(FILE* fp, long offset, int whence) {
 DFT_EXPORT int fseeko(FILE* fp, off_t offset, int whence) {
   return stream_op(
       "fseeko", fp, [&] { return real_fseeko()(fp, offset, whence); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("offset", offset);
         a.add_int("whence", whence);
         a.add_int("ret", ret);
@@ -136,7 +136,7 @@ DFT_EXPORT int fseeko(FILE* fp, off_t offset, int whence) {
 DFT_EXPORT int fseeko64(FILE* fp, off64_t offset, int whence) {
   return stream_op(
       "fseeko64", fp, [&] { return real_fseeko64()(fp, offset, whence); },
-      [&](ArgList& a, int ret) {
+      [&](auto& a, int ret) {
         a.add_int("offset", offset);
         a.add_int("whence", whence);
         a.add_int("ret", ret);

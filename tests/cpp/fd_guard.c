@@ -7,7 +7,8 @@
  *         tracer's file has) | stdout (stdout closed before the tracer opens its file, then
  *         the redirect idiom: open() must give fd 1)
  * Phase 1: N preads of 4 KiB from DATA_FILE (opened first, fd 3); waits until the tracer holds its trace file open
- * (a /proc/self/fd link to a ".pfw" file). Then the MODE's operation, then OUT_DIR/a.bin and
+ * (a /proc/self/task/TID/fd link to a ".pfw" file: the writer thread's own table, or the
+ * application's when the tracer writes on an application thread). Then the MODE's operation, then OUT_DIR/a.bin and
  * OUT_DIR/b.bin each get N blocks of 4 KiB (block i of a.bin is all 'a' + i % 26, of b.bin
  * 'A' + i % 26), and phase 2: DATA_FILE re-opened, N more preads. stdout mode also prints N
  * lines "line <i>" into OUT_DIR/out.log through fd 1.
@@ -42,30 +43,61 @@ static void die(const char* what) {
   exit(2);
 }
 
-/* The descriptor of the tracer's file: a /proc/self/fd entry naming a non-empty ".pfw" file
- * (the tracer writes only through its final descriptor); -1 if none. */
-static int find_trace_fd(void) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) die("opendir /proc/self/fd");
+/* The descriptor of the tracer's file: an entry of a thread's descriptor table
+ * (/proc/self/task/TID/fd) naming a non-empty ".pfw" file (the tracer writes only through its
+ * final descriptor); -1 if none. *tid: the thread whose table holds it, searched main thread
+ * first: the writer thread keeps its own table, so a tid other than getpid() shows that the
+ * application's table does not hold the trace file. */
+static int find_trace_fd(int* tid) {
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) die("opendir /proc/self/task");
   int found = -1;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    char link[64], target[PATH_MAX];
-    if (e->d_name[0] == '.') continue;
-    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-    ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    struct stat st;
-    if (strstr(target, ".pfw") && stat(link, &st) == 0 && st.st_size > 0) found = atoi(e->d_name);
+  struct dirent* t;
+  int ids[64], nids = 0;
+  ids[nids++] = getpid();
+  while ((t = readdir(tasks)) != NULL && nids < 64)
+    if (t->d_name[0] != '.' && atoi(t->d_name) != getpid()) ids[nids++] = atoi(t->d_name);
+  closedir(tasks);
+  for (int k = 0; k < nids && found < 0; ++k) {
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/self/task/%d/fd", ids[k]);
+    DIR* d = opendir(dir);
+    if (!d) continue;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+      char link[384], target[PATH_MAX];
+      if (e->d_name[0] == '.') continue;
+      snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+      ssize_t n = readlink(link, target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      struct stat st;
+      if (strstr(target, ".pfw") && stat(link, &st) == 0 && st.st_size > 0) {
+        found = atoi(e->d_name);
+        *tid = ids[k];
+      }
+    }
+    closedir(d);
   }
-  closedir(d);
   return found;
 }
 
-static int wait_trace_fd(void) {
+/* O_CLOEXEC of descriptor fd in thread tid's table (its fdinfo "flags:", octal). */
+static int cloexec_of(int tid, int fd) {
+  char path[96], line[128];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/fdinfo/%d", tid, fd);
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  int r = -1;
+  while (fgets(line, sizeof(line), f))
+    if (strncmp(line, "flags:", 6) == 0) r = (strtol(line + 6, NULL, 8) & O_CLOEXEC) != 0;
+  fclose(f);
+  return r;
+}
+
+static int wait_trace_fd(int* tid) {
   for (int i = 0; i < 20000; ++i) {
-    int fd = find_trace_fd();
+    int fd = find_trace_fd(tid);
     if (fd >= 0) return fd;
     struct timespec ts = {0, 500000};
     nanosleep(&ts, NULL);
@@ -117,8 +149,10 @@ int main(int argc, char** argv) {
   if (dfd < 0) die("open data");
   if (strcmp(mode, "stdout") == 0) close(1); /* before the tracer opens its file */
   read_blocks(dfd, n);
-  int trace_fd = wait_trace_fd();
-  fprintf(stderr, "fd_guard: trace fd %d cloexec %d\n", trace_fd, (fcntl(trace_fd, F_GETFD) & FD_CLOEXEC) != 0);
+  int tid = 0;
+  int trace_fd = wait_trace_fd(&tid);
+  fprintf(stderr, "fd_guard: trace fd %d cloexec %d table %s\n", trace_fd, cloexec_of(tid, trace_fd),
+          tid == getpid() ? "app" : "writer");
 
   int fa = -1;
   if (strcmp(mode, "daemon") == 0) {
