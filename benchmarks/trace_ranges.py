@@ -52,7 +52,10 @@ def main(argv=None) -> int:
     ok = True
     seen = {}
     for r in rows:
-        print("%s events %d pids %s ts [%d, %d]" % (r["path"], r["events"], sorted(r["pids"]), r["first_ts"], r["last_te"]))
+        print(
+            "%s events %d pids %s ts [%d, %d]"
+            % (r["path"], r["events"], sorted(r["pids"]), r["first_ts"], r["last_te"])
+        )
         if len(r["pids"]) != 1:
             print("  more than one pid in one file", file=sys.stderr)
             ok = False

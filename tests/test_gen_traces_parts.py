@@ -9,8 +9,8 @@ import os
 import sys
 
 import pytest
-
 from conftest import read_trace
+
 from dfanalyzer import DFAnalyzer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))
