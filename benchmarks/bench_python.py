@@ -5,7 +5,10 @@ Runs each configuration in a fresh child process (tracing is switched by DFTRACE
 import time), all in one invocation, and prints ns per call and the overhead against the same
 loop with tracing disabled:
 
-    PYTHONPATH=$PWD python benchmarks/bench_python.py [--calls 100000] [--repeat 5] [--rounds 3]
+    python benchmarks/bench_python.py [--calls 100000] [--repeat 5] [--rounds 3]
+
+The children import the source tree's package when it holds a development build of the
+compiled module, else the installed package; a traced child that writes no trace is an error.
 
 Forms: ``@d.log`` on an empty function without tags, the same with three contextual tags
 (``dft_fn("bench", epoch=1, step=2)`` + ``update(image_size=4096)``), and ``with d:``.
@@ -120,10 +123,19 @@ def child(form: str, calls: int, repeat: int) -> dict:
     }
 
 
-def run_child(form, mode, calls, repeat, tmp):
+def child_env() -> dict:
+    """The environment of a child: no DFTRACER_* or LD_PRELOAD from ours; the source tree first
+    on the path only when it holds a development build of the compiled module (otherwise the
+    installed package is measured)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env.pop("LD_PRELOAD", None)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if any((REPO / "dftracer").glob("_dftracer*.so")):
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_child(form, mode, calls, repeat, tmp):
+    env = child_env()
     env["DFTRACER_LOG_FILE"] = os.path.join(tmp, f"{form}-{mode.replace(' ', '_')}")
     env.update(MODES[mode])
     out = subprocess.run(
@@ -136,6 +148,8 @@ def run_child(form, mode, calls, repeat, tmp):
     res = json.loads(out.stdout.strip().splitlines()[-1])
     files = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith(f"{form}-{mode.replace(' ', '_')}")]
     res["bytes"] = sum(os.path.getsize(f) for f in files)
+    if MODES[mode] and not res["bytes"]:
+        sys.exit(f"bench_python: {form} / {mode} wrote no trace (is the compiled module importable?)")
     return res
 
 
@@ -185,9 +199,7 @@ def main():
             bpe = f"{r['bytes'] / r['events']:.1f}" if enabled else "0 (no file)"
             print(f"| {form} | {mode} | {r['ns_per_call']:.0f} | {r['bare_ns']:.0f} | {over} | {ratio} | {bpe} |")
     with tempfile.TemporaryDirectory(prefix="bench_python_") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-        env.pop("LD_PRELOAD", None)
-        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = child_env()
         env.update(
             DFTRACER_ENABLE="1", DFTRACER_TRACE_COMPRESSION="0", DFTRACER_LOG_FILE=os.path.join(tmp, "components")
         )
