@@ -30,6 +30,33 @@ __attribute__((noinline, cold)) void deliver_pending(ThreadBuffer* b) {
   b->pending_sig = 0;
   if (sig != 0) raise(sig);
 }
+
+// Locks b and makes room for one record of `need` bytes with an event id ready in b->id_next.
+// False, with b unlocked, when the buffer cannot grow that far (a huge event is dropped).
+inline bool begin_record(TracerImpl* t, ThreadBuffer* b, size_t need) noexcept {
+  b->lock();
+  t->ensure(b, need);
+  if (__builtin_expect(b->size + need > b->cap, 0)) {
+    b->unlock();
+    if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+    return false;
+  }
+  if (__builtin_expect(b->id_next == b->id_end, 0)) {
+    b->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
+    b->id_end = b->id_next + kIdBlock;
+    // A thread's first event since initialize() or fork starts the writer (timed flush from then on).
+    if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
+  }
+  return true;
+}
+
+// Counts the record that now ends at `end`, unlocks b and delivers a fatal signal deferred meanwhile.
+inline void end_record(ThreadBuffer* b, const char* end) noexcept {
+  b->size = static_cast<size_t>(end - b->buf);
+  ++b->nev;
+  b->unlock();
+  if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+}
 }  // namespace
 
 ThreadBuffer* current_thread_buffer() noexcept { return t_buffer; }
@@ -52,27 +79,11 @@ void Tracer::log_event(Phase phase, std::string_view name, std::string_view cat,
   if (!active()) return;
   TracerImpl* t = impl_;
   ThreadBuffer* b = t->buffer();
-  size_t need = text_record_bytes(event_bound(name, cat, args));
-  b->lock();
-  t->ensure(b, need);
-  if (b->size + need > b->cap) {  // out of memory for a huge event: drop it
-    b->unlock();
-    if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
-    return;
-  }
-  if (__builtin_expect(b->id_next == b->id_end, 0)) {
-    b->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
-    b->id_end = b->id_next + kIdBlock;
-    // A thread's first event since initialize() or fork starts the writer (timed flush from then on).
-    if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
-  }
+  if (!begin_record(t, b, text_record_bytes(event_bound(name, cat, args)))) return;
   EventFields e{b->id_next++, phase, name, cat, plain_name_cat, &b->ids, ts, dur, args};
   char* rec = b->buf + b->size;
   char* p = format_event(begin_text_record(rec), e);
-  b->size = static_cast<size_t>(end_text_record(rec, p) - b->buf);
-  ++b->nev;
-  b->unlock();
-  if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);  // a fatal signal came meanwhile
+  end_record(b, end_text_record(rec, p));
 }
 
 void Tracer::log_compact(std::string_view name, std::string_view cat, int64_t ts, int64_t dur,
@@ -91,24 +102,8 @@ void Tracer::log_compact(std::string_view name, std::string_view cat, int64_t ts
   }
   TracerImpl* t = impl_;
   ThreadBuffer* b = t->buffer();
-  size_t need = compact_record_bytes(ints.size(), fragment.size());
-  b->lock();
-  t->ensure(b, need);
-  if (__builtin_expect(b->size + need > b->cap, 0)) {  // out of memory: drop it
-    b->unlock();
-    if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
-    return;
-  }
-  if (__builtin_expect(b->id_next == b->id_end, 0)) {
-    b->id_next = t->next_id.fetch_add(kIdBlock, std::memory_order_relaxed);
-    b->id_end = b->id_next + kIdBlock;
-    if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
-  }
-  char* p = write_compact(b->buf + b->size, b->id_next++, name, cat, plain_name_cat, ts, dur, fragment, ints);
-  b->size = static_cast<size_t>(p - b->buf);
-  ++b->nev;
-  b->unlock();
-  if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+  if (!begin_record(t, b, compact_record_bytes(ints.size(), fragment.size()))) return;
+  end_record(b, write_compact(b->buf + b->size, b->id_next++, name, cat, plain_name_cat, ts, dur, fragment, ints));
 }
 
 void Tracer::log_metadata(std::string_view key, std::string_view value) noexcept {
