@@ -28,6 +28,15 @@ from test_preload_helpers import (
 )
 
 
+def strace_traced_cat(lib, dirs, tmp_path, *cat_args) -> list[str]:
+    """System calls ("pid call...") of `cat *cat_args` under the preload, all threads."""
+    data, prefix = dirs
+    env = traced_env(lib, prefix, data)
+    log = str(tmp_path / "strace.log")
+    subprocess.run(strace_cmd(log, env) + ["cat", *cat_args], env=plain_env(env), capture_output=True, check=True)
+    return list(_strace_calls(log))
+
+
 @pytest.fixture(scope="module")
 def lib():
     return preload_lib()
@@ -75,13 +84,8 @@ def test_yaml_configuration_is_read(lib, dirs, tmp_path):
 @pytest.mark.skipif(not have_strace(), reason="needs strace")
 def test_fd_table_grown_before_writer_thread(lib, dirs, tmp_path):
     data, prefix = dirs
-    env = traced_env(lib, prefix, data)
-    log = str(tmp_path / "strace.log")
-    subprocess.run(
-        strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env), capture_output=True, check=True
-    )
     dup_up = clone = None
-    for i, line in enumerate(_strace_calls(log)):
+    for i, line in enumerate(strace_traced_cat(lib, dirs, tmp_path, os.path.join(data, "f.txt"))):
         if dup_up is None and re.search(r"\bfcntl\(\d+, F_DUPFD_CLOEXEC, \d+\)", line):
             dup_up = i
         if clone is None and re.search(r"\bclone3?\(", line):
@@ -97,12 +101,7 @@ def test_exit_writes_on_the_main_thread_without_waiting(lib, dirs, tmp_path):
     # and leaves the parked writer thread asleep (no wake-up, no join), so the main thread never
     # blocks on the writer; on a loaded machine each such wait costs a scheduling delay (ms).
     data, prefix = dirs
-    env = traced_env(lib, prefix, data)
-    log = str(tmp_path / "strace.log")
-    subprocess.run(
-        strace_cmd(log, env) + ["cat", os.path.join(data, "f.txt")], env=plain_env(env), capture_output=True, check=True
-    )
-    calls = list(_strace_calls(log))
+    calls = strace_traced_cat(lib, dirs, tmp_path, os.path.join(data, "f.txt"))
     main = calls[0].split(None, 1)[0]
     mine = [c.split(None, 1)[1] for c in calls if c.split(None, 1)[0] == main]
     assert any(re.match(r"clone3?\(", c) for c in mine)  # the writer thread was started
@@ -122,15 +121,7 @@ def test_start_up_system_calls(lib, dirs, tmp_path):
     # per flush signal (the previous action comes back from the call that installs ours), no
     # dlsym of the eager real functions (no libc symbol lookup error path either).
     data, prefix = dirs
-    env = traced_env(lib, prefix, data)
-    log = str(tmp_path / "strace.log")
-    subprocess.run(
-        strace_cmd(log, env) + ["cat", "--", os.path.join(data, "f.txt")],
-        env=plain_env(env),
-        capture_output=True,
-        check=True,
-    )
-    calls = [c.split(None, 1)[1] for c in _strace_calls(log)]
+    calls = [c.split(None, 1)[1] for c in strace_traced_cat(lib, dirs, tmp_path, "--", os.path.join(data, "f.txt"))]
     core_opens = [c for c in calls if "libdftracer_core.so" in c]
     assert len(core_opens) == 1 and core_opens[0].startswith("openat(") and "= 3" in core_opens[0], core_opens
     assert [c for c in calls if "glibc-hwcaps" in c or "/tls/" in c] == []
