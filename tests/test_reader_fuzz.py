@@ -48,6 +48,8 @@ def _build(tmp, target):
                 "-fno-sanitize-recover=undefined",
                 "-I",
                 core,
+                "-I",
+                os.path.join(ROOT, "include"),  # dftracer/export.h
                 os.path.join(core, "fuzz_line_deflate.cpp"),
                 os.path.join(core, "line_deflate.cpp"),
                 "-lz",
