@@ -20,6 +20,7 @@
 //    and installs its KeyboardInterrupt handler).
 #include <alloca.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <limits.h>
 #include <signal.h>
 #include <spawn.h>
@@ -293,6 +294,54 @@ DFT_EXPORT pid_t fork() noexcept {
     emit("fork", kCatProcess, t0, t1, [&](ArgList& a) { a.add_int("ret", pid); });
   }
   return pid;
+}
+
+// syscall(): a raw fork (SYS_fork, or SYS_clone/SYS_clone3 without CLONE_VM, i.e. a copy of
+// this process) runs the core's fork handlers around it, as fork() does through pthread_atfork,
+// so the child gets its own trace file and writer. Every other number is forwarded as is (one
+// compare). The six argument registers are read as glibc's syscall() reads them.
+namespace {
+bool is_raw_fork(long number, long a1, long a2) noexcept {
+  if (number == SYS_fork) return true;
+  if (number == SYS_clone) return (a1 & (CLONE_VM | CLONE_THREAD)) == 0;
+  if (number == SYS_clone3) {
+    const auto* args = reinterpret_cast<const uint64_t*>(a1);  // struct clone_args: flags first
+    return args != nullptr && a2 >= 8 && (args[0] & (CLONE_VM | CLONE_THREAD)) == 0;
+  }
+  return false;
+}
+}  // namespace
+
+DFT_EXPORT long syscall(long number, ...) noexcept {
+  va_list ap;
+  va_start(ap, number);
+  long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+  long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+  va_end(ap);
+  if (DFT_LIKELY(!is_raw_fork(number, a1, a2)) || t_preload.vfork_child || !g_state.ready.load(std::memory_order_acquire))
+    return real_syscall()(number, a1, a2, a3, a4, a5, a6);
+  bool rec = may_record();
+  int64_t t0 = rec ? now_us() : 0;
+  Tracer::raw_fork_prepare();
+  long ret = real_syscall()(number, a1, a2, a3, a4, a5, a6);
+  int e = errno;
+  if (ret == 0) {
+    Tracer::raw_fork_child();
+    posix_after_fork_child();
+    errno = e;
+    return 0;
+  }
+  Tracer::raw_fork_parent();
+  if (rec) {
+    int64_t t1 = now_us();
+    Recording r;
+    emit("fork", kCatProcess, t0, t1, [&](ArgList& a) {
+      a.add_int("ret", ret);
+      a.add_int("syscall", number);
+    });
+  }
+  errno = e;
+  return ret;
 }
 
 // Helpers of the vfork stub (hidden; called directly, never through the PLT).
