@@ -197,7 +197,9 @@ def test_tar_czf_gzip_child(lib, data, tmp_path):
 
 def test_python_stdin_redirected(lib, data, tmp_path):
     app = tmp_path / "app.py"
-    app.write_text("import sys\nn = 0\nwhile chunk := sys.stdin.buffer.raw.read(10000):\n    n += len(chunk)\nprint(n)\n")
+    app.write_text(
+        "import sys\nn = 0\nwhile chunk := sys.stdin.buffer.raw.read(10000):\n    n += len(chunk)\nprint(n)\n"
+    )
     r, st, ev, _, _ = run_traced(["sh", "-c", f"{sys.executable} {app} < in.bin"], lib, tmp_path, data)
     assert r.stdout.decode().strip() == "1000007"
     assert st[(str(data / "in.bin"), "in")] == (102, 1_000_007)  # 100 full reads, one of 7, EOF

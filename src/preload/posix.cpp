@@ -317,7 +317,8 @@ PathRef* dftracer::preload::resolve_unknown_fd(int fd) noexcept {
   char proc[32] = "/proc/self/fd/";
   char digits[12];
   int nd = 0;
-  for (unsigned v = static_cast<unsigned>(fd); nd == 0 || v != 0; v /= 10) digits[nd++] = static_cast<char>('0' + v % 10);
+  for (unsigned v = static_cast<unsigned>(fd); nd == 0 || v != 0; v /= 10)
+    digits[nd++] = static_cast<char>('0' + v % 10);
   int len = 14;
   while (nd > 0) proc[len++] = digits[--nd];
   proc[len] = '\0';

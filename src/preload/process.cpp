@@ -20,8 +20,8 @@
 //    and installs its KeyboardInterrupt handler).
 #include <alloca.h>
 #include <dlfcn.h>
-#include <sched.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -318,7 +318,8 @@ DFT_EXPORT long syscall(long number, ...) noexcept {
   long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
   long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
   va_end(ap);
-  if (DFT_LIKELY(!is_raw_fork(number, a1, a2)) || t_preload.vfork_child || !g_state.ready.load(std::memory_order_acquire))
+  if (DFT_LIKELY(!is_raw_fork(number, a1, a2)) || t_preload.vfork_child ||
+      !g_state.ready.load(std::memory_order_acquire))
     return real_syscall()(number, a1, a2, a3, a4, a5, a6);
   bool rec = may_record();
   int64_t t0 = rec ? now_us() : 0;
