@@ -216,7 +216,7 @@ def test_sendfile_and_splice(lib, helper, data, tmp_path):
     assert ev == st
 
 
-@pytest.mark.parametrize("mode", ["sysfork", "clone3"])
+@pytest.mark.parametrize("mode", ["sysfork", "clone3", "clonefn"])
 def test_raw_fork_child_gets_its_own_file(lib, helper, data, tmp_path, mode):
     f = str(data / "in.bin")
     prefix = str(tmp_path / "out" / "t")

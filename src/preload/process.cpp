@@ -345,6 +345,63 @@ DFT_EXPORT long syscall(long number, ...) noexcept {
   return ret;
 }
 
+// glibc's clone(fn, stack, flags, arg, ...) without CLONE_VM makes a copy of this process that
+// runs fn on its own stack: the same fork handlers, the child's run in a trampoline before fn.
+// With CLONE_VM (threads, posix_spawn's vfork-like child) it is forwarded as is.
+namespace {
+struct CloneStart {
+  int (*fn)(void*);
+  void* arg;
+};
+int clone_child_start(void* p) noexcept {
+  // The child's copy of the parent's frame below still holds *p (no CLONE_VM: copied memory).
+  CloneStart start = *static_cast<CloneStart*>(p);
+  int e = errno;
+  Tracer::raw_fork_child();
+  posix_after_fork_child();
+  errno = e;
+  int rc = start.fn(start.arg);
+  // Returning from fn ends the child with the exit system call (no atexit handlers): finalize
+  // the trace here, as _exit does.
+  ++t_preload.busy;
+  {
+    ReentryGuard guard;
+    g_state.tracer->finalize_at_exit();
+  }
+  --t_preload.busy;
+  return rc;
+}
+}  // namespace
+
+DFT_EXPORT int clone(int (*fn)(void*), void* stack, int flags, void* arg, ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  void* ptid = va_arg(ap, void*);
+  void* tls = va_arg(ap, void*);
+  void* ctid = va_arg(ap, void*);
+  va_end(ap);
+  if (DFT_LIKELY((flags & (CLONE_VM | CLONE_THREAD)) != 0) || fn == nullptr || t_preload.vfork_child ||
+      !g_state.ready.load(std::memory_order_acquire))
+    return real_clone()(fn, stack, flags, arg, ptid, tls, ctid);
+  bool rec = may_record();
+  int64_t t0 = rec ? now_us() : 0;
+  CloneStart start{fn, arg};
+  Tracer::raw_fork_prepare();
+  int ret = real_clone()(&clone_child_start, stack, flags, &start, ptid, tls, ctid);
+  int e = errno;
+  Tracer::raw_fork_parent();
+  if (rec) {
+    int64_t t1 = now_us();
+    Recording r;
+    emit("fork", kCatProcess, t0, t1, [&](ArgList& a) {
+      a.add_int("ret", ret);
+      a.add_int("flags", flags);
+    });
+  }
+  errno = e;
+  return ret;
+}
+
 // Helpers of the vfork stub (hidden; called directly, never through the PLT).
 extern "C" __attribute__((visibility("hidden"))) void dftracer_vfork_enter() noexcept {
   t_preload.vfork_t0 = may_record() ? now_us() : 0;

@@ -5,6 +5,7 @@
  *                                 reads to EOF; prints "reads N bytes B" (N counts the EOF read)
  *   shellio sysfork FILE N        child by syscall(SYS_fork): N preads of 4 KiB; the parent waits
  *   shellio clone3 FILE N         the same with syscall(SYS_clone3) (no CLONE_VM, SIGCHLD)
+ *   shellio clonefn FILE N        the same with glibc's clone(fn, stack, SIGCHLD, arg)
  *   shellio splice IN OUT         copy IN to OUT through a pipe with splice(2), 64 KiB a call;
  *                                 prints "splices N bytes B" (both directions counted)
  */
@@ -28,6 +29,13 @@ static int child_reads(const char* path, int n) {
     if (pread(fd, buf, sizeof buf, (off_t)i * 4096) < 0) return 2;
   close(fd);
   return 0;
+}
+
+static const char* g_path;
+static int g_n;
+static int clone_fn(void* arg) {
+  (void)arg;
+  return child_reads(g_path, g_n);
 }
 
 static int wait_child(long pid) {
@@ -54,11 +62,18 @@ int main(int argc, char** argv) {
     printf("reads %ld bytes %ld\n", n, b);
     return r < 0;
   }
-  if ((strcmp(argv[1], "sysfork") == 0 || strcmp(argv[1], "clone3") == 0) && argc == 4) {
+  if ((strcmp(argv[1], "sysfork") == 0 || strcmp(argv[1], "clone3") == 0 || strcmp(argv[1], "clonefn") == 0) &&
+      argc == 4) {
     int n = atoi(argv[3]);
     long pid;
     if (strcmp(argv[1], "sysfork") == 0) {
       pid = syscall(SYS_fork);
+    } else if (strcmp(argv[1], "clonefn") == 0) {
+      size_t size = 1 << 20;
+      char* stack = malloc(size);
+      g_path = argv[2];
+      g_n = n;
+      pid = clone(clone_fn, stack + size, SIGCHLD, NULL);
     } else {
       struct clone_args ca;
       memset(&ca, 0, sizeof ca);
