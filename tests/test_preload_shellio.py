@@ -234,3 +234,13 @@ def test_raw_fork_child_gets_its_own_file(lib, helper, data, tmp_path, mode):
     parent = [p for p in by_pid if p != child]
     assert len(parent) == 1 and [e["args"]["ret"] for e in by_pid[parent[0]] if e["name"] == "fork"] == [child]
     assert len(trace_files(prefix)) == 2
+
+
+def test_syscall_clone3_bad_pointer_unchanged(lib, helper, tmp_path):
+    """The syscall() wrapper reads clone3's flags without a load that could fault: a bad pointer
+    still gives the kernel's EFAULT, as without the tracer."""
+    plain = subprocess.run([helper, "clone3bad", "x"], capture_output=True, text=True, timeout=30)
+    env = traced_env(lib, str(tmp_path / "t"), str(tmp_path))
+    traced = subprocess.run([helper, "clone3bad", "x"], env=env, capture_output=True, text=True, timeout=30)
+    assert plain.returncode == traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout == "ret -1 errno 14\n"

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -304,9 +305,15 @@ namespace {
 bool is_raw_fork(long number, long a1, long a2) noexcept {
   if (number == SYS_fork) return true;
   if (number == SYS_clone) return (a1 & (CLONE_VM | CLONE_THREAD)) == 0;
-  if (number == SYS_clone3) {
-    const auto* args = reinterpret_cast<const uint64_t*>(a1);  // struct clone_args: flags first
-    return args != nullptr && a2 >= 8 && (args[0] & (CLONE_VM | CLONE_THREAD)) == 0;
+  if (number == SYS_clone3 && a1 != 0 && a2 >= 8) {
+    // struct clone_args starts with the flags. The application's pointer may be bad (the system
+    // call then fails with EFAULT): read it through the kernel, never by a load that could fault.
+    uint64_t flags = 0;
+    struct iovec local = {&flags, sizeof(flags)}, remote = {reinterpret_cast<void*>(a1), sizeof(flags)};
+    int e = errno;
+    bool ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(flags));
+    errno = e;
+    return ok && (flags & (CLONE_VM | CLONE_THREAD)) == 0;
   }
   return false;
 }

@@ -6,10 +6,12 @@
  *   shellio sysfork FILE N        child by syscall(SYS_fork): N preads of 4 KiB; the parent waits
  *   shellio clone3 FILE N         the same with syscall(SYS_clone3) (no CLONE_VM, SIGCHLD)
  *   shellio clonefn FILE N        the same with glibc's clone(fn, stack, SIGCHLD, arg)
+ *   shellio clone3bad X           syscall(SYS_clone3) with a bad pointer; prints "ret R errno E"
  *   shellio splice IN OUT         copy IN to OUT through a pipe with splice(2), 64 KiB a call;
  *                                 prints "splices N bytes B" (both directions counted)
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -84,6 +86,12 @@ int main(int argc, char** argv) {
     int rc = wait_child(pid);
     printf("child %ld status %d\n", pid, rc);
     return rc;
+  }
+  if (strcmp(argv[1], "clone3bad") == 0) {
+    errno = 0;
+    long r = syscall(SYS_clone3, (void*)16, (size_t)88);
+    printf("ret %ld errno %d\n", r, errno);
+    return 0;
   }
   if (strcmp(argv[1], "splice") == 0 && argc == 4) {
     int in = open(argv[2], O_RDONLY), out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644), p[2];
