@@ -10,7 +10,6 @@
 namespace dftracer::preload {
 
 FdTable g_fds;
-PathRef g_untraced_entry{{1}, 0, 0, {0}};
 
 namespace {
 // Retire ring: a released entry is freed once kRetireDepth newer entries were retired after it.
@@ -53,7 +52,7 @@ PathRef* FdTable::make(std::string_view path) noexcept {
 }
 
 void FdTable::release(PathRef* r) noexcept {
-  if (r != nullptr && r != untraced() && r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(r);
+  if (is_path(r) && r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(r);
 }
 
 std::atomic<PathRef*>* FdTable::slot(int fd, bool create) noexcept {

@@ -27,14 +27,14 @@ struct PathRef {
   std::string_view fname_fragment() const noexcept { return {path + len + 1, frag_len}; }
 };
 
-// The entry of fds known not to name a traced file: static, never counted, never freed.
-extern PathRef g_untraced_entry __attribute__((visibility("hidden")));
-
 class FdTable {
  public:
-  static PathRef* untraced() noexcept { return &g_untraced_entry; }
+  // The entry of fds known not to name a traced file: the address 1, never dereferenced, counted
+  // or freed; null and it are the only "addresses" <= 1, so the event path tells both cold cases
+  // from a path with one compare (preload.h, traced_fd).
+  static PathRef* untraced() noexcept { return reinterpret_cast<PathRef*>(uintptr_t{1}); }
   // True when r is the path of a traced file (not null, not untraced()).
-  static bool is_path(const PathRef* r) noexcept { return r != nullptr && r != &g_untraced_entry; }
+  static bool is_path(const PathRef* r) noexcept { return reinterpret_cast<uintptr_t>(r) > 1; }
 
   // 512 fds (one 4 KiB page) per chunk: a process that opens one file touches one page, not the
   // 8 of a 4096-fd chunk (calloc's zeroing faults them all in); the top level is .bss.
@@ -67,7 +67,7 @@ class FdTable {
 
   static PathRef* make(std::string_view path) noexcept;
   static void acquire(PathRef* r) noexcept {
-    if (r != untraced()) r->refs.fetch_add(1, std::memory_order_relaxed);
+    if (is_path(r)) r->refs.fetch_add(1, std::memory_order_relaxed);
   }
   static void release(PathRef* r) noexcept;
 

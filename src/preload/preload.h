@@ -124,8 +124,7 @@ inline PathRef* traced_fd(bool category, int fd) noexcept {
   if (DFT_LIKELY(!category)) return nullptr;
   if (!tracing_active()) return nullptr;
   PathRef* p = g_fds.get(fd);
-  if (DFT_LIKELY(p == FdTable::untraced())) return nullptr;
-  if (DFT_UNLIKELY(p == nullptr)) return resolve_unknown_fd(fd);
+  if (DFT_UNLIKELY(!FdTable::is_path(p))) return p == nullptr ? resolve_unknown_fd(fd) : nullptr;
   return thread_may_trace() ? p : nullptr;
 }
 
