@@ -25,7 +25,11 @@ from test_preload_helpers import (
 
 from dfanalyzer import reader as R
 
-pytestmark = pytest.mark.skipif(not have_strace(), reason="strace is required (scripts/system_deps.sh)")
+
+@pytest.fixture(autouse=True, scope="module")
+def _strace_installed():
+    assert have_strace(), "strace is required (scripts/system_deps.sh)"
+
 
 READS = {"read", "pread", "pread64", "readv", "preadv", "preadv64"}
 WRITES = {"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev64"}
