@@ -56,8 +56,10 @@ POSITIONAL_NAMES = frozenset(n for n in READ_NAMES | WRITE_NAMES if n.startswith
 OPEN_NAMES = frozenset("open open64 openat openat64 creat creat64 fopen fopen64 freopen freopen64".split())
 LSEEK_NAMES = frozenset(("lseek", "lseek64"))
 FSEEK_NAMES = frozenset(("fseek", "fseeko", "fseeko64"))
+# Kernel-side copies (calls.def RET_COPY): size = bytes read from fname and written to args.out_fname.
+COPY_NAMES = frozenset("copy_file_range sendfile sendfile64 splice".split())
 # Calls that move or sync data; every other I/O call is a metadata call (open, close, stat, seek, ...).
-DATA_NAMES = READ_NAMES | WRITE_NAMES | frozenset("fsync fdatasync msync mmap mmap64 munmap".split())
+DATA_NAMES = READ_NAMES | WRITE_NAMES | COPY_NAMES | frozenset("fsync fdatasync msync mmap mmap64 munmap".split())
 _EMPTY = np.empty(0, dtype=np.int64)
 
 

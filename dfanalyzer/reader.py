@@ -18,8 +18,8 @@ pid, tid    int64
 ts, dur     int64                µs since the epoch / µs (aggregated "A" rows: interval start /
                                  args.dur_sum, the summed µs of their args.dft_cnt calls)
 te          int64                ts + dur, µs
-size        Int64                bytes moved (read/write family: ret when >= 0; fread/fwrite:
-                                 ret * args.size), else null
+size        Int64                bytes moved (read/write family, kernel copies: ret when >= 0;
+                                 fread/fwrite: ret * args.size), else null
 offset      Int64                args.offset, bytes
 <args key>  Int64/Float64/cat.   every other args key; an args key named like a core column
                                  (``name cat ph pid tid ts dur te``) or ``size`` is column

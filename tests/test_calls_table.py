@@ -37,12 +37,14 @@ def calls():
 def test_calls_def_is_well_formed():
     rows = calls()
     names = [r[1] for r in rows]
-    assert len(names) == len(set(names)) == 122
+    assert len(names) == len(set(names)) == 128
     assert {r[0] for r in rows} == {"POSIX", "STDIO", "PROCESS"}
-    assert {r[4] for r in rows} == {"RET", "RET_TIMES_SIZE", "NONE", "NO_EVENT"}
+    assert {r[4] for r in rows} == {"RET", "RET_TIMES_SIZE", "RET_COPY", "NONE", "NO_EVENT"}
     byte_calls = {r[1]: r[4] for r in rows if r[4] in ("RET", "RET_TIMES_SIZE")}
     assert byte_calls["preadv64v2"] == byte_calls["pwritev64v2"] == "RET"
     assert {n for n, b in byte_calls.items() if b == "RET_TIMES_SIZE"} == {"fread", "__fread_chk", "fwrite"}
+    copies = {r[1] for r in rows if r[4] == "RET_COPY"}
+    assert copies == {"copy_file_range", "sendfile", "sendfile64", "splice"}
 
 
 def test_docs_call_table_matches_calls_def():

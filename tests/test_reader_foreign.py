@@ -252,7 +252,7 @@ def _preload_byte_calls():
     """{event name: rule} for every call the preload records, read from its source: names given
     to byte_io_op/byte_io_at_op/DFT_VEC move args.ret bytes ("ret"), item_io_op ones ret x size ("item");
     every other recording helper (open_op, fd_op, stream_op, emit, ...) moves none ("none")."""
-    rules = {"byte_io_op": "ret", "byte_io_at_op": "ret", "DFT_VEC": "ret", "item_io_op": "item"}
+    rules = {"byte_io_op": "ret", "byte_io_at_op": "ret", "DFT_VEC": "ret", "copy_op": "ret", "item_io_op": "item"}
     names = {}
     for src in ("posix.cpp", "stdio.cpp"):
         text = open(os.path.join(ROOT, "src", "preload", src)).read()
@@ -269,6 +269,7 @@ def test_byte_rule_covers_every_preload_call(tmp_path):
     names = _preload_byte_calls()
     ret = sorted(n for n, r in names.items() if r == "ret")
     assert {"read", "write", "pread64", "readv", "preadv64v2", "pwritev64v2", "pwritev2"} <= set(ret)
+    assert {"copy_file_range", "sendfile", "sendfile64", "splice"} <= set(ret)
     assert sorted(n for n, r in names.items() if r == "item") == ["fread", "fwrite"]
     assert {"lseek", "open", "fseek", "ftell", "mmap"} <= {n for n, r in names.items() if r == "none"}
     p = tmp_path / "calls.pfw"

@@ -209,6 +209,10 @@ void TracerImpl::atfork_child() {
   }
 }
 
+void Tracer::raw_fork_prepare() noexcept { TracerImpl::atfork_prepare(); }
+void Tracer::raw_fork_parent() noexcept { TracerImpl::atfork_parent(); }
+void Tracer::raw_fork_child() noexcept { TracerImpl::atfork_child(); }
+
 Tracer::Tracer() : impl_(new TracerImpl()) { g_impl = impl_; }
 
 Tracer* Tracer::instance() noexcept {

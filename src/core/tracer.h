@@ -377,6 +377,13 @@ class DFTRACER_EXPORT Tracer {
   // after the application's call replaced it).
   bool yield_fd(int fd) noexcept;
 
+  // A child made by a raw fork/clone system call (the preload's syscall() wrapper): the handlers
+  // pthread_atfork registered, which glibc runs only in fork(). prepare before the system call,
+  // then parent in the parent (also when it failed) or child in the child.
+  static void raw_fork_prepare() noexcept;
+  static void raw_fork_parent() noexcept;
+  static void raw_fork_child() noexcept;
+
   // Diagnostics for tests and the Python layer.
   bool failed() const noexcept;  // output could not be written: tracing stopped
   int pid() const noexcept;      // cached getpid() (updated after fork)

@@ -52,7 +52,7 @@ PathRef* FdTable::make(std::string_view path) noexcept {
 }
 
 void FdTable::release(PathRef* r) noexcept {
-  if (r != nullptr && r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(r);
+  if (is_path(r) && r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(r);
 }
 
 std::atomic<PathRef*>* FdTable::slot(int fd, bool create) noexcept {
@@ -93,6 +93,18 @@ void FdTable::dup(int oldfd, int newfd) noexcept {
 }
 
 void FdTable::clear(int fd) noexcept { exchange(fd, nullptr); }
+
+PathRef* FdTable::install(int fd, PathRef* r) noexcept {
+  std::atomic<PathRef*>* s = slot(fd, true);
+  if (s == nullptr) {
+    release(r);
+    return nullptr;
+  }
+  PathRef* expected = nullptr;
+  if (s->compare_exchange_strong(expected, r, std::memory_order_acq_rel)) return r;
+  release(r);
+  return expected;
+}
 
 PathRef* FdTable::take(int fd) noexcept {
   std::atomic<PathRef*>* s = slot(fd, false);

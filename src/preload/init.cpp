@@ -105,7 +105,7 @@ int absolute_path(int dirfd, const char* path, char* out, int cap) noexcept {
       PathRef* r = cwd_ref();
       if (r == nullptr) return -1;
       base = r->view();
-    } else if (PathRef* r = g_fds.get(dirfd)) {
+    } else if (PathRef* r = g_fds.get(dirfd); FdTable::is_path(r)) {
       base = r->view();
     } else {
       // A directory fd we did not see opened on a traced path: ask the kernel.

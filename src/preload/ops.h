@@ -22,6 +22,15 @@ inline void forget_fd(int fd) noexcept {
   errno = e;
 }
 
+// A freshly returned fd opened on a path that is not traced: known as such, so that its first
+// read or write does not look it up in /proc. Keeps errno.
+inline void untraced_fd(int fd) noexcept {
+  if (fd < 0 || !may_mutate() || g_fds.get(fd) == FdTable::untraced()) return;
+  int e = errno;
+  g_fds.set_untraced(fd);
+  errno = e;
+}
+
 // Call on an fd: traced when the fd was opened on a traced path. fill(args, ret) adds the
 // call-specific args after fname and fd: a fill that takes CompactArgs (integers only; generic
 // lambdas `auto& a` do) makes the event a compact record (emit_compact), formatted by the writer;
@@ -79,9 +88,14 @@ inline auto open_entry(bool category, std::string_view cat, std::string_view nam
                        Call&& call, FdOf&& fd_of, Fill&& fill) -> decltype(call()) {
   char abs[kPathCap];
   int n = 0;
-  if (DFT_LIKELY(!gate(category)) || !traced_path(dirfd, path, abs, &n)) {
+  if (DFT_LIKELY(!gate(category))) {
     auto r = call();
-    forget_fd(fd_of(r));
+    forget_fd(fd_of(r));  // unknown: resolved on first use, should tracing apply then
+    return r;
+  }
+  if (!traced_path(dirfd, path, abs, &n)) {
+    auto r = call();
+    untraced_fd(fd_of(r));
     return r;
   }
   int64_t t0 = now_us();
@@ -107,7 +121,7 @@ inline int close_entry(bool category, std::string_view cat, std::string_view nam
   int e = errno;
   PathRef* p = g_fds.take(fd);
   errno = e;
-  if (p == nullptr || !gate(category)) {
+  if (!FdTable::is_path(p) || !gate(category)) {
     int ret = real_close();
     e = errno;
     FdTable::release(p);

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -181,6 +183,35 @@ int dup_op(std::string_view name, int oldfd, Call&& call) {
   return fd;
 }
 
+// copy_file_range, sendfile, splice: bytes moved by the kernel from in_fd to out_fd. Traced when
+// either fd names a traced file. Args: fname/fd of the in side (fname only when traced),
+// out_fname/out_fd of the out side (out_fname only when traced), count, the offsets the caller
+// passed (offset, out_offset: only when given), ret = bytes moved (on both files).
+template <typename Call>
+ssize_t copy_op(std::string_view name, int in_fd, const int64_t* in_off, int out_fd, const int64_t* out_off,
+                size_t count, Call&& call) {
+  PathRef* pin = traced_fd(g_state.posix, in_fd);
+  PathRef* pout = traced_fd(g_state.posix, out_fd);
+  if (DFT_LIKELY(pin == nullptr && pout == nullptr)) return call();
+  int64_t oin = in_off != nullptr ? *in_off : 0;
+  int64_t oout = out_off != nullptr ? *out_off : 0;
+  int64_t t0 = now_us();
+  ssize_t ret = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  emit(name, kCatPosix, t0, t1, [&](ArgList& a) {
+    if (pin != nullptr) a.add_raw(pin->fname_fragment());
+    a.add_int("fd", in_fd);
+    if (pout != nullptr) a.add_str("out_fname", pout->view());
+    a.add_int("out_fd", out_fd);
+    a.add_uint("count", count);
+    if (in_off != nullptr) a.add_int("offset", oin);
+    if (out_off != nullptr) a.add_int("out_offset", oout);
+    a.add_int("ret", ret);
+  });
+  return ret;
+}
+
 template <typename Real>
 int fcntl_op(std::string_view name, Real real, int fd, int cmd, void* arg) {
   auto call = [&] { return real(fd, cmd, arg); };
@@ -273,6 +304,45 @@ int two_path_op(std::string_view name, int olddir, const char* oldp, int newdir,
 }
 
 }  // namespace
+
+// ============================================================================ unknown fds
+// preload.h, traced_fd: an fd the table has no entry for. Only the raw readlink system call, the
+// path filter and one malloc for a traced path (as an open of that path would): no libc state,
+// no lock, errno kept. A racing close of the same fd may leave the answer for a number the
+// kernel then reuses for a descriptor no wrapper sees open (socket, pipe): one such fd would be
+// attributed to the old path; an intercepted open of the number replaces the entry.
+PathRef* dftracer::preload::resolve_unknown_fd(int fd) noexcept {
+  if (fd < 0 || fd >= FdTable::kMaxFd || !thread_may_trace() || !may_mutate()) return nullptr;
+  int saved = errno;
+  char proc[32] = "/proc/self/fd/";
+  char digits[12];
+  int nd = 0;
+  for (unsigned v = static_cast<unsigned>(fd); nd == 0 || v != 0; v /= 10)
+    digits[nd++] = static_cast<char>('0' + v % 10);
+  int len = 14;
+  while (nd > 0) proc[len++] = digits[--nd];
+  proc[len] = '\0';
+  char buf[kPathCap];
+  long n = syscall(SYS_readlink, proc, buf, sizeof(buf) - 1);
+  PathRef* r = FdTable::untraced();
+  if (n < 0 && errno == EBADF) {  // not open: nothing to cache (the call fails with EBADF)
+    errno = saved;
+    return nullptr;
+  }
+  // "pipe:[...]", "socket:[...]", "anon_inode:..." are not paths; "/memfd:x (deleted)" is none.
+  std::string_view path(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  if (n > 0 && static_cast<size_t>(n) < sizeof(buf) - 1 && buf[0] == '/' && path.substr(0, 7) != "/memfd:" &&
+      g_state.tracer->is_traced_path(path)) {
+    r = FdTable::make(path);
+    if (r == nullptr) {  // out of memory: ask again next time
+      errno = saved;
+      return nullptr;
+    }
+  }
+  PathRef* got = g_fds.install(fd, r);
+  errno = saved;
+  return FdTable::is_path(got) ? got : nullptr;
+}
 
 // ============================================================================ open / close
 // Declares `mode` and `has_mode`: the optional third argument of the open family, read only when
@@ -453,6 +523,31 @@ DFT_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off6
 }
 #undef DFT_VEC_OFFSET
 #undef DFT_VEC
+
+// Kernel-side copies (coreutils 9 cat/cp: copy_file_range; Python shutil: sendfile).
+static_assert(sizeof(off_t) == sizeof(int64_t) && sizeof(off64_t) == sizeof(int64_t), "64-bit offsets");
+#define DFT_OFF(p) reinterpret_cast<const int64_t*>(p)
+DFT_EXPORT ssize_t copy_file_range(int in_fd, off64_t* in_off, int out_fd, off64_t* out_off, size_t len,
+                                   unsigned flags) {
+  return copy_op("copy_file_range", in_fd, DFT_OFF(in_off), out_fd, DFT_OFF(out_off), len,
+                 [&] { return real_copy_file_range()(in_fd, in_off, out_fd, out_off, len, flags); });
+}
+
+DFT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
+  return copy_op("sendfile", in_fd, DFT_OFF(offset), out_fd, nullptr, count,
+                 [&] { return real_sendfile()(out_fd, in_fd, offset, count); });
+}
+
+DFT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) noexcept {
+  return copy_op("sendfile64", in_fd, DFT_OFF(offset), out_fd, nullptr, count,
+                 [&] { return real_sendfile64()(out_fd, in_fd, offset, count); });
+}
+
+DFT_EXPORT ssize_t splice(int in_fd, off64_t* in_off, int out_fd, off64_t* out_off, size_t len, unsigned flags) {
+  return copy_op("splice", in_fd, DFT_OFF(in_off), out_fd, DFT_OFF(out_off), len,
+                 [&] { return real_splice()(in_fd, in_off, out_fd, out_off, len, flags); });
+}
+#undef DFT_OFF
 
 DFT_EXPORT off_t lseek(int fd, off_t offset, int whence) noexcept {
   return fd_op(

@@ -69,8 +69,13 @@ inline bool gate(bool category) noexcept {
 }
 inline bool posix_on() noexcept { return gate(g_state.posix); }
 inline bool stdio_on() noexcept { return gate(g_state.stdio); }
-// True when fd/FILE bookkeeping may mutate shared state (not inside a vfork child).
-inline bool may_mutate() noexcept { return t_preload.vfork_child == 0; }
+// True when fd/FILE bookkeeping may mutate shared state: not inside a vfork child, and not on
+// the tracer's own calls. The fd table mirrors the application's descriptor table; the writer
+// thread has a table of its own (unshare(CLONE_FILES), chunk_writer.cpp) where the trace file
+// gets the lowest numbers (0 first), so its open/fcntl/close must never touch the entries of the
+// application's fds of the same numbers (issue 21: dd's input, dup2'ed onto fd 0, lost its
+// entry when the writer opened the trace file and moved it up from 0).
+inline bool may_mutate() noexcept { return t_preload.vfork_child == 0 && !in_tracer(); }
 
 // Scope marking "this thread is recording": every intercepted call made meanwhile on this thread
 // (the tracer's own writes when a buffer flushes inline, allocations, a signal handler's I/O)
@@ -106,13 +111,20 @@ void invalidate_cwd() noexcept DFT_HIDDEN;
 // posix.cpp's state after fork, in the child (the mapping-table lock).
 void posix_after_fork_child() noexcept DFT_HIDDEN;
 
-// Entry of fd when a call on it must be traced (category on, tracing active, fd opened on a
-// traced path, not re-entrant), else null.
+// First use of an fd the table knows nothing about (inherited across exec, a redirected
+// stdin/stdout, opened by a raw system call or before tracing started): resolve it once through
+// /proc/self/fd and cache the answer (its path, or FdTable::untraced()). Returns the entry when
+// the fd names a traced file and this thread may trace, else null. Cold (posix.cpp).
+PathRef* resolve_unknown_fd(int fd) noexcept DFT_HIDDEN;
+
+// Entry of fd when a call on it must be traced (category on, tracing active, fd on a traced
+// path, not re-entrant), else null. An fd never seen before is resolved once (resolve_unknown_fd);
+// after that each call costs the same two loads and compares as before.
 inline PathRef* traced_fd(bool category, int fd) noexcept {
   if (DFT_LIKELY(!category)) return nullptr;
   if (!tracing_active()) return nullptr;
   PathRef* p = g_fds.get(fd);
-  if (DFT_LIKELY(p == nullptr)) return nullptr;
+  if (DFT_UNLIKELY(!FdTable::is_path(p))) return p == nullptr ? resolve_unknown_fd(fd) : nullptr;
   return thread_may_trace() ? p : nullptr;
 }
 

@@ -21,12 +21,14 @@
 #include <alloca.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -293,6 +295,118 @@ DFT_EXPORT pid_t fork() noexcept {
     emit("fork", kCatProcess, t0, t1, [&](ArgList& a) { a.add_int("ret", pid); });
   }
   return pid;
+}
+
+// syscall(): a raw fork (SYS_fork, or SYS_clone/SYS_clone3 without CLONE_VM, i.e. a copy of
+// this process) runs the core's fork handlers around it, as fork() does through pthread_atfork,
+// so the child gets its own trace file and writer. Every other number is forwarded as is (one
+// compare). The six argument registers are read as glibc's syscall() reads them.
+namespace {
+bool is_raw_fork(long number, long a1, long a2) noexcept {
+  if (number == SYS_fork) return true;
+  if (number == SYS_clone) return (a1 & (CLONE_VM | CLONE_THREAD)) == 0;
+  if (number == SYS_clone3 && a1 != 0 && a2 >= 8) {
+    // struct clone_args starts with the flags. The application's pointer may be bad (the system
+    // call then fails with EFAULT): read it through the kernel, never by a load that could fault.
+    uint64_t flags = 0;
+    struct iovec local = {&flags, sizeof(flags)}, remote = {reinterpret_cast<void*>(a1), sizeof(flags)};
+    int e = errno;
+    bool ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(flags));
+    errno = e;
+    return ok && (flags & (CLONE_VM | CLONE_THREAD)) == 0;
+  }
+  return false;
+}
+}  // namespace
+
+DFT_EXPORT long syscall(long number, ...) noexcept {
+  va_list ap;
+  va_start(ap, number);
+  long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+  long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+  va_end(ap);
+  if (DFT_LIKELY(!is_raw_fork(number, a1, a2)) || t_preload.vfork_child ||
+      !g_state.ready.load(std::memory_order_acquire))
+    return real_syscall()(number, a1, a2, a3, a4, a5, a6);
+  bool rec = may_record();
+  int64_t t0 = rec ? now_us() : 0;
+  Tracer::raw_fork_prepare();
+  long ret = real_syscall()(number, a1, a2, a3, a4, a5, a6);
+  int e = errno;
+  if (ret == 0) {
+    Tracer::raw_fork_child();
+    posix_after_fork_child();
+    errno = e;
+    return 0;
+  }
+  Tracer::raw_fork_parent();
+  if (rec) {
+    int64_t t1 = now_us();
+    Recording r;
+    emit("fork", kCatProcess, t0, t1, [&](ArgList& a) {
+      a.add_int("ret", ret);
+      a.add_int("syscall", number);
+    });
+  }
+  errno = e;
+  return ret;
+}
+
+// glibc's clone(fn, stack, flags, arg, ...) without CLONE_VM makes a copy of this process that
+// runs fn on its own stack: the same fork handlers, the child's run in a trampoline before fn.
+// With CLONE_VM (threads, posix_spawn's vfork-like child) it is forwarded as is.
+namespace {
+struct CloneStart {
+  int (*fn)(void*);
+  void* arg;
+};
+int clone_child_start(void* p) noexcept {
+  // The child's copy of the parent's frame below still holds *p (no CLONE_VM: copied memory).
+  CloneStart start = *static_cast<CloneStart*>(p);
+  int e = errno;
+  Tracer::raw_fork_child();
+  posix_after_fork_child();
+  errno = e;
+  int rc = start.fn(start.arg);
+  // Returning from fn ends the child with the exit system call (no atexit handlers): finalize
+  // the trace here, as _exit does.
+  ++t_preload.busy;
+  {
+    ReentryGuard guard;
+    g_state.tracer->finalize_at_exit();
+  }
+  --t_preload.busy;
+  return rc;
+}
+}  // namespace
+
+DFT_EXPORT int clone(int (*fn)(void*), void* stack, int flags, void* arg, ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  void* ptid = va_arg(ap, void*);
+  void* tls = va_arg(ap, void*);
+  void* ctid = va_arg(ap, void*);
+  va_end(ap);
+  if (DFT_LIKELY((flags & (CLONE_VM | CLONE_THREAD)) != 0) || fn == nullptr || t_preload.vfork_child ||
+      !g_state.ready.load(std::memory_order_acquire))
+    return real_clone()(fn, stack, flags, arg, ptid, tls, ctid);
+  bool rec = may_record();
+  int64_t t0 = rec ? now_us() : 0;
+  CloneStart start{fn, arg};
+  Tracer::raw_fork_prepare();
+  int ret = real_clone()(&clone_child_start, stack, flags, &start, ptid, tls, ctid);
+  int e = errno;
+  Tracer::raw_fork_parent();
+  if (rec) {
+    int64_t t1 = now_us();
+    Recording r;
+    emit("fork", kCatProcess, t0, t1, [&](ArgList& a) {
+      a.add_int("ret", ret);
+      a.add_int("flags", flags);
+    });
+  }
+  errno = e;
+  return ret;
 }
 
 // Helpers of the vfork stub (hidden; called directly, never through the PLT).

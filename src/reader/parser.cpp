@@ -37,8 +37,9 @@ int64_t ArgColumn::length() const {
 }
 
 // Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
-// (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size), so no call the preload intercepts can
-// lose its bytes. Names compare without leading '_' and a "_chk" suffix (fortify entry points,
+// (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size; RET_COPY: args.ret, moved from the in
+// file, fname, to the out file, args.out_fname), so no call the preload intercepts can lose its
+// bytes. Names compare without leading '_' and a "_chk" suffix (fortify entry points,
 // other tracers' spellings).
 namespace {
 constexpr std::string_view bare_call_name(std::string_view n) {
@@ -48,6 +49,7 @@ constexpr std::string_view bare_call_name(std::string_view n) {
 }
 constexpr SizeKind kBytes_RET = kRet;
 constexpr SizeKind kBytes_RET_TIMES_SIZE = kRetTimesSize;
+constexpr SizeKind kBytes_RET_COPY = kRet;
 constexpr SizeKind kBytes_NONE = kNoSize;
 constexpr SizeKind kBytes_NO_EVENT = kNoSize;
 }  // namespace

@@ -49,3 +49,26 @@ TEST(PreloadFdTable, FragmentFollowsDupCloseReopen) {
   EXPECT_EQ(frag_of(t, 6), "\"fname\":\"\"");
   t.clear_range(0, 100);
 }
+
+// Unknown (no entry), untraced (a marker, never dereferenced) and install (first answer wins), as the
+// preload's /proc resolution of inherited fds uses them (issue 21).
+TEST(PreloadFdTable, UntracedAndInstall) {
+  static FdTable t;
+  EXPECT_EQ(t.get(3), nullptr);
+  t.set_untraced(3);
+  EXPECT_EQ(t.get(3), FdTable::untraced());
+  EXPECT_FALSE(FdTable::is_path(t.get(3)));
+  t.dup(3, 4);  // a dup of an untraced fd is untraced, not unknown
+  EXPECT_EQ(t.get(4), FdTable::untraced());
+  t.clear(3);
+  t.clear(4);
+  EXPECT_EQ(t.get(3), nullptr);
+  PathRef* first = t.install(8, FdTable::make("/data/in.bin"));
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(FdTable::is_path(first));
+  EXPECT_EQ(t.install(8, FdTable::untraced()), first);  // a second answer loses
+  EXPECT_EQ(t.install(8, FdTable::make("/data/other")), first);
+  EXPECT_EQ(std::string(t.get(8)->view()), "/data/in.bin");
+  t.clear_range(0, 100);
+  EXPECT_EQ(t.get(8), nullptr);
+}
