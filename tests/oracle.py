@@ -1,0 +1,776 @@
+"""An independent oracle for DFAnalyzer (issue 20, item 2).
+
+Reads ``.pfw`` / ``.pfw.gz`` traces with nothing but ``gzip`` + ``json`` + pandas/numpy and
+computes the numbers of ``DFAnalyzer.summary().to_dict()``, of the views (``functions``,
+``file_view``, ``processes``, ``time_windows``, ``by_tag``, ``epochs``, ``layers``) and of the
+insights' evidence metrics, from the definitions of docs/analyzer.md. It imports no ``dfanalyzer``
+code and copies none: it is a second, slow, obviously-correct implementation, so a differential
+test (tests/test_oracle_diff.py) can find what the engine gets wrong at any batch size.
+
+Definitions where docs/analyzer.md is ambiguous (issue 20 sets them):
+
+* an **event** is a record with ``ph`` ``X`` or ``A`` (upstream integer phases 1 / 3) whose
+  ``cat`` is not ``dftracer``, weighted by its calls: ``dft_cnt`` for ``A`` (1 without a valid
+  positive integer), 1 for ``X``. Every count (``count``, ``ops``, ``events``, ...) is a sum of
+  these weights, in the summary and in every view and insight alike;
+* a **process** is ``(hostname, pid)``; the hostname of an event is ``args.hostname``, else the
+  HH-resolution of ``args.hhash``, else the file's ``hostname`` metadata record *wherever in the
+  file it appears* (also after the event, in a later gzip member);
+* file names: ``args.fname``, else the FH-resolution of ``args.fhash`` (hash records of the whole
+  file);
+* times are measures of unions of half-open ``[ts, te)`` intervals, integer µs;
+* an aggregated record's interval is ``[ts, ts + dur)`` with ``dur`` = ``args.dur_sum`` (else
+  ``args.dur``); its bytes are ``ret_sum`` (``× size`` for fread/fwrite when ``size_min ==
+  size_max``) when ``ret_min >= 0``. Per-call values (for percentiles and histograms) are known
+  exactly when all its calls are equal: ``dft_cnt == 1`` or ``*_min == *_max``; then each of the
+  ``dft_cnt`` calls has ``total / dft_cnt``. Otherwise percentiles that need them are NaN, and the
+  row is left out of per-call histograms (request-size buckets).
+
+Nothing here is tuned to agree with the analyzer; ``tests/test_oracle.py`` pins it on traces whose
+answers were computed by hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CALLS_DEF = os.path.join(ROOT, "src", "format", "calls.def")
+
+PHASES = {1: "X", 2: "C", 3: "A", 4: "M"}  # DFTracer 2.x integer phases
+TRACER_CAT = "dftracer"
+
+
+# ----------------------------------------------------------------------------- call vocabulary
+def _bare(name: str) -> str:
+    n = name.lstrip("_")
+    if len(n) > 4 and n.endswith("_chk"):
+        n = n[:-4]
+    return n
+
+
+def _load_byte_rules() -> Dict[str, str]:
+    """bare call name -> "RET" | "RET_TIMES_SIZE", read from the spec file src/format/calls.def."""
+    rules = {}
+    with open(CALLS_DEF) as f:
+        for m in re.finditer(r"^DFT_CALL\(\s*(\w+),\s*(\w+),.*,\s*(\w+)\)\s*$", f.read(), re.M):
+            if m.group(3) in ("RET", "RET_TIMES_SIZE"):
+                rules[_bare(m.group(2))] = m.group(3)
+    # spellings of other tracers (DFTracer 1.x/2.x) for calls the preload does not intercept
+    rules.update({"read64": "RET", "write64": "RET", "fread_unlocked": "RET_TIMES_SIZE"})
+    rules["fwrite_unlocked"] = "RET_TIMES_SIZE"
+    return rules
+
+
+BYTE_RULES = _load_byte_rules()
+
+
+def direction(name: str) -> Optional[str]:
+    """"read" / "write" for calls that move bytes, else None."""
+    b = _bare(str(name))
+    if b not in BYTE_RULES:
+        return None
+    return "read" if "read" in b else "write"
+
+
+# ----------------------------------------------------------------------------- reading
+def _int(v) -> Optional[int]:
+    """An integer JSON value (not a bool), else None."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return v
+
+
+def file_lines(path: str) -> List[bytes]:
+    """The lines of one trace file (every gzip member, concatenated), without the ``[`` line."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    data = gzip.decompress(raw) if path.endswith(".gz") else raw  # gzip.decompress reads all members
+    out = []
+    for ln in data.split(b"\n"):
+        s = ln.strip()
+        if not s or s in (b"[", b"]"):
+            continue
+        out.append(s)
+    return out
+
+
+def load_file(path: str) -> Tuple[List[dict], dict]:
+    """(event rows, file metadata) of one trace file. Metadata: hostname, fh, hh, sh, ppid (pid -> ppid)."""
+    recs = []
+    for ln in file_lines(path):
+        try:
+            r = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "name" in r:
+            recs.append(r)
+    meta = {"hostname": None, "fh": {}, "hh": {}, "sh": {}, "ppid": {}}
+    body = []
+    for r in recs:
+        ph = r.get("ph")
+        if _int(ph) is not None:
+            ph = PHASES.get(ph, "?")
+        r["ph"] = ph
+        args = r.get("args") if isinstance(r.get("args"), dict) else {}
+        r["args"] = args
+        if ph == "M" or r.get("cat") == TRACER_CAT:
+            name, k, v = r.get("name"), args.get("name"), args.get("value")
+            if ph == "M" and k is not None and v is not None:
+                if name == "FH":
+                    meta["fh"][str(v)] = str(k)
+                elif name == "HH":
+                    meta["hh"][str(v)] = str(k)
+                elif name == "SH":
+                    meta["sh"][str(v)] = str(k)
+                elif name == "hostname" and meta["hostname"] is None:
+                    meta["hostname"] = str(v)
+                elif name == "ppid" and _int(r.get("pid")) is not None:
+                    meta["ppid"][r["pid"]] = int(v)
+            if name == "start" and _int(args.get("ppid")) is not None and _int(r.get("pid")) is not None:
+                meta["ppid"].setdefault(r["pid"], args["ppid"])  # DFTracer v1's start record
+            continue
+        body.append(r)
+    rows = []
+    for r in body:
+        args = r["args"]
+        ts = _int(r.get("ts"))
+        if ts is None:
+            continue
+        ph = r["ph"]
+        name = str(r["name"])
+        host = args.get("hostname")
+        if host is None and args.get("hhash") is not None:
+            host = meta["hh"].get(str(args["hhash"]))
+        if host is None:
+            host = meta["hostname"]
+        fname = args.get("fname")
+        if fname is None and args.get("fhash") is not None:
+            fname = meta["fh"].get(str(args["fhash"]))
+        dur = _int(r.get("dur")) or 0
+        cnt = 1
+        rule = BYTE_RULES.get(_bare(name))
+        size = None
+        ret, asz = _int(args.get("ret")), _int(args.get("size"))
+        if rule and ret is not None and ret >= 0:
+            if rule == "RET":
+                size = ret
+            elif asz is not None:
+                size = ret * asz
+        exact_size = True  # per-call sizes all equal (always for X)
+        exact_dur = True
+        dur_max = dur
+        if ph == "A":
+            c = _int(args.get("dft_cnt"))
+            cnt = c if c is not None and c > 0 else 1
+            if _int(args.get("dur_sum")) is not None:
+                dur = args["dur_sum"]
+            elif _int(args.get("dur")) is not None:
+                dur = args["dur"]
+            dmin, dmax = _int(args.get("dur_min")), _int(args.get("dur_max"))
+            exact_dur = cnt == 1 or (dmin is not None and dmin == dmax)
+            dur_max = dmax if dmax is not None else (dur if cnt == 1 else None)
+            if rule and size is None:
+                rsum, rmin, rmax = _int(args.get("ret_sum")), _int(args.get("ret_min")), _int(args.get("ret_max"))
+                smin, smax = _int(args.get("size_min")), _int(args.get("size_max"))
+                if rsum is not None and rmin is not None and rmin >= 0 and rsum >= 0:
+                    if rule == "RET":
+                        size = rsum
+                    elif smin is not None and smin == smax:
+                        size = rsum * smin
+                if size is not None and cnt > 1:
+                    if rule == "RET":
+                        exact_size = rmin == rmax
+                    else:
+                        exact_size = rmin == rmax and smin == smax
+                    lo = rmin * (smin if rule != "RET" else 1)
+                    hi = (rmax if rmax is not None else rmin) * (smax if rule != "RET" else 1)
+                    r["_size_bounds"] = (lo, hi)
+        off = _int(args.get("offset"))
+        rows.append(
+            {
+                "name": name,
+                "cat": None if r.get("cat") is None else str(r.get("cat")),
+                "ph": ph,
+                "hostname": None if host is None else str(host),
+                "fname": None if fname is None else str(fname),
+                "pid": _int(r.get("pid")) or 0,
+                "tid": _int(r.get("tid")) or 0,
+                "ts": ts,
+                "dur": dur,
+                "te": ts + dur,
+                "size": size,
+                "offset": off,
+                "cnt": cnt,
+                "exact_size": exact_size,
+                "exact_dur": exact_dur,
+                "dur_max": dur_max,
+                "size_bounds": r.get("_size_bounds"),
+                "args": args,
+                "file": path,
+            }
+        )
+    return rows, meta
+
+
+class Trace:
+    """All files of a run. ``events``: one row per X/A record (not ``cat`` dftracer), in file and
+    line order; ``ppid``: ``{(hostname, pid): ppid}`` from the metadata."""
+
+    def __init__(self, paths: Iterable[str]):
+        rows, self.ppid = [], {}
+        self.paths = sorted(os.fspath(p) for p in paths)
+        for p in self.paths:
+            r, meta = load_file(p)
+            rows += r
+            for pid, pp in meta["ppid"].items():
+                self.ppid[(meta["hostname"], pid)] = pp
+        cols = ["name", "cat", "ph", "hostname", "fname", "pid", "tid", "ts", "dur", "te", "size", "offset", "cnt"]
+        extra = ["exact_size", "exact_dur", "dur_max", "size_bounds", "args", "file"]
+        self.all = pd.DataFrame(rows, columns=cols + extra)
+        ev = self.all[self.all["ph"].isin(["X", "A"])].reset_index(drop=True)
+        ev["size"] = ev["size"].astype("Float64")
+        ev["offset"] = ev["offset"].astype("Float64")
+        self.events = ev
+
+
+# ----------------------------------------------------------------------------- interval helpers
+def union(a: Sequence[int], b: Sequence[int]) -> List[Tuple[int, int]]:
+    """Sorted disjoint union of half-open intervals [a_i, b_i) (empty ones dropped)."""
+    iv = sorted((int(x), int(y)) for x, y in zip(a, b) if y > x)
+    out: List[List[int]] = []
+    for s, e in iv:
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def measure(u) -> int:
+    return sum(e - s for s, e in u)
+
+
+def u_of(df: pd.DataFrame) -> List[Tuple[int, int]]:
+    return union(df["ts"].tolist(), df["te"].tolist())
+
+
+def intersect(u, v) -> List[Tuple[int, int]]:
+    out, i, j = [], 0, 0
+    while i < len(u) and j < len(v):
+        s, e = max(u[i][0], v[j][0]), min(u[i][1], v[j][1])
+        if e > s:
+            out.append((s, e))
+        if u[i][1] < v[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def minus(u, v) -> List[Tuple[int, int]]:
+    """u \\ v."""
+    out = []
+    for s, e in u:
+        cur = s
+        for vs, ve in v:
+            if ve <= cur or vs >= e:
+                continue
+            if vs > cur:
+                out.append((cur, vs))
+            cur = max(cur, ve)
+            if cur >= e:
+                break
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def merge(*us) -> List[Tuple[int, int]]:
+    a, b = [], []
+    for u in us:
+        for s, e in u:
+            a.append(s)
+            b.append(e)
+    return union(a, b)
+
+
+def clip(u, s: int, e: int):
+    return intersect(u, [(s, e)]) if e > s else []
+
+
+# ----------------------------------------------------------------------------- per-call values
+def per_call_sizes(df: pd.DataFrame) -> Tuple[List[float], bool]:
+    """(the per-call byte values of rows with a size, all exact?)."""
+    vals, exact = [], True
+    for sz, c, ex in zip(df["size"], df["cnt"], df["exact_size"]):
+        if sz is pd.NA or sz is None or (isinstance(sz, float) and math.isnan(sz)):
+            continue
+        if c == 1 or ex:
+            vals.extend([float(sz) / c] * int(c))
+        else:
+            exact = False
+    return vals, exact
+
+
+def per_call_durs(df: pd.DataFrame) -> Tuple[List[float], bool]:
+    vals, exact = [], True
+    for d, c, ex in zip(df["dur"], df["cnt"], df["exact_dur"]):
+        if c == 1 or ex:
+            vals.extend([float(d) / c] * int(c))
+        else:
+            exact = False
+    return vals, exact
+
+
+def _pct(vals, q, exact=True):
+    if not exact or not vals:
+        return float("nan")
+    return float(np.percentile(np.asarray(vals, dtype=np.float64), q))
+
+
+# ----------------------------------------------------------------------------- the oracle
+class Oracle:
+    """Every number of the summary, the views and the insights' evidence metrics of one run."""
+
+    def __init__(self, paths, io_cats=("POSIX", "STDIO"), compute_cats=("compute",), app_io_cats=("reader",)):
+        self.trace = Trace(paths)
+        self.ev = self.trace.events
+        self.io_cats, self.compute_cats, self.app_io_cats = tuple(io_cats), tuple(compute_cats), tuple(app_io_cats)
+        e = self.ev
+        self.io = e[e["cat"].isin(self.io_cats)]
+        self.compute = e[e["cat"].isin(self.compute_cats)]
+        self.app_io = e[e["cat"].isin(self.app_io_cats)]
+        self.t0 = int(e["ts"].min()) if len(e) else 0
+        self.t1 = int(e["te"].max()) if len(e) else 0
+
+    def rel(self, t) -> float:
+        return (int(t) - self.t0) * 1e-6
+
+    # -- summary -------------------------------------------------------------------------
+    def summary(self) -> dict:
+        e, io, cp, ap = self.ev, self.io, self.compute, self.app_io
+        u_io, u_cp, u_ap = u_of(io), u_of(cp), u_of(ap)
+        funcs = {}
+        for name, g in io.groupby("name", sort=True):
+            vals, exact = per_call_sizes(g)
+            has = g[g["size"].notna()]
+            if not len(has):
+                size = None
+            else:
+                calls = int(has["cnt"].sum())
+                total = float(has["size"].astype("float64").sum())
+                lo, hi = ([min(vals)] if vals else []), ([max(vals)] if vals else [])
+                for b, c, ex in zip(has["size_bounds"], has["cnt"], has["exact_size"]):
+                    if c > 1 and not ex and b is not None:
+                        lo.append(float(b[0]))
+                        hi.append(float(b[1]))
+                size = {
+                    "min": min(lo),
+                    "p25": _pct(vals, 25, exact),
+                    "mean": total / calls,
+                    "median": _pct(vals, 50, exact),
+                    "p75": _pct(vals, 75, exact),
+                    "max": max(hi),
+                }
+                for k in ("p25", "median", "p75"):
+                    if math.isnan(size[k]):
+                        size[k] = None
+            funcs[str(name)] = {"count": int(g["cnt"].sum()), "size": size}
+        us = 1e-6
+        return {
+            "events": int(e["cnt"].sum()),
+            "nodes": int(e["hostname"].dropna().nunique()),
+            "processes": len(set(zip(e["hostname"], e["pid"]))),
+            "threads": {
+                "compute": len(set(zip(cp["hostname"], cp["pid"], cp["tid"]))),
+                "io": len(set(zip(io["hostname"], io["pid"], io["tid"]))),
+            },
+            "files": int(io["fname"].dropna().nunique()),
+            "time": {
+                "total": (self.t1 - self.t0) * us,
+                "app_io": measure(u_ap) * us,
+                "unoverlapped_app_io": measure(minus(u_ap, u_cp)) * us,
+                "unoverlapped_app_compute": measure(minus(u_cp, u_ap)) * us,
+                "compute": measure(u_cp) * us,
+                "io": measure(u_io) * us,
+                "unoverlapped_io": measure(minus(u_io, u_cp)) * us,
+                "unoverlapped_compute": measure(minus(u_cp, u_io)) * us,
+            },
+            "functions": funcs,
+        }
+
+    # -- functions() ---------------------------------------------------------------------
+    def functions(self) -> pd.DataFrame:
+        io = self.io
+        total_dur = float(io["dur"].sum())
+        rows = {}
+        for name, g in io.groupby("name", sort=True):
+            durs, exact = per_call_durs(g)
+            count = int(g["cnt"].sum())
+            nbytes = int(g["size"].fillna(0).astype("int64").sum())
+            busy = measure(u_of(g))
+            dmax = [d for d in g["dur_max"] if d is not None and not (isinstance(d, float) and math.isnan(d))]
+            rows[str(name)] = {
+                "count": count,
+                "bytes": nbytes,
+                "time_s": float(g["dur"].sum()) * 1e-6,
+                "busy_s": busy * 1e-6,
+                "mean_us": float(g["dur"].sum()) / count,
+                "p50_us": _pct(durs, 50, exact),
+                "p90_us": _pct(durs, 90, exact),
+                "p99_us": _pct(durs, 99, exact),
+                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "bandwidth_mib_s": nbytes / 2**20 / (busy * 1e-6) if busy else float("nan"),
+                "time_share": float(g["dur"].sum()) / total_dur if total_dur else float("nan"),
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "name"
+        return df
+
+    # -- files() -------------------------------------------------------------------------
+    BUCKETS = [
+        ("size_0_100", 0),
+        ("size_100_1K", 100),
+        ("size_1K_10K", 1024),
+        ("size_10K_100K", 10 * 1024),
+        ("size_100K_1M", 100 * 1024),
+        ("size_1M_4M", 2**20),
+        ("size_4M_10M", 4 * 2**20),
+        ("size_10M_100M", 10 * 2**20),
+        ("size_100M_1G", 100 * 2**20),
+        ("size_1G_PLUS", 2**30),
+    ]
+
+    def access_steps(self, g: pd.DataFrame) -> Tuple[int, int, int]:
+        """(consecutive, sequential, random) steps of the data operations of one file, per thread
+        in trace order."""
+        data = g[g["size"].notna() & g["offset"].notna()]
+        cons = seq = rnd = 0
+        for _, t in data.groupby(["hostname", "pid", "tid"], sort=False, dropna=False):
+            off = t["offset"].astype("int64").tolist()
+            sz = t["size"].astype("int64").tolist()
+            for i in range(1, len(off)):
+                end = off[i - 1] + sz[i - 1]
+                if off[i] == end:
+                    cons += 1
+                if off[i] >= end:
+                    seq += 1
+                else:
+                    rnd += 1
+        return cons, seq, rnd
+
+    def files(self) -> pd.DataFrame:
+        io = self.io[self.io["fname"].notna()]
+        rows = {}
+        for fname, g in io.groupby("fname", sort=True):
+            d = g["name"].map(direction)
+            sizes = g["size"].fillna(0).astype("int64")
+            busy = measure(u_of(g))
+            durs, exact = per_call_durs(g)
+            dmax = [x for x in g["dur_max"] if x is not None and not (isinstance(x, float) and math.isnan(x))]
+            cons, seq, rnd = self.access_steps(g)
+            nbytes = int(sizes.sum())
+            row = {
+                "ops": int(g["cnt"].sum()),
+                "bytes": nbytes,
+                "read_bytes": int(sizes[d == "read"].sum()),
+                "write_bytes": int(sizes[d == "write"].sum()),
+                "time_s": float(g["dur"].sum()) * 1e-6,
+                "busy_s": busy * 1e-6,
+                "bandwidth_mib_s": nbytes / 2**20 / (busy * 1e-6) if busy else float("nan"),
+                "processes": len(set(zip(g["hostname"], g["pid"]))),
+                "first_s": self.rel(g["ts"].min()),
+                "last_s": self.rel(g["te"].max()),
+                "p50_us": _pct(durs, 50, exact),
+                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "consecutive": cons,
+                "sequential": seq,
+                "random": rnd,
+                "pattern": "-" if seq + rnd == 0 else ("sequential" if seq >= rnd else "random"),
+            }
+            vals, _ = per_call_sizes(g)
+            edges = [b for _, b in self.BUCKETS] + [float("inf")]
+            for i, (col, lo) in enumerate(self.BUCKETS):
+                row[col] = sum(1 for v in vals if lo <= v < edges[i + 1])
+            rows[str(fname)] = row
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "fname"
+        return df
+
+    # -- processes() ---------------------------------------------------------------------
+    def processes(self) -> pd.DataFrame:
+        e = self.ev
+        rows = {}
+        for (host, pid), g in e.groupby(["hostname", "pid"], sort=True, dropna=False):
+            io = g[g["cat"].isin(self.io_cats)]
+            cp = g[g["cat"].isin(self.compute_cats)]
+            ap = g[g["cat"].isin(self.app_io_cats)]
+            u_io, u_cp = u_of(io), u_of(cp)
+            rows[(host, int(pid))] = {
+                "events": int(g["cnt"].sum()),
+                "io_events": int(io["cnt"].sum()),
+                "bytes": int(io["size"].fillna(0).astype("int64").sum()),
+                "io_time_s": measure(u_io) * 1e-6,
+                "app_io_time_s": measure(u_of(ap)) * 1e-6,
+                "compute_time_s": measure(u_cp) * 1e-6,
+                "unoverlapped_io_s": measure(minus(u_io, u_cp)) * 1e-6,
+                "lifetime_s": (int(g["te"].max()) - int(g["ts"].min())) * 1e-6,
+                "start_s": self.rel(g["ts"].min()),
+                "end_s": self.rel(g["te"].max()),
+                "threads": int(g["tid"].nunique()),
+                "parent": self.trace.ppid.get((host, int(pid))),
+            }
+        keys = set(rows)
+        for (host, pid), r in rows.items():
+            r["role"] = "worker" if r["parent"] is not None and (host, r["parent"]) in keys else "main"
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index = pd.MultiIndex.from_tuples(list(rows), names=["hostname", "pid"])
+        with_io = df[df["io_events"] > 0]
+        workers = df[df["role"] == "worker"]
+
+        def imb(s):
+            return float(s.max() / s.mean()) if len(s) and s.mean() > 0 else float("nan")
+
+        df.attrs = {
+            "io_imbalance": imb(with_io["io_time_s"]),
+            "lifetime_imbalance": imb(df["lifetime_s"]),
+            "workers": int(len(workers)),
+            "worker_io_imbalance": imb(workers["io_time_s"]),
+            "worker_app_io_imbalance": imb(workers["app_io_time_s"]),
+            "slowest_process": df["io_time_s"].idxmax() if len(with_io) else None,
+        }
+        return df
+
+    # -- time_windows() ------------------------------------------------------------------
+    def time_windows(self, bins: int = 100) -> pd.DataFrame:
+        t0, t1 = self.t0, self.t1
+        edges = [t0 + (t1 - t0) * i // bins for i in range(bins + 1)]
+        io, u_io, u_cp = self.io, u_of(self.io), u_of(self.compute)
+        ts, te = io["ts"].to_numpy(), io["te"].to_numpy()
+        cnt = io["cnt"].to_numpy()
+        size = io["size"].astype("float64").fillna(0).to_numpy()
+        # window of each event's ts (the last window is closed at t1)
+        idx = np.clip(np.searchsorted(np.asarray(edges), ts, side="right") - 1, 0, bins - 1)
+        rows = []
+        for i in range(bins):
+            s, e = edges[i], edges[i + 1]
+            part = np.clip(np.minimum(te, e) - np.maximum(ts, s), 0, None)
+            dur = te - ts
+            zero = dur == 0
+            share = np.where(zero, (idx == i).astype(float), part / np.where(zero, 1, dur))
+            iob, cpb = clip(u_io, s, e), clip(u_cp, s, e)
+            w = (e - s) * 1e-6
+            b = float((size * share).sum())
+            iot = float(part.sum()) * 1e-6
+            rows.append(
+                {
+                    "start_s": (s - t0) * 1e-6,
+                    "end_s": (e - t0) * 1e-6,
+                    "ops": int(cnt[idx == i].sum()),
+                    "bytes": b,
+                    "io_time_s": iot,
+                    "io_busy_s": measure(iob) * 1e-6,
+                    "compute_busy_s": measure(cpb) * 1e-6,
+                    "overlap_s": measure(intersect(iob, cpb)) * 1e-6,
+                    "bandwidth_mib_s": b / 2**20 / w if w else float("nan"),
+                    "concurrency": iot / w if w else float("nan"),
+                }
+            )
+        df = pd.DataFrame(rows)
+        df.index.name = "bin"
+        return df
+
+    # -- by_tag() ------------------------------------------------------------------------
+    def by_tag(self, key: str) -> pd.DataFrame:
+        e = self.ev
+        vals = e["args"].map(lambda a: a.get(key))
+        u_io, u_ap, u_cp = u_of(self.io), u_of(self.app_io), u_of(self.compute)
+        rows = {}
+        for v in sorted({x for x in vals if x is not None}, key=lambda x: (str(type(x)), x)):
+            g = e[vals.map(lambda x, v=v: x == v and type(x) is type(v))]
+            span = u_of(g)
+            io_v, cp_v = intersect(u_io, span), intersect(u_cp, span)
+            rows[v] = {
+                "events": int(g["cnt"].sum()),
+                "time_s": float(g["dur"].sum()) * 1e-6,
+                "span_s": measure(span) * 1e-6,
+                "io_time_s": measure(io_v) * 1e-6,
+                "app_io_time_s": measure(intersect(u_ap, span)) * 1e-6,
+                "compute_time_s": measure(cp_v) * 1e-6,
+                "unoverlapped_io_s": measure(minus(io_v, cp_v)) * 1e-6,
+                "start_s": self.rel(g["ts"].min()),
+                "end_s": self.rel(g["te"].max()),
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = key
+        return df
+
+    # -- epochs() ------------------------------------------------------------------------
+    def epochs(self) -> pd.DataFrame:
+        e = self.ev
+        src = "epoch"
+        ep = e[(e["cat"] == "pipeline") & e["name"].isin(["epoch.block", "epoch"])]
+        if not len(ep):
+            src = "train"
+            ep = e[((e["cat"] == "pipeline") & (e["name"] == "train")) | (e["name"] == "DLIOBenchmark._train")]
+        per = {}  # k -> list of (ts, te, process)
+        for proc, g in ep.groupby(["hostname", "pid"], sort=False):
+            for k, (s, t) in enumerate(sorted(zip(g["ts"], g["te"])), start=1):
+                per.setdefault(k, []).append((int(s), int(t), proc))
+        unions = {
+            "train": u_of(e[((e["cat"] == "pipeline") & (e["name"] == "train")) | (e["name"] == "DLIOBenchmark._train")]),
+            "fetch": u_of(
+                e[
+                    ((e["cat"] == "dataloader") & e["name"].isin(["fetch.iter", "fetch"]))
+                    | e["name"].isin(["_train.iter", "loop.iter"])
+                ]
+            ),
+            "compute": u_of(e[e["cat"].isin(["compute", "ai_framework"])]),
+            "io": u_of(self.io),
+            "checkpoint": u_of(e[e["cat"] == "checkpoint"]),
+            "eval": u_of(e[e["name"].isin(["evaluate", "DLIOBenchmark._eval"])]),
+        }
+        rows = {}
+        for k in sorted(per):
+            span = union([s for s, _, _ in per[k]], [t for _, t, _ in per[k]])
+            x = {n: intersect(u, span) for n, u in unions.items()}
+            covered = merge(x["fetch"], x["compute"], x["checkpoint"], x["eval"])
+            rows[k] = {
+                "processes": len({p for _, _, p in per[k]}),
+                "start_s": self.rel(min(s for s, _, _ in per[k])),
+                "duration_s": measure(span) * 1e-6,
+                "train_s": measure(x["train"]) * 1e-6,
+                "fetch_s": measure(x["fetch"]) * 1e-6,
+                "compute_s": measure(x["compute"]) * 1e-6,
+                "io_s": measure(x["io"]) * 1e-6,
+                "checkpoint_s": measure(x["checkpoint"]) * 1e-6,
+                "eval_s": measure(x["eval"]) * 1e-6,
+                "fetch_unoverlapped_s": measure(minus(x["fetch"], x["compute"])) * 1e-6,
+                "io_unoverlapped_s": measure(minus(x["io"], x["compute"])) * 1e-6,
+                "other_s": measure(minus(span, covered)) * 1e-6,
+                "source": src,
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "epoch"
+        return df
+
+    # -- layers() ------------------------------------------------------------------------
+    DEFAULT_LAYERS = {
+        "POSIX": "POSIX",
+        "STDIO": "STDIO",
+        "reader": "app_io",
+        "data_loader": "app_io",
+        "data": "app_io",
+        "dataloader": "app_io",
+        "ai_framework": "compute",
+        "compute": "compute",
+        "checkpoint": "checkpoint",
+        "comm": "comm",
+        "device": "device",
+        "dlio_benchmark": "pipeline",
+        "pipeline": "pipeline",
+        "ai_root": "pipeline",
+    }
+
+    def layers(self) -> pd.DataFrame:
+        e = self.ev[self.ev["cat"].notna()]
+        layer = e["cat"].map(lambda c: self.DEFAULT_LAYERS.get(c, c))
+        us = {ly: u_of(g) for ly, g in e.groupby(layer, sort=True)}
+        total = measure(merge(*us.values()))
+        rows = {}
+        for ly, g in e.groupby(layer, sort=True):
+            others = merge(*(u for k, u in us.items() if k != ly))
+            rows[ly] = {
+                "categories": ",".join(sorted(g["cat"].unique())),
+                "events": int(g["cnt"].sum()),
+                "time_s": measure(us[ly]) * 1e-6,
+                "dur_sum_s": float(g["dur"].sum()) * 1e-6,
+                "unoverlapped_s": measure(minus(us[ly], others)) * 1e-6,
+                "share": measure(us[ly]) / total if total else float("nan"),
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "layer"
+        df.attrs = {"total_s": total * 1e-6}
+        return df
+
+    # -- insights' evidence metrics --------------------------------------------------------
+    def insight_metrics(self, small_bytes: int = 1 << 20) -> Dict[str, dict]:
+        """{rule: evidence metrics} for the rules whose numbers need no offset reconstruction."""
+        io = self.io
+        d = io["name"].map(direction)
+        data = io[d.notna() & io["size"].notna()]
+        dd = data["name"].map(direction)
+        out = {}
+        m = {}
+        for nm in ("read", "write"):
+            g = data[dd == nm]
+            vals, _ = per_call_sizes(g)
+            small = 0
+            for sz, c, ex, b in zip(g["size"], g["cnt"], g["exact_size"], g["size_bounds"]):
+                per = float(sz) / c if (c == 1 or ex) else float(b[1])
+                if per < small_bytes:
+                    small += int(c)
+            total = int(g["cnt"].sum())
+            m[f"{nm}s"] = total
+            m[f"small_{nm}s"] = small
+            m[f"small_{nm}_share"] = round(small / total, 6) if total else 0.0
+        out["small_requests"] = m
+        st = int(data[data["cat"] == "STDIO"]["size"].astype("int64").sum())
+        tot = int(data["size"].astype("int64").sum())
+        out["stdio_share"] = {"stdio_bytes": st, "total_bytes": tot, "stdio_share": round(st / tot, 6) if tot else 0.0}
+        meta_names = {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
+        is_meta = d.isna() & ~io["name"].map(lambda n: _bare(n) in meta_names)
+        io_t, meta_t = int(io["dur"].sum()), int(io[is_meta]["dur"].sum())
+        out["metadata_time"] = {
+            "meta_time_s": meta_t / 1e6,
+            "io_time_s": io_t / 1e6,
+            "meta_share": round(meta_t / io_t, 6) if io_t else 0.0,
+        }
+        # shared files: per (file, process) bytes and summed I/O dur
+        fi = io[io["fname"].notna()].assign(
+            dirn=io["name"].map(direction), sz=io["size"].astype("float64").fillna(0).astype("int64")
+        )
+        fp = {}
+        for (fname, host, pid), g in fi.groupby(["fname", "hostname", "pid"], sort=True):
+            fp.setdefault(fname, {})[(host, pid)] = (
+                int(g[g["dirn"] == "read"]["sz"].sum()),
+                int(g[g["dirn"] == "write"]["sz"].sum()),
+                int(g["dur"].sum()),
+            )
+        imb_files, max_imb, timbs = 0, None, []
+        for fname, procs in fp.items():
+            if len(procs) < 2:  # a shared file: used by at least two processes
+                continue
+            imbs = []
+            for j in (0, 1):  # read bytes, written bytes: (max - min) / max over its processes
+                v = [p[j] for p in procs.values()]
+                if max(v) > 0 and max(v) > min(v):
+                    imbs.append(round((max(v) - min(v)) / max(v), 6))
+            if imbs:
+                imb_files += 1
+                max_imb = max([max_imb or 0.0] + imbs)
+            t = [p[2] for p in procs.values()]
+            if sum(t) > 0 and max(t) > min(t):  # (slowest - fastest) / total I/O time
+                timbs.append(round((max(t) - min(t)) / sum(t), 6))
+        out["rank_imbalance"] = {"imbalanced_files": imb_files, "max_imbalance": max_imb}
+        out["stragglers"] = {"straggler_files": len(timbs), "max_time_imbalance": max(timbs) if timbs else None}
+        e = self.ev
+        ck = e[(e["cat"] == "checkpoint") | (~e["cat"].isin(self.io_cats) & e["name"].str.contains("(?i)checkpoint"))]
+        u_ck = u_of(ck)
+        job = self.t1 - self.t0
+        out["checkpoint_time"] = {
+            "checkpoint_s": measure(u_ck) / 1e6,
+            "job_s": job / 1e6,
+            "checkpoint_share": round(measure(u_ck) / job, 6) if job else 0.0,
+            "checkpoint_events": int(ck["cnt"].sum()),
+        }
+        return out
