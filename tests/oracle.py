@@ -592,11 +592,11 @@ class Oracle:
     # -- by_tag() ------------------------------------------------------------------------
     def by_tag(self, key: str) -> pd.DataFrame:
         e = self.ev
-        vals = e["args"].map(lambda a: a.get(key))
+        vals = [a.get(key) for a in e["args"]]  # raw JSON values (a Series would turn ints to floats)
         u_io, u_ap, u_cp = u_of(self.io), u_of(self.app_io), u_of(self.compute)
         rows = {}
         for v in sorted({x for x in vals if x is not None}, key=lambda x: (str(type(x)), x)):
-            g = e[vals.map(lambda x, v=v: x == v and type(x) is type(v))]
+            g = e[np.array([x == v and type(x) is type(v) for x in vals], dtype=bool)]
             span = u_of(g)
             io_v, cp_v = intersect(u_io, span), intersect(u_cp, span)
             rows[v] = {

@@ -1,0 +1,192 @@
+"""The oracle's own tests: tiny traces whose every number was computed by hand (issue 20, item 2).
+
+The expected values below come from the intervals written in the comments, not from running any
+code; they pin tests/oracle.py so that the differential tests (test_oracle_diff.py) compare the
+analyzer with something known to be right.
+"""
+
+import gzip
+import json
+import math
+
+import pytest
+
+from oracle import Oracle
+
+US = 1e-6
+
+
+def _line(d):
+    return (json.dumps(d, separators=(",", ":")) + "\n").encode()
+
+
+def _write(path, members):
+    """``members``: lists of records; each list becomes one gzip member (the first starts with ``[``)."""
+    out = b""
+    for i, recs in enumerate(members):
+        out += gzip.compress((b"[\n" if i == 0 else b"") + b"".join(_line(r) for r in recs))
+    path.write_bytes(out)
+    return str(path)
+
+
+def X(name, cat, pid, tid, ts, dur, **args):
+    return {"id": 0, "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "ph": "X", "args": args}
+
+
+def host(pid, h):
+    return {"name": "hostname", "cat": "dftracer", "pid": pid, "tid": pid, "ts": 0, "ph": "M",
+            "args": {"name": "hostname", "value": h}}
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    # Host hA, pid 10. Its hostname record is in the *second* gzip member, after all events.
+    a = _write(
+        tmp_path / "a.pfw.gz",
+        [
+            [
+                X("open64", "POSIX", 10, 10, 1000, 10, fname="/d/a", ret=3),  # [1000,1010)
+                X("read", "POSIX", 10, 10, 1010, 20, fname="/d/a", ret=100),  # [1010,1030)
+                X("pread64", "POSIX", 10, 11, 1020, 20, fname="/d/a", ret=50, offset=0),  # [1020,1040)
+                X("pread64", "POSIX", 10, 11, 1050, 10, fname="/d/a", ret=50, offset=50),  # consecutive
+                X("pread64", "POSIX", 10, 11, 1070, 10, fname="/d/a", ret=50, offset=0),  # random
+                X("compute", "compute", 10, 10, 1030, 40, epoch=1),  # [1030,1070)
+            ],
+            [host(10, "hA")],
+        ],
+    )
+    # Host hB, the same pid 10; upstream integer phases (3 = aggregated, 4 = metadata).
+    b = _write(
+        tmp_path / "b.pfw.gz",
+        [
+            [
+                {"name": "hostname", "cat": "dftracer", "pid": 10, "tid": 10, "ph": 4,
+                 "args": {"name": "hostname", "value": "hB"}},
+                # 3 writes of 100 bytes, 10 µs each: [2000,2030)
+                {"name": "write", "cat": "POSIX", "pid": 10, "tid": 10, "ts": 2000, "ph": 3,
+                 "args": {"fname": "/d/a", "dur_sum": 30, "dur_min": 10, "dur_max": 10, "ret_sum": 300,
+                          "ret_min": 100, "ret_max": 100, "dft_cnt": 3}},
+                # 2 readv of 100 and 300 bytes (per call unknown), 1 and 5 µs: [2040,2046)
+                {"name": "readv", "cat": "POSIX", "pid": 10, "tid": 10, "ts": 2040, "ph": "A",
+                 "args": {"dur_sum": 6, "dur_min": 1, "dur_max": 5, "ret_sum": 400, "ret_min": 100,
+                          "ret_max": 300, "dft_cnt": 2}},
+            ],
+            [X("fwrite", "STDIO", 10, 10, 2100, 5, fname="/d/b", ret=2, size=8)],  # [2100,2105), 16 bytes
+        ],
+    )
+    return Oracle([a, b])
+
+
+def test_summary_by_hand(tiny):
+    s = tiny.summary()
+    assert s["events"] == 6 + 3 + 2 + 1
+    assert (s["nodes"], s["processes"]) == (2, 2)
+    assert s["threads"] == {"compute": 1, "io": 3}
+    assert s["files"] == 2
+    t = s["time"]
+    # job [1000, 2105); I/O union [1000,1040) [1050,1060) [1070,1080) [2000,2030) [2040,2046) [2100,2105)
+    assert t["total"] == pytest.approx(1105 * US)
+    assert t["io"] == pytest.approx((40 + 10 + 10 + 30 + 6 + 5) * US)
+    assert t["compute"] == pytest.approx(40 * US)
+    assert t["unoverlapped_io"] == pytest.approx((30 + 10 + 30 + 6 + 5) * US)
+    assert t["unoverlapped_compute"] == pytest.approx((10 + 10) * US)
+    assert t["app_io"] == 0 and t["unoverlapped_app_io"] == 0
+    assert t["unoverlapped_app_compute"] == pytest.approx(40 * US)
+    f = s["functions"]
+    assert f["open64"] == {"count": 1, "size": None}
+    assert f["pread64"]["count"] == 3 and f["pread64"]["size"] == {
+        "min": 50, "p25": 50, "mean": 50, "median": 50, "p75": 50, "max": 50}
+    assert f["write"]["count"] == 3 and f["write"]["size"]["median"] == 100 and f["write"]["size"]["max"] == 100
+    # unequal aggregated calls: only min, max, mean are known
+    assert f["readv"] == {"count": 2, "size": {"min": 100, "p25": None, "mean": 200, "median": None, "p75": None,
+                                               "max": 300}}
+    assert f["fwrite"]["size"]["mean"] == 16
+
+
+def test_functions_by_hand(tiny):
+    fv = tiny.functions()
+    p = fv.loc["pread64"]
+    assert (p["count"], p["bytes"]) == (3, 150)
+    assert p["time_s"] == pytest.approx(40 * US) and p["busy_s"] == pytest.approx(40 * US)
+    assert p["mean_us"] == pytest.approx(40 / 3)
+    assert p["p50_us"] == 10 and p["p90_us"] == pytest.approx(18) and p["max_us"] == 20  # sorted 10, 10, 20
+    assert p["time_share"] == pytest.approx(40 / (10 + 20 + 40 + 30 + 6 + 5))
+    assert p["bandwidth_mib_s"] == pytest.approx(150 / 2**20 / 40e-6)
+    w = fv.loc["write"]
+    assert (w["count"], w["bytes"], w["p50_us"], w["max_us"]) == (3, 300, 10, 10)
+    r = fv.loc["readv"]
+    assert (r["count"], r["bytes"], r["mean_us"], r["max_us"]) == (2, 400, 3, 5)
+    assert math.isnan(r["p50_us"])
+
+
+def test_files_by_hand(tiny):
+    fv = tiny.files()
+    a = fv.loc["/d/a"]
+    assert (a["ops"], a["bytes"], a["read_bytes"], a["write_bytes"]) == (8, 550, 250, 300)
+    assert a["time_s"] == pytest.approx(100 * US) and a["busy_s"] == pytest.approx(90 * US)
+    assert a["processes"] == 2
+    assert (a["first_s"], a["last_s"]) == (0, pytest.approx(1030 * US))
+    # thread (hA, 10, 11): 0+50 -> 50 consecutive; 50+50 -> 0 random
+    assert (a["consecutive"], a["sequential"], a["random"], a["pattern"]) == (1, 1, 1, "sequential")
+    assert (a["size_0_100"], a["size_100_1K"], a["size_1K_10K"]) == (3, 4, 0)
+    b = fv.loc["/d/b"]
+    assert (b["ops"], b["write_bytes"], b["pattern"], b["size_0_100"]) == (1, 16, "-", 1)
+
+
+def test_processes_by_hand(tiny):
+    pv = tiny.processes()
+    a, b = pv.loc[("hA", 10)], pv.loc[("hB", 10)]
+    assert (a["events"], a["io_events"], a["bytes"], a["threads"]) == (6, 5, 250, 2)
+    assert a["io_time_s"] == pytest.approx(60 * US) and a["compute_time_s"] == pytest.approx(40 * US)
+    assert a["unoverlapped_io_s"] == pytest.approx(40 * US) and a["lifetime_s"] == pytest.approx(80 * US)
+    assert (b["events"], b["io_events"], b["bytes"], b["threads"]) == (6, 6, 716, 1)
+    assert b["io_time_s"] == pytest.approx(41 * US) and b["start_s"] == pytest.approx(1000 * US)
+    assert b["lifetime_s"] == pytest.approx(105 * US)
+    assert pv.attrs["io_imbalance"] == pytest.approx(60 / 50.5)
+    assert pv.attrs["slowest_process"] == ("hA", 10)
+
+
+def test_time_tag_layers_by_hand(tiny):
+    tw = tiny.time_windows(bins=2)  # edges 1000, 1552, 2105
+    assert list(tw["ops"]) == [5, 6]
+    assert list(tw["bytes"]) == [250, 716]
+    assert tw["io_time_s"].tolist() == pytest.approx([70 * US, 41 * US])
+    assert tw["io_busy_s"].tolist() == pytest.approx([60 * US, 41 * US])
+    assert tw["overlap_s"].tolist() == pytest.approx([20 * US, 0])
+    tg = tiny.by_tag("epoch").loc[1]
+    assert (tg["events"], tg["span_s"], tg["io_time_s"]) == (1, pytest.approx(40 * US), pytest.approx(20 * US))
+    assert tg["unoverlapped_io_s"] == 0
+    ly = tiny.layers()
+    assert ly.loc["POSIX", "time_s"] == pytest.approx(96 * US) and ly.loc["POSIX", "events"] == 10
+    assert ly.loc["POSIX", "unoverlapped_s"] == pytest.approx(76 * US)
+    assert ly.loc["compute", "unoverlapped_s"] == pytest.approx(20 * US)
+    assert ly.attrs["total_s"] == pytest.approx(121 * US)
+
+
+def test_insight_metrics_by_hand(tiny):
+    m = tiny.insight_metrics()
+    # reads: read 100, pread64 3 x 50, readv 2 (<= 300 each); writes: write 3 x 100, fwrite 16
+    assert m["small_requests"] == {"reads": 6, "small_reads": 6, "small_read_share": 1.0,
+                                   "writes": 4, "small_writes": 4, "small_write_share": 1.0}
+    assert m["stdio_share"] == {"stdio_bytes": 16, "total_bytes": 966, "stdio_share": round(16 / 966, 6)}
+    assert m["metadata_time"]["meta_time_s"] == pytest.approx(10 * US)  # open64
+    # /d/a is shared by (hA,10) (250 read, 0 written, 70 µs) and (hB,10) (0 read, 300 written, 30 µs)
+    assert m["rank_imbalance"] == {"imbalanced_files": 1, "max_imbalance": 1.0}
+    assert m["stragglers"] == {"straggler_files": 1, "max_time_imbalance": 0.4}
+
+
+def test_hashes_resolved_from_later_records(tmp_path):
+    # DFTracer v1 style: the FH/HH records come after the event that uses them.
+    p = _write(
+        tmp_path / "h.pfw.gz",
+        [
+            [X("read", "POSIX", 7, 7, 5000, 4, fhash="f1", hhash="h1", ret=10)],
+            [
+                {"name": "FH", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M", "args": {"name": "/x/late", "value": "f1"}},
+                {"name": "HH", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M", "args": {"name": "hC", "value": "h1"}},
+            ],
+        ],
+    )
+    o = Oracle([p])
+    assert o.ev[["hostname", "fname", "size"]].values.tolist() == [["hC", "/x/late", 10]]
+    assert o.summary()["files"] == 1
