@@ -30,7 +30,7 @@ def _env_pythonpath():
     return env
 
 
-def real_run(workdir: str, steps: int = 80) -> list:
+def real_run(workdir: str, steps: int = 60) -> list:
     """Run oracle_app.py traced; returns the trace files (parent, forked child)."""
     data = os.path.join(workdir, "data")
     out = os.path.join(workdir, "real")
@@ -106,30 +106,52 @@ def rehost(src: str, dst: str, host: str, skew_us: int) -> str:
     return dst
 
 
-def aggregated(dst: str, copies: int = 60) -> str:
-    """The records of the real DFTracer 2.2.0 aggregated C trace, its aggregated (ph 3) records
-    repeated ``copies`` times one second apart (two threads alternating); hash records first."""
+def _first_ts(path: str) -> int:
+    return min(r["ts"] for r in map(json.loads, _lines(path)) if "ts" in r and r.get("ph") not in ("M", 4))
+
+
+def aggregated(dst: str, t0: int, copies: int = 40) -> str:
+    """The records of the real DFTracer 2.2.0 aggregated C trace, moved to start at ``t0`` (µs), its
+    aggregated (ph 3) records repeated ``copies`` times 2 ms apart (two threads alternating); the
+    hash records (HH/FH/SH) stay in the first member only."""
     src = os.path.join(DATA, "dftracer-v2.2.0", "c-agg.pfw")
     recs = [json.loads(ln) for ln in _lines(src)]
+    shift = t0 - _first_ts(src)
     head = [r for r in recs if r.get("ph") != 3]
     agg = [r for r in recs if r.get("ph") == 3]
+    for r in head:
+        if "ts" in r:
+            r["ts"] += shift
     out = [json.dumps(r, separators=(",", ":")).encode() for r in head]
     for k in range(copies):
         for r in agg:
             r2 = json.loads(json.dumps(r))
-            r2["ts"] += k * 1_000_000
+            r2["ts"] += shift + k * 2000
             r2["tid"] += k % 2
             out.append(json.dumps(r2, separators=(",", ":")).encode())
     write_members(dst, out)
     return dst
 
 
+def shifted(src: str, dst: str, t0: int) -> str:
+    """``src`` (any format) with every timestamp moved so that its first event is at ``t0``."""
+    shift = t0 - _first_ts(src)
+    recs = [json.loads(ln) for ln in _lines(src)]
+    for r in recs:
+        if "ts" in r:
+            r["ts"] += shift
+    write_members(dst, [json.dumps(r, separators=(",", ":")).encode() for r in recs])
+    return dst
+
+
 def build(workdir: str) -> dict:
-    """{"real": [...], "hosts": [...], "agg": [...]} trace sets, all under ``workdir``."""
+    """Trace sets under ``workdir``: ``hosts`` (the real parent and child, the parent as node
+    ``nodeB``), ``agg`` (aggregated records of two upstream files beside the real parent)."""
     parent, child = real_run(workdir)
     d = os.path.join(workdir, "derived")
     os.makedirs(d, exist_ok=True)
     other = rehost(parent, os.path.join(d, "nodeB-" + os.path.basename(parent)), "nodeB", 2_500_000)
-    agg = aggregated(os.path.join(d, "c-agg-many.pfw.gz"))
-    py_agg = os.path.join(DATA, "dftracer-v2.2.0", "py-agg.pfw.gz")
-    return {"real": [parent, child], "hosts": [parent, child, other], "agg": [agg, py_agg, parent]}
+    t0 = _first_ts(parent)
+    agg = aggregated(os.path.join(d, "c-agg-many.pfw.gz"), t0 + 1000)
+    py_agg = shifted(os.path.join(DATA, "dftracer-v2.2.0", "py-agg.pfw.gz"), os.path.join(d, "py-agg.pfw.gz"), t0 + 500)
+    return {"hosts": [parent, child, other], "agg": [agg, py_agg, parent]}
