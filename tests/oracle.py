@@ -74,7 +74,7 @@ BYTE_RULES = _load_byte_rules()
 
 
 def direction(name: str) -> Optional[str]:
-    """"read" / "write" for calls that move bytes, else None."""
+    """The direction ("read" or "write") of a call that moves bytes, else None."""
     b = _bare(str(name))
     if b not in BYTE_RULES:
         return None
@@ -530,7 +530,7 @@ class Oracle:
                 "parent": self.trace.ppid.get((host, int(pid))),
             }
         keys = set(rows)
-        for (host, pid), r in rows.items():
+        for (host, _pid), r in rows.items():
             r["role"] = "worker" if r["parent"] is not None and (host, r["parent"]) in keys else "main"
         df = pd.DataFrame.from_dict(rows, orient="index")
         df.index = pd.MultiIndex.from_tuples(list(rows), names=["hostname", "pid"])
@@ -627,7 +627,9 @@ class Oracle:
             for k, (s, t) in enumerate(sorted(zip(g["ts"], g["te"])), start=1):
                 per.setdefault(k, []).append((int(s), int(t), proc))
         unions = {
-            "train": u_of(e[((e["cat"] == "pipeline") & (e["name"] == "train")) | (e["name"] == "DLIOBenchmark._train")]),
+            "train": u_of(
+                e[((e["cat"] == "pipeline") & (e["name"] == "train")) | (e["name"] == "DLIOBenchmark._train")]
+            ),
             "fetch": u_of(
                 e[
                     ((e["cat"] == "dataloader") & e["name"].isin(["fetch.iter", "fetch"]))
@@ -747,7 +749,7 @@ class Oracle:
                 int(g["dur"].sum()),
             )
         imb_files, max_imb, timbs = 0, None, []
-        for fname, procs in fp.items():
+        for procs in fp.values():
             if len(procs) < 2:  # a shared file: used by at least two processes
                 continue
             imbs = []

@@ -63,17 +63,17 @@ for epoch in (1, 2):
     th.join()
     t = now()
     fd = os.open(os.path.join(data, "ckpt-%d.bin" % epoch), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    for k in range(4):
+    for _ in range(4):
         os.write(fd, b"c" * 65536)
     os.close(fd)
     event("checkpoint", "checkpoint", t, epoch=epoch)
     f = libc.fopen(shared.encode(), b"rb")
     buf = ctypes.create_string_buffer(65536)
-    for k in range(8):
+    for _ in range(8):
         libc.fread(buf, 512, 16, f)
     libc.fclose(f)
     g = libc.fopen(os.path.join(data, "stdio-%d.out" % epoch).encode(), b"wb")
-    for k in range(8):
+    for _ in range(8):
         libc.fwrite(buf, 100, 3, g)
     libc.fclose(g)
     event("epoch", "pipeline", t_epoch, epoch=epoch)

@@ -51,8 +51,9 @@ def real_run(workdir: str, steps: int = 60) -> list:
         DFTRACER_INC_METADATA="1",
         DFTRACER_WRITE_BUFFER_SIZE="4K",
     )
-    subprocess.run([sys.executable, os.path.join(HERE, "oracle_app.py"), data, str(steps)], env=env, check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, os.path.join(HERE, "oracle_app.py"), data, str(steps)], env=env, check=True, timeout=120
+    )
     files = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".pfw.gz"))
     assert len(files) == 2, files  # the parent and its forked worker (``<parent>-<child pid>``)
     return sorted(files, key=len)

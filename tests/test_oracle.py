@@ -10,7 +10,6 @@ import json
 import math
 
 import pytest
-
 from oracle import Oracle
 
 US = 1e-6
@@ -34,8 +33,15 @@ def X(name, cat, pid, tid, ts, dur, **args):
 
 
 def host(pid, h):
-    return {"name": "hostname", "cat": "dftracer", "pid": pid, "tid": pid, "ts": 0, "ph": "M",
-            "args": {"name": "hostname", "value": h}}
+    return {
+        "name": "hostname",
+        "cat": "dftracer",
+        "pid": pid,
+        "tid": pid,
+        "ts": 0,
+        "ph": "M",
+        "args": {"name": "hostname", "value": h},
+    }
 
 
 @pytest.fixture
@@ -60,16 +66,51 @@ def tiny(tmp_path):
         tmp_path / "b.pfw.gz",
         [
             [
-                {"name": "hostname", "cat": "dftracer", "pid": 10, "tid": 10, "ph": 4,
-                 "args": {"name": "hostname", "value": "hB"}},
+                {
+                    "name": "hostname",
+                    "cat": "dftracer",
+                    "pid": 10,
+                    "tid": 10,
+                    "ph": 4,
+                    "args": {"name": "hostname", "value": "hB"},
+                },
                 # 3 writes of 100 bytes, 10 µs each: [2000,2030)
-                {"name": "write", "cat": "POSIX", "pid": 10, "tid": 10, "ts": 2000, "ph": 3,
-                 "args": {"fname": "/d/a", "dur_sum": 30, "dur_min": 10, "dur_max": 10, "ret_sum": 300,
-                          "ret_min": 100, "ret_max": 100, "dft_cnt": 3}},
+                {
+                    "name": "write",
+                    "cat": "POSIX",
+                    "pid": 10,
+                    "tid": 10,
+                    "ts": 2000,
+                    "ph": 3,
+                    "args": {
+                        "fname": "/d/a",
+                        "dur_sum": 30,
+                        "dur_min": 10,
+                        "dur_max": 10,
+                        "ret_sum": 300,
+                        "ret_min": 100,
+                        "ret_max": 100,
+                        "dft_cnt": 3,
+                    },
+                },
                 # 2 readv of 100 and 300 bytes (per call unknown), 1 and 5 µs: [2040,2046)
-                {"name": "readv", "cat": "POSIX", "pid": 10, "tid": 10, "ts": 2040, "ph": "A",
-                 "args": {"dur_sum": 6, "dur_min": 1, "dur_max": 5, "ret_sum": 400, "ret_min": 100,
-                          "ret_max": 300, "dft_cnt": 2}},
+                {
+                    "name": "readv",
+                    "cat": "POSIX",
+                    "pid": 10,
+                    "tid": 10,
+                    "ts": 2040,
+                    "ph": "A",
+                    "args": {
+                        "dur_sum": 6,
+                        "dur_min": 1,
+                        "dur_max": 5,
+                        "ret_sum": 400,
+                        "ret_min": 100,
+                        "ret_max": 300,
+                        "dft_cnt": 2,
+                    },
+                },
             ],
             [X("fwrite", "STDIO", 10, 10, 2100, 5, fname="/d/b", ret=2, size=8)],  # [2100,2105), 16 bytes
         ],
@@ -95,11 +136,19 @@ def test_summary_by_hand(tiny):
     f = s["functions"]
     assert f["open64"] == {"count": 1, "size": None}
     assert f["pread64"]["count"] == 3 and f["pread64"]["size"] == {
-        "min": 50, "p25": 50, "mean": 50, "median": 50, "p75": 50, "max": 50}
+        "min": 50,
+        "p25": 50,
+        "mean": 50,
+        "median": 50,
+        "p75": 50,
+        "max": 50,
+    }
     assert f["write"]["count"] == 3 and f["write"]["size"]["median"] == 100 and f["write"]["size"]["max"] == 100
     # unequal aggregated calls: only min, max, mean are known
-    assert f["readv"] == {"count": 2, "size": {"min": 100, "p25": None, "mean": 200, "median": None, "p75": None,
-                                               "max": 300}}
+    assert f["readv"] == {
+        "count": 2,
+        "size": {"min": 100, "p25": None, "mean": 200, "median": None, "p75": None, "max": 300},
+    }
     assert f["fwrite"]["size"]["mean"] == 16
 
 
@@ -166,8 +215,14 @@ def test_time_tag_layers_by_hand(tiny):
 def test_insight_metrics_by_hand(tiny):
     m = tiny.insight_metrics()
     # reads: read 100, pread64 3 x 50, readv 2 (<= 300 each); writes: write 3 x 100, fwrite 16
-    assert m["small_requests"] == {"reads": 6, "small_reads": 6, "small_read_share": 1.0,
-                                   "writes": 4, "small_writes": 4, "small_write_share": 1.0}
+    assert m["small_requests"] == {
+        "reads": 6,
+        "small_reads": 6,
+        "small_read_share": 1.0,
+        "writes": 4,
+        "small_writes": 4,
+        "small_write_share": 1.0,
+    }
     assert m["stdio_share"] == {"stdio_bytes": 16, "total_bytes": 966, "stdio_share": round(16 / 966, 6)}
     assert m["metadata_time"]["meta_time_s"] == pytest.approx(10 * US)  # open64
     # /d/a is shared by (hA,10) (250 read, 0 written, 70 µs) and (hB,10) (0 read, 300 written, 30 µs)
@@ -182,7 +237,14 @@ def test_hashes_resolved_from_later_records(tmp_path):
         [
             [X("read", "POSIX", 7, 7, 5000, 4, fhash="f1", hhash="h1", ret=10)],
             [
-                {"name": "FH", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M", "args": {"name": "/x/late", "value": "f1"}},
+                {
+                    "name": "FH",
+                    "cat": "dftracer",
+                    "pid": 7,
+                    "tid": 7,
+                    "ph": "M",
+                    "args": {"name": "/x/late", "value": "f1"},
+                },
                 {"name": "HH", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M", "args": {"name": "hC", "value": "h1"}},
             ],
         ],

@@ -13,10 +13,9 @@ analyzer value.
 import math
 import os
 
+import oracle_traces
 import pandas as pd
 import pytest
-
-import oracle_traces
 from oracle import Oracle
 
 # (batch_size_mb, partition_size_mb): many tiny batches; mid batches cut into row-slice
