@@ -252,3 +252,37 @@ def test_hashes_resolved_from_later_records(tmp_path):
     o = Oracle([p])
     assert o.ev[["hostname", "fname", "size"]].values.tolist() == [["hC", "/x/late", 10]]
     assert o.summary()["files"] == 1
+
+
+def test_epochs_by_hand(tmp_path):
+    # Process 1: epochs [1000,1100) and [1200,1300); a fetch wait [1010,1030), compute [1030,1060),
+    # a read [1020,1040). Process 2 (a second file): epochs [1050,1120) and [1250,1260).
+    p1 = _write(
+        tmp_path / "p1.pfw.gz",
+        [
+            [
+                host(1, "hA"),
+                X("epoch", "pipeline", 1, 1, 1000, 100, epoch=1),
+                X("fetch.iter", "dataloader", 1, 1, 1010, 20),
+                X("compute", "compute", 1, 1, 1030, 30),
+                X("read", "POSIX", 1, 1, 1020, 20, fname="/d/x", ret=8),
+                X("epoch", "pipeline", 1, 1, 1200, 100, epoch=2),
+            ]
+        ],
+    )
+    p2 = _write(
+        tmp_path / "p2.pfw.gz",
+        [[host(2, "hA"), X("epoch", "pipeline", 2, 2, 1050, 70), X("epoch", "pipeline", 2, 2, 1250, 10)]],
+    )
+    ep = Oracle([p1, p2]).epochs()
+    e1, e2 = ep.loc[1], ep.loc[2]
+    assert (e1["processes"], e1["start_s"], e1["source"]) == (2, 0, "epoch")
+    assert e1["duration_s"] == pytest.approx(120 * US)  # [1000,1120)
+    assert e1["fetch_s"] == pytest.approx(20 * US) and e1["compute_s"] == pytest.approx(30 * US)
+    assert e1["io_s"] == pytest.approx(20 * US)
+    assert e1["fetch_unoverlapped_s"] == pytest.approx(20 * US)
+    assert e1["io_unoverlapped_s"] == pytest.approx(10 * US)  # [1020,1030)
+    assert e1["other_s"] == pytest.approx(70 * US)  # 120 - [1010,1060)
+    assert (e2["processes"], e2["start_s"]) == (2, pytest.approx(200 * US))
+    assert e2["duration_s"] == pytest.approx(100 * US) and e2["other_s"] == pytest.approx(100 * US)
+    assert e2["io_s"] == 0 and e2["compute_s"] == 0
