@@ -118,7 +118,8 @@ def run(what: str, fn):
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - any crash of the analyzer is a failure to report
-        pytest.fail(f"{what}: the analyzer raised {type(exc).__name__}: {str(exc)[:500]}", pytrace=False)
+        msg = f"{what}: the analyzer raised {type(exc).__name__}: {str(exc)[:500]}"
+    pytest.fail(msg, pytrace=False)  # outside `except`: no chained traceback
 
 
 params = pytest.mark.parametrize("name", SETS)
