@@ -765,6 +765,8 @@ class Oracle:
                 timbs.append(round((max(t) - min(t)) / sum(t), 6))
         out["rank_imbalance"] = {"imbalanced_files": imb_files, "max_imbalance": max_imb}
         out["stragglers"] = {"straggler_files": len(timbs), "max_time_imbalance": max(timbs) if timbs else None}
+        out.update(self.placement_metrics())
+        out.update(self.ai_metrics())
         e = self.ev
         ck = e[(e["cat"] == "checkpoint") | (~e["cat"].isin(self.io_cats) & e["name"].str.contains("(?i)checkpoint"))]
         u_ck = u_of(ck)
@@ -774,5 +776,157 @@ class Oracle:
             "job_s": job / 1e6,
             "checkpoint_share": round(measure(u_ck) / job, 6) if job else 0.0,
             "checkpoint_events": int(ck["cnt"].sum()),
+        }
+        return out
+
+    # -- request placement (offsets) -------------------------------------------------------
+    OPENS = {"open", "open64", "openat", "openat64", "creat", "creat64"}  # the new fd is args.ret
+    FOPENS = {"fopen", "fopen64", "freopen", "freopen64"}  # the stream's fd is args.fd
+    LSEEKS = {"lseek", "lseek64"}
+    FSEEKS = {"fseek", "fseeko", "fseeko64"}
+    CLOSES = {"close", "fclose"}
+
+    def placed_requests(self) -> pd.DataFrame:
+        """Every read/write (non-null size) of the I/O events with its file range: ``start`` is the
+        ``offset`` arg, else the position of its ``(hostname, pid, fd)`` stream replayed in ``ts``
+        order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
+        position, SEEK_END and close forget it; each non-positional request advances it by its
+        bytes); NaN when unknown (unplaced). Columns: fname, hostname, pid, ts, dir, size, cnt, start."""
+        io = self.io
+        order = io.assign(_i=np.arange(len(io))).sort_values(["ts", "_i"], kind="stable")
+        pos: Dict[tuple, int] = {}
+        rows = []
+        for r in order.itertuples(index=False):
+            n, a = _bare(r.name), r.args
+            fd = _int(a.get("fd"))
+            if n in self.OPENS:
+                ret = _int(a.get("ret"))
+                if ret is not None and ret >= 0:
+                    pos[(r.hostname, r.pid, ret)] = 0
+                continue
+            key = (r.hostname, r.pid, fd)
+            if n in self.FOPENS:
+                if fd is not None:
+                    pos[key] = 0
+                continue
+            if n in self.LSEEKS:
+                ret = _int(a.get("ret"))
+                if ret is not None and ret >= 0:
+                    pos[key] = ret
+                else:
+                    pos.pop(key, None)
+                continue
+            if n in self.FSEEKS:
+                wh, off = _int(a.get("whence")), _int(a.get("offset"))
+                if wh == 0 and off is not None:
+                    pos[key] = off
+                elif wh == 1 and off is not None and key in pos:
+                    pos[key] += off
+                else:
+                    pos.pop(key, None)
+                continue
+            if n in self.CLOSES:
+                pos.pop(key, None)
+                continue
+            d = direction(r.name)
+            if d is None or r.size is pd.NA or pd.isna(r.size):
+                continue
+            size = int(r.size)
+            if not pd.isna(r.offset):
+                start = int(r.offset)
+            elif fd is not None and key in pos and r.cnt == 1:
+                start = pos[key]
+                pos[key] += size
+            else:
+                start = None
+            rows.append((r.fname, r.hostname, r.pid, r.ts, d, size, r.cnt, start))
+        return pd.DataFrame(rows, columns=["fname", "hostname", "pid", "ts", "dir", "size", "cnt", "start"])
+
+    def placement_metrics(self, alignment: int = 4096) -> Dict[str, dict]:
+        req = self.placed_requests()
+        placed = req[req["start"].notna()]
+        st = placed["start"].astype("int64")
+        mis = int(placed[(st % alignment) != 0]["cnt"].sum())
+        n_placed = int(placed["cnt"].sum())
+        out = {
+            "misaligned_requests": {
+                "placed_requests": n_placed,
+                "misaligned_requests": mis,
+                "misaligned_share": round(mis / n_placed, 6) if n_placed else 0.0,
+                "alignment": alignment,
+            }
+        }
+        m = {}
+        for d in ("read", "write"):
+            total = int(req[req["dir"] == d]["cnt"].sum())
+            rnd = 0
+            g = placed[placed["dir"] == d]
+            for _, s in g.groupby(["hostname", "pid", "fname", "dir"], sort=False, dropna=False):
+                prev_end = None
+                for start, size in zip(s["start"].astype("int64"), s["size"]):
+                    if prev_end is not None and start < prev_end:
+                        rnd += 1
+                    prev_end = start + size
+            m[f"{d}s"] = total
+            m[f"random_{d}s"] = rnd
+            m[f"random_{d}_share"] = round(rnd / total, 6) if total else 0.0
+        out["random_access"] = m
+        reads = placed[(placed["dir"] == "read") & placed["fname"].notna()]
+        total = int(reads["size"].sum())
+        unique = 0
+        for _, g in reads.groupby("fname", sort=False):
+            s0 = g["start"].astype("int64")
+            unique += measure(union(s0.tolist(), (s0 + g["size"]).tolist()))
+        unplaced = int(req[(req["dir"] == "read") & req["start"].isna()]["size"].sum())
+        out["redundant_reads"] = {
+            "read_bytes": total,
+            "unique_read_bytes": unique,
+            "redundant_read_bytes": total - unique,
+            "redundant_share": round((total - unique) / total, 6) if total else 0.0,
+            "unplaced_read_bytes": unplaced,
+        }
+        return out
+
+    # -- AI-workflow rules -----------------------------------------------------------------
+    FETCH_NAMES = ("fetch.iter", "_train.iter", "loop.iter")
+
+    def ai_metrics(self) -> Dict[str, dict]:
+        e = self.ev
+        comp_cats = set(self.compute_cats) | {"compute", "ai_framework"}
+        app_cats = set(self.app_io_cats) | {"reader", "data", "data_loader"}
+        fetch = e[e["name"].isin(self.FETCH_NAMES)]
+        comp = e[e["cat"].isin(comp_cats)]
+        wait, cdur, nb = int(fetch["dur"].sum()), int(comp["dur"].sum()), int(fetch["cnt"].sum())
+        out = {
+            "dataloader_stall": {
+                "fetch_wait_s": wait / 1e6,
+                "compute_s": cdur / 1e6,
+                "stall_share": round(wait / (wait + cdur), 6) if wait + cdur else 0.0,
+                "batches": nb,
+                "mean_wait_s": round(wait / 1e6 / nb, 6) if nb else 0.0,
+            }
+        }
+        # epochs: epoch.block / epoch events (else DLIO's _train / train); label = the epoch arg,
+        # else the event's order in its process; a window spans the label's events of all processes
+        ep = e[e["name"].isin(["epoch.block", "epoch"])]
+        if not len(ep):
+            ep = e[e["name"].isin(["DLIOBenchmark._train", "train"])]
+        wins: Dict[object, List[int]] = {}
+        for _, g in ep.groupby(["hostname", "pid"], sort=False, dropna=False):
+            for k, (t, te, a) in enumerate(sorted(zip(g["ts"], g["te"], g["args"]), key=lambda x: x[0]), start=1):
+                lb = a.get("epoch", k)
+                w = wins.setdefault(lb, [t, te])
+                w[0], w[1] = min(w[0], t), max(w[1], te)
+        io_u = merge(u_of(self.io), u_of(e[e["cat"].isin(app_cats)]), u_of(fetch))
+        cp_u = u_of(comp)
+        shares = []
+        for s0, e0 in wins.values():
+            un = measure(minus(clip(io_u, s0, e0), clip(cp_u, s0, e0)))
+            shares.append(round(un / (e0 - s0), 6) if e0 > s0 else 0.0)
+        bad = [x for x in shares if x > 0]
+        out["io_bound_epochs"] = {
+            "epochs": len(wins),
+            "io_bound_epochs": len(bad),
+            "max_io_share": max(bad) if bad else None,
         }
         return out

@@ -286,3 +286,75 @@ def test_epochs_by_hand(tmp_path):
     assert (e2["processes"], e2["start_s"]) == (2, pytest.approx(200 * US))
     assert e2["duration_s"] == pytest.approx(100 * US) and e2["other_s"] == pytest.approx(100 * US)
     assert e2["io_s"] == 0 and e2["compute_s"] == 0
+
+
+def test_placement_by_hand(tiny, tmp_path):
+    m = tiny.insight_metrics()
+    # placed: the three pread64 (offsets 0, 50, 0; 50 bytes); read, readv, write, fwrite carry no
+    # offset and no fd: unplaced
+    assert m["misaligned_requests"] == {
+        "placed_requests": 3,
+        "misaligned_requests": 1,
+        "misaligned_share": round(1 / 3, 6),
+        "alignment": 4096,
+    }
+    assert m["random_access"]["random_reads"] == 1 and m["random_access"]["reads"] == 6
+    assert m["redundant_reads"] == {
+        "read_bytes": 150,
+        "unique_read_bytes": 100,
+        "redundant_read_bytes": 50,
+        "redundant_share": round(50 / 150, 6),
+        "unplaced_read_bytes": 100 + 400,
+    }
+    # positions replayed per (hostname, pid, fd) in ts order: open -> 0, reads advance, lseek resets
+    p = _write(
+        tmp_path / "fd.pfw.gz",
+        [
+            [
+                host(3, "hA"),
+                X("open64", "POSIX", 3, 3, 10, 1, fname="/d/f", ret=5),
+                X("read", "POSIX", 3, 3, 20, 1, fname="/d/f", fd=5, ret=4096),  # [0, 4096)
+                X("read", "POSIX", 3, 4, 30, 1, fname="/d/f", fd=5, ret=100),  # [4096, 4196), another thread
+                X("lseek64", "POSIX", 3, 3, 40, 1, fname="/d/f", fd=5, offset=0, whence=0, ret=0),
+                X("read", "POSIX", 3, 3, 50, 1, fname="/d/f", fd=5, ret=50),  # [0, 50): random, redundant
+                X("fread", "STDIO", 3, 3, 60, 1, fname="/d/f", fd=7, size=10, ret=1),  # no open of fd 7
+            ]
+        ],
+    )
+    m = Oracle([p]).insight_metrics()
+    assert m["misaligned_requests"]["placed_requests"] == 3 and m["misaligned_requests"]["misaligned_requests"] == 0
+    assert m["random_access"]["random_reads"] == 1
+    assert m["redundant_reads"] == {
+        "read_bytes": 4246,
+        "unique_read_bytes": 4196,
+        "redundant_read_bytes": 50,
+        "redundant_share": round(50 / 4246, 6),
+        "unplaced_read_bytes": 10,
+    }
+
+
+def test_ai_metrics_by_hand(tmp_path):
+    # fetch waits 20 + 10 µs, compute 30 µs; epoch 1 [1000,1100): I/O + fetch \ compute inside it
+    p = _write(
+        tmp_path / "ai.pfw.gz",
+        [
+            [
+                host(1, "hA"),
+                X("epoch", "pipeline", 1, 1, 1000, 100, epoch=1),
+                X("fetch.iter", "dataloader", 1, 1, 1010, 20),  # [1010,1030)
+                X("compute", "compute", 1, 1, 1030, 30),  # [1030,1060)
+                X("fetch.iter", "dataloader", 1, 1, 1060, 10),  # [1060,1070)
+                X("read", "POSIX", 1, 1, 1050, 20, fname="/d/x", ret=8),  # [1050,1070)
+            ]
+        ],
+    )
+    m = Oracle([p]).insight_metrics()
+    assert m["dataloader_stall"] == {
+        "fetch_wait_s": 3e-05,
+        "compute_s": 3e-05,
+        "stall_share": 0.5,
+        "batches": 2,
+        "mean_wait_s": 15e-6,
+    }
+    # (fetch [1010,1030) [1060,1070) + read [1050,1070)) minus compute [1030,1060) = 20 + 10 = 30 of 100
+    assert m["io_bound_epochs"] == {"epochs": 1, "io_bound_epochs": 1, "max_io_share": 0.3}
