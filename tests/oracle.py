@@ -589,6 +589,24 @@ class Oracle:
         df.index.name = "bin"
         return df
 
+    # -- heatmap() -----------------------------------------------------------------------
+    def heatmap(self, bins: int = 100) -> pd.DataFrame:
+        """Rows ``(hostname, pid)`` of the processes with I/O, one column per window of
+        :meth:`time_windows`, values the seconds of I/O of that process inside the window."""
+        t0, t1 = self.t0, self.t1
+        edges = [t0 + (t1 - t0) * i // bins for i in range(bins + 1)]
+        rows = {}
+        for (host, pid), g in self.io.groupby(["hostname", "pid"], sort=True, dropna=False):
+            ts, te = g["ts"].to_numpy(), g["te"].to_numpy()
+            rows[(host, int(pid))] = [
+                float(np.clip(np.minimum(te, edges[i + 1]) - np.maximum(ts, edges[i]), 0, None).sum()) * 1e-6
+                for i in range(bins)
+            ]
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index = pd.MultiIndex.from_tuples(list(rows), names=["hostname", "pid"])
+        df.attrs = {"edges_s": [(e - t0) * 1e-6 for e in edges]}
+        return df
+
     # -- by_tag() ------------------------------------------------------------------------
     def by_tag(self, key: str) -> pd.DataFrame:
         e = self.ev
@@ -661,7 +679,9 @@ class Oracle:
                 "other_s": measure(minus(span, covered)) * 1e-6,
                 "source": src,
             }
-        df = pd.DataFrame.from_dict(rows, orient="index")
+        cols = ["processes", "start_s", "duration_s", "train_s", "fetch_s", "compute_s", "io_s", "checkpoint_s"]
+        cols += ["eval_s", "fetch_unoverlapped_s", "io_unoverlapped_s", "other_s", "source"]
+        df = pd.DataFrame.from_dict(rows, orient="index", columns=cols) if rows else pd.DataFrame(columns=cols)
         df.index.name = "epoch"
         return df
 
@@ -788,7 +808,7 @@ class Oracle:
 
     def placed_requests(self) -> pd.DataFrame:
         """Every read/write (non-null size) of the I/O events with its file range: ``start`` is the
-        ``offset`` arg, else the position of its ``(hostname, pid, fd)`` stream replayed in ``ts``
+        ``offset`` arg of a positional call (pread*, pwrite*), else the position of its ``(hostname, pid, fd)`` stream replayed in ``ts``
         order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
         position, SEEK_END and close forget it; each non-positional request advances it by its
         bytes); NaN when unknown (unplaced). Columns: fname, hostname, pid, ts, dir, size, cnt, start."""
@@ -832,7 +852,7 @@ class Oracle:
             if d is None or r.size is pd.NA or pd.isna(r.size):
                 continue
             size = int(r.size)
-            if not pd.isna(r.offset):
+            if n.startswith("p") and not pd.isna(r.offset):  # pread*, preadv*, pwrite*, pwritev*
                 start = int(r.offset)
             elif fd is not None and key in pos and r.cnt == 1:
                 start = pos[key]

@@ -30,7 +30,7 @@ def _env_pythonpath():
     return env
 
 
-def real_run(workdir: str, steps: int = 60) -> list:
+def real_run(workdir: str, steps: int = 40) -> list:
     """Run oracle_app.py traced; returns the trace files (parent, forked child)."""
     data = os.path.join(workdir, "data")
     out = os.path.join(workdir, "real")
@@ -155,4 +155,16 @@ def build(workdir: str) -> dict:
     t0 = _first_ts(parent)
     agg = aggregated(os.path.join(d, "c-agg-many.pfw.gz"), t0 + 1000)
     py_agg = shifted(os.path.join(DATA, "dftracer-v2.2.0", "py-agg.pfw.gz"), os.path.join(d, "py-agg.pfw.gz"), t0 + 500)
-    return {"hosts": [parent, child, other], "agg": [agg, py_agg, parent]}
+    synth = _synthetic(os.path.join(workdir, "synth"))
+    return {"hosts": [parent, child, other], "agg": [agg, py_agg, parent], "synth": synth}
+
+
+def _synthetic(out: str) -> list:
+    """Two files of benchmarks/gen_traces.py (host and file names in every event's args, the
+    tracer's member encoder, 16 KiB members): a control set on which today's analyzer is right."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_traces", os.path.join(HERE, "..", "benchmarks", "gen_traces.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen.generate(out, 2400, files=2, member_bytes=16384, jobs=1)
