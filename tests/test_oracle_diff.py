@@ -50,6 +50,8 @@ def analyzer(traces, dask_client):
         return _analyzers[key]
 
     yield get
+    for a in _analyzers.values():
+        a.close()  # releases its persisted partitions; the session's cluster stays
     _analyzers.clear()
 
 
