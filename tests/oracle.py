@@ -949,4 +949,73 @@ class Oracle:
             "io_bound_epochs": len(bad),
             "max_io_share": max(bad) if bad else None,
         }
+        # workers: processes with I/O, app I/O or samples but no compute and no fetch wait (when some
+        # process has them); busy = summed sample dur, else summed I/O + app-I/O dur
+        samples = e[e["name"].isin(self.SAMPLE_NAMES)]
+        busy = []
+        if len(comp) or len(fetch):
+            for _, g in e.groupby(["hostname", "pid"], sort=False, dropna=False):
+                if g["cat"].isin(comp_cats).any() or g["name"].isin(self.FETCH_NAMES).any():
+                    continue
+                smp = g[g["name"].isin(self.SAMPLE_NAMES)]
+                work = g[g["cat"].isin(set(self.io_cats) | app_cats)]
+                if len(smp):
+                    busy.append(int(smp["dur"].sum()))
+                elif len(work):
+                    busy.append(int(work["dur"].sum()))
+        if len(busy) >= 2:
+            mean = sum(busy) / len(busy)
+            out["worker_imbalance"] = {
+                "workers": len(busy),
+                "max_over_mean": round(max(busy) / mean, 6) if mean else 0.0,
+                "max_busy_s": max(busy) / 1e6,
+                "mean_busy_s": round(mean / 1e6, 6),
+                "min_busy_s": min(busy) / 1e6,
+            }
+        # small files per sample: a file is small when its bytes read per open < small_file_bytes
+        io = self.io
+        per_file = {}
+        for fname, g in io[io["fname"].notna()].groupby("fname", sort=True):
+            opens = int(g[g["name"].map(lambda n: _bare(n) in self.OPENS | self.FOPENS)]["cnt"].sum())
+            rd = g[g["name"].map(direction) == "read"]
+            per_file[fname] = (opens, int(rd["size"].fillna(0).astype("int64").sum()))
+        small = {f: v for f, v in per_file.items() if v[0] > 0 and v[1] / v[0] < (1 << 20)}
+        n_samples = int(samples["cnt"].sum())
+        n_opens = sum(v[0] for v in small.values())
+        if n_samples and small:
+            out["small_files_per_sample"] = {
+                "samples": n_samples,
+                "small_file_opens": n_opens,
+                "small_files": len(small),
+                "opens_per_sample": round(n_opens / n_samples, 6),
+                "median_bytes_per_open": float(np.median([b / o for o, b in small.values()])),
+            }
+        # repeated epoch reads: placed reads whose ts lies in an epoch window, per file in epoch order
+        if len(wins) >= 2:
+            req = self.placed_requests()
+            reads = req[(req["dir"] == "read") & req["start"].notna() & req["fname"].notna()]
+            total = repeated = unique = files_reread = 0
+            for _, g in reads.groupby("fname", sort=True):
+                seen: List[Tuple[int, int]] = []
+                rep_f = 0
+                for s0, e0 in sorted(wins.values()):
+                    x = g[(g["ts"] >= s0) & (g["ts"] < e0)]
+                    st = x["start"].astype("int64")
+                    u = union(st.tolist(), (st + x["size"]).tolist())
+                    total += measure(u)
+                    rep_f += measure(intersect(u, seen))
+                    seen = merge(seen, u)
+                repeated += rep_f
+                unique += measure(seen)
+                files_reread += rep_f > 0
+            out["repeated_epoch_reads"] = {
+                "epochs": len(wins),
+                "bytes_read_in_epochs": total,
+                "repeated_bytes": repeated,
+                "repeated_share": round(repeated / total, 6) if total else 0.0,
+                "unique_bytes": unique,
+                "files_reread": files_reread,
+            }
         return out
+
+    SAMPLE_NAMES = ("item", "TorchDataset.__getitem__", "__getitem__")

@@ -3,7 +3,7 @@
 Run under the preload (POSIX calls) with the Python API (pipeline / dataloader / compute /
 checkpoint events): two epochs of steps that open, pread (sequential and random) and close a
 shared file, a reader thread, STDIO fopen/fread/fwrite/fclose through libc, a checkpoint write,
-and a forked child (a "worker") that reads samples. Usage: ``oracle_app.py DATA_DIR STEPS``.
+and two forked children ("workers") that read samples, one twice as many as the other. Usage: ``oracle_app.py DATA_DIR STEPS``.
 """
 
 import ctypes
@@ -78,8 +78,9 @@ for epoch in (1, 2):
     libc.fclose(g)
     event("epoch", "pipeline", t_epoch, epoch=epoch)
 
-pid = os.fork()
-if pid == 0:
-    worker(steps * 2)
-    os._exit(0)
-os.waitpid(pid, 0)
+for n in (steps * 2, steps):  # two workers, one with twice the samples of the other
+    pid = os.fork()
+    if pid == 0:
+        worker(n)
+        os._exit(0)
+    os.waitpid(pid, 0)

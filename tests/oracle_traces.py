@@ -31,7 +31,7 @@ def _env_pythonpath():
 
 
 def real_run(workdir: str, steps: int = 40) -> list:
-    """Run oracle_app.py traced; returns the trace files (parent, forked child)."""
+    """Run oracle_app.py traced; returns the trace files (parent first, then the forked workers)."""
     data = os.path.join(workdir, "data")
     out = os.path.join(workdir, "real")
     os.makedirs(data, exist_ok=True)
@@ -55,7 +55,7 @@ def real_run(workdir: str, steps: int = 40) -> list:
         [sys.executable, os.path.join(HERE, "oracle_app.py"), data, str(steps)], env=env, check=True, timeout=120
     )
     files = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".pfw.gz"))
-    assert len(files) == 2, files  # the parent and its forked worker (``<parent>-<child pid>``)
+    assert len(files) == 3, files  # the parent and its forked workers (``<parent>-<child pid>``)
     return sorted(files, key=len)
 
 
@@ -148,7 +148,7 @@ def shifted(src: str, dst: str, t0: int) -> str:
 def build(workdir: str) -> dict:
     """Trace sets under ``workdir``: ``hosts`` (the real parent and child, the parent as node
     ``nodeB``), ``agg`` (aggregated records of two upstream files beside the real parent)."""
-    parent, child = real_run(workdir)
+    parent, *children = real_run(workdir)
     d = os.path.join(workdir, "derived")
     os.makedirs(d, exist_ok=True)
     other = rehost(parent, os.path.join(d, "nodeB-" + os.path.basename(parent)), "nodeB", 2_500_000)
@@ -156,7 +156,7 @@ def build(workdir: str) -> dict:
     agg = aggregated(os.path.join(d, "c-agg-many.pfw.gz"), t0 + 1000)
     py_agg = shifted(os.path.join(DATA, "dftracer-v2.2.0", "py-agg.pfw.gz"), os.path.join(d, "py-agg.pfw.gz"), t0 + 500)
     synth = _synthetic(os.path.join(workdir, "synth"))
-    return {"hosts": [parent, child, other], "agg": [agg, py_agg, parent], "synth": synth}
+    return {"hosts": [parent, *children, other], "agg": [agg, py_agg, parent], "synth": synth}
 
 
 def _synthetic(out: str) -> list:

@@ -358,3 +358,70 @@ def test_ai_metrics_by_hand(tmp_path):
     }
     # (fetch [1010,1030) [1060,1070) + read [1050,1070)) minus compute [1030,1060) = 20 + 10 = 30 of 100
     assert m["io_bound_epochs"] == {"epochs": 1, "io_bound_epochs": 1, "max_io_share": 0.3}
+
+
+def test_workers_samples_epochs_by_hand(tmp_path):
+    trainer = _write(
+        tmp_path / "t.pfw.gz",
+        [
+            [
+                host(1, "hA"),
+                X("epoch", "pipeline", 1, 1, 1000, 100, epoch=1),
+                X("compute", "compute", 1, 1, 1000, 5),
+                X("pread64", "POSIX", 1, 1, 1010, 1, fname="/d/r", ret=100, offset=0),  # epoch 1: [0,100)
+                X("epoch", "pipeline", 1, 1, 1200, 100, epoch=2),
+                X("pread64", "POSIX", 1, 1, 1210, 1, fname="/d/r", ret=100, offset=50),  # epoch 2: [50,150)
+            ]
+        ],
+    )
+    w2 = _write(
+        tmp_path / "w2.pfw.gz",
+        [
+            [
+                host(2, "hA"),
+                X("open64", "POSIX", 2, 2, 2000, 1, fname="/d/s1", ret=3),
+                X("read", "POSIX", 2, 2, 2001, 1, fname="/d/s1", fd=3, ret=100),
+                X("item", "data", 2, 2, 2000, 20),
+                X("item", "data", 2, 2, 2030, 10),
+            ]
+        ],
+    )
+    w3 = _write(
+        tmp_path / "w3.pfw.gz",
+        [
+            [
+                host(3, "hA"),
+                X("open64", "POSIX", 3, 3, 2000, 1, fname="/d/s2", ret=3),
+                X("read", "POSIX", 3, 3, 2001, 1, fname="/d/s2", fd=3, ret=20),
+                X("open64", "POSIX", 3, 3, 2010, 1, fname="/d/s2", ret=4),
+                X("read", "POSIX", 3, 3, 2011, 1, fname="/d/s2", fd=4, ret=30),
+                X("item", "data", 3, 3, 2000, 10),
+            ]
+        ],
+    )
+    m = Oracle([trainer, w2, w3]).insight_metrics()
+    # workers 2 and 3 (no compute, no fetch wait): busy 30 and 10 µs of samples
+    assert m["worker_imbalance"] == {
+        "workers": 2,
+        "max_over_mean": 1.5,
+        "max_busy_s": 3e-05,
+        "mean_busy_s": 2e-05,
+        "min_busy_s": 1e-05,
+    }
+    # /d/s1: 100 bytes in 1 open, /d/s2: 50 bytes in 2 opens; /d/r is never opened; 3 samples
+    assert m["small_files_per_sample"] == {
+        "samples": 3,
+        "small_file_opens": 3,
+        "small_files": 2,
+        "opens_per_sample": 1.0,
+        "median_bytes_per_open": 62.5,
+    }
+    # /d/r: epoch 1 [0,100), epoch 2 [50,150): 50 of 200 bytes again
+    assert m["repeated_epoch_reads"] == {
+        "epochs": 2,
+        "bytes_read_in_epochs": 200,
+        "repeated_bytes": 50,
+        "repeated_share": 0.25,
+        "unique_bytes": 150,
+        "files_reread": 1,
+    }

@@ -207,6 +207,9 @@ FIRES = {
     "dataloader_stall": "batches",
     "io_bound_epochs": "io_bound_epochs",
     "checkpoint_time": "checkpoint_s",
+    "worker_imbalance": "workers",
+    "small_files_per_sample": "small_file_opens",
+    "repeated_epoch_reads": "repeated_bytes",
 }
 
 
