@@ -189,6 +189,8 @@ def _run_loaded(args, work) -> int:
         columns = None if args.command == "report" else INSIGHT_ARGS
         analyzer = _analyzer_from_args(args.patterns, args, client, columns, err.is_terminal and not args.no_progress)
         _print_input_problems(err, analyzer)
+        for w in analyzer.input_warnings():  # unresolved hashes, inputs from several runs (sanity)
+            err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         return work(analyzer, err)
     except FileNotFoundError as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
