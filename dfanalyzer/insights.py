@@ -919,7 +919,9 @@ def _unplaced_bytes(f: Facts) -> str:
     """Message tail: how many read bytes had no known file offset (not counted)."""
     un = f.n["unplaced_read_bytes"]
     total = un + f.n["placed_read_bytes"]
-    return f"; {un:,} of {total:,} bytes read could not be placed (file offset unknown) and are not counted" if un else ""
+    return (
+        f"; {un:,} of {total:,} bytes read could not be placed (file offset unknown) and are not counted" if un else ""
+    )
 
 
 RuleFn = Callable[[Facts, dict, dict], Optional[Tuple[str, str, dict, List[str]]]]
@@ -1050,7 +1052,9 @@ def _redundant_reads(f: Facts, th: dict, cfg: dict):
     if not placed or _share(red, placed) <= th["redundant_reads"]:
         return None
     fs = f.files
-    fl = _floor(cfg, "redundant_reads", int(fs.loc[fs["redundant_read_bytes"] > 0, "read_time"].sum()), _proc_time(f), red)
+    fl = _floor(
+        cfg, "redundant_reads", int(fs.loc[fs["redundant_read_bytes"] > 0, "read_time"].sum()), _proc_time(f), red
+    )
     if fl is None:
         return None
     top = cfg["evidence"]["top"]

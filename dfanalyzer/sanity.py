@@ -180,7 +180,9 @@ def command_warning(metadata: Optional[pd.DataFrame]) -> Optional[str]:
     cmds = commands(metadata)
     if len(cmds) < 2:
         return None
-    named = "; ".join(f"{c!r} ({n} process{'es' if n != 1 else ''})" for c, n in sorted(cmds.items(), key=lambda t: -t[1]))
+    named = "; ".join(
+        f"{c!r} ({n} process{'es' if n != 1 else ''})" for c, n in sorted(cmds.items(), key=lambda t: -t[1])
+    )
     return f"the inputs come from {len(cmds)} different command lines (metadata cmd_line): {named}"
 
 

@@ -15,7 +15,6 @@ uses ``write_traces`` of tests/test_analyzer_insights.py (``dftracer.initialize_
 ``python -m dftracer run`` (the preload).
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -79,7 +78,13 @@ def unplaced_scenario():
     t = evs[-1][2] + 10
     for i in range(4):
         evs.append(
-            ("read", "POSIX", t + i * 200_000, 150_000, {"fname": "/data/d.bin", "fd": 9, "count": 16 * MiB, "ret": 16 * MiB})
+            (
+                "read",
+                "POSIX",
+                t + i * 200_000,
+                150_000,
+                {"fname": "/data/d.bin", "fd": 9, "count": 16 * MiB, "ret": 16 * MiB},
+            )
         )
     return {"unplaced/trigger": {0: evs}}
 
