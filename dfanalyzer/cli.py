@@ -231,6 +231,11 @@ def _run_report(args) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    import warnings
+
+    from .sanity import InputWarning
+
+    warnings.simplefilter("ignore", InputWarning)  # the commands print input warnings as "warning: ..."
     if args.command == "insights":
         return _run_insights(args)
     if args.command == "report":
