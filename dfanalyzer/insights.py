@@ -10,7 +10,9 @@
    kept) and :func:`finish_facts` turns the root into a :class:`Facts`. No task holds all events.
 
 The rules (:data:`RULES`) then run on the client over those facts; thresholds come from the
-shipped ``insights.yaml`` merged with a user file or dict (:func:`load_config`). Every rule, its
+shipped ``insights.yaml`` merged with a user file or dict (:func:`load_config`). Besides its
+ratios every rule has absolute floors (``floors`` in the YAML: seconds, share of the run, bytes);
+below any of them it raises nothing (:func:`_floor`). Every rule, its
 condition, threshold key, default, evidence and recommendation are listed in
 ``docs/analyzer.md`` ("Insights"). The POSIX/STDIO rules follow Drishti's (hpc-io/drishti-io)
 conditions and default thresholds, computed here from per-call events instead of Darshan counters.
@@ -787,7 +789,8 @@ class Facts:
 
     ``n``: counters (:data:`COUNTERS`); ``hist``: per time-window arrays (:data:`HIST_KEYS`);
     ``files``: one row per file name (:data:`FILE_COLS`, plus ``unique_read_bytes`` and
-    ``redundant_read_bytes``); ``fileproc``: per ``(fname, hostname, pid)`` bytes and I/O time;
+    ``redundant_read_bytes``); ``fileproc``: per ``(fname, hostname, pid)`` bytes, I/O time,
+    ``first_ts`` and ``last_te`` of its calls on the file (:data:`FILEPROC_AGG`);
     ``procs``: per ``(hostname, pid)`` times (:data:`PROC_COLS`), ``first_ts``, ``last_te``;
     ``unions``: interval unions (``io``, ``app_io``, ``compute``, ``fetch``, ``checkpoint``);
     ``epochs``: ``[(label, start, end)]``; ``epoch_bytes``: per ``(fname, epoch)`` read-range
