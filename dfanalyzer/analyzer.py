@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
+from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
@@ -308,6 +309,7 @@ def _load_task(
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
+        span = _sanity.span(ev["ts"], ev["te"]) if len(ev) else None  # input sanity (dfanalyzer.sanity)
         if query:
             from .filters import apply_query
 
@@ -323,6 +325,7 @@ def _load_task(
             "unresolved_hashes": int(getattr(b, "unresolved_hashes", 0)),
             "warnings": [str(w) for w in b.warnings],
             "error": None,
+            "span": span,
         }
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
@@ -357,6 +360,8 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
                 except OSError:
                     pass
         ev = b.events
+        for f, sp in zip(files, _sanity.file_spans(ev, files)):  # input sanity (dfanalyzer.sanity)
+            f["span"] = sp
         if query:
             from .filters import apply_query
 
@@ -488,7 +493,9 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
         ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
         return part, md, info
-    return _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats), md, info
+    part = _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats)
+    info["span"] = None if part.min_ts is None else (part.min_ts, part.max_te)  # input sanity (dfanalyzer.sanity)
+    return part, md, info
 
 
 def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):
@@ -903,6 +910,8 @@ class DFAnalyzer:
                 }
         per = {f: per[f] for f in self.files if f in per}  # in file order
         self._notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
+        self._spans = _sanity.spans_from_infos(batches, infos)  # per-file time ranges (dfanalyzer.sanity)
+        self._sanity = None
         self._notes += [w for i in indexes for w in i.get("warnings", [])]
         df = pd.DataFrame(list(per.values()))
         self._stats = {
@@ -953,15 +962,21 @@ class DFAnalyzer:
         ]
 
     def input_warnings(self) -> List[str]:
-        """Warnings about the input that change what the summary can show, one str per file:
-        file/host hashes (``fhash``/``hhash``) without a FH/HH record (their events have a null
-        ``fname``/``hostname``)."""
+        """Warnings about the input that change what the summary can show: per file, file/host
+        hashes (``fhash``/``hhash``) without a FH/HH record (their events have a null
+        ``fname``/``hostname``); then the input sanity checks of :mod:`dfanalyzer.sanity` (files
+        whose time ranges lie more than an hour apart, processes with different command lines),
+        which are also issued once as a Python :class:`dfanalyzer.sanity.InputWarning`."""
         df = self.stats["per_file"]
-        return [
+        out = [
             f"{r.path}: {int(r.unresolved_hashes):,} file/host hashes without a FH/HH record "
             "(fname/hostname null for those events)"
             for r in df[df["unresolved_hashes"] > 0].itertuples()
         ]
+        if getattr(self, "_sanity", None) is None:
+            self._sanity = _sanity.check(getattr(self, "_spans", {}), self.metadata)
+            _sanity.emit(self._sanity)
+        return out + list(self._sanity)
 
     def summary(self, show: bool = True, console=None) -> _summary.Summary:
         """Compute the paper's Figure 6 summary (exact; per-batch partials merged by a tree reduction).
@@ -1140,6 +1155,7 @@ class DFAnalyzer:
         from . import insights as _insights
 
         result = _insights.compute_insights(self, config)
+        result.warnings = self.input_warnings()  # input sanity (dfanalyzer.sanity), shown in the panel
         if show:
             if console is None:
                 from rich.console import Console

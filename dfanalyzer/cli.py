@@ -189,6 +189,8 @@ def _run_loaded(args, work) -> int:
         columns = None if args.command == "report" else INSIGHT_ARGS
         analyzer = _analyzer_from_args(args.patterns, args, client, columns, err.is_terminal and not args.no_progress)
         _print_input_problems(err, analyzer)
+        for w in analyzer.input_warnings():  # unresolved hashes, inputs from several runs (sanity)
+            err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         return work(analyzer, err)
     except FileNotFoundError as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
@@ -229,6 +231,11 @@ def _run_report(args) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    import warnings
+
+    from .sanity import InputWarning
+
+    warnings.simplefilter("ignore", InputWarning)  # the commands print input warnings as "warning: ..."
     if args.command == "insights":
         return _run_insights(args)
     if args.command == "report":

@@ -10,7 +10,9 @@
    kept) and :func:`finish_facts` turns the root into a :class:`Facts`. No task holds all events.
 
 The rules (:data:`RULES`) then run on the client over those facts; thresholds come from the
-shipped ``insights.yaml`` merged with a user file or dict (:func:`load_config`). Every rule, its
+shipped ``insights.yaml`` merged with a user file or dict (:func:`load_config`). Besides its
+ratios every rule has absolute floors (``floors`` in the YAML: seconds, share of the run, bytes);
+below any of them it raises nothing (:func:`_floor`). Every rule, its
 condition, threshold key, default, evidence and recommendation are listed in
 ``docs/analyzer.md`` ("Insights"). The POSIX/STDIO rules follow Drishti's (hpc-io/drishti-io)
 conditions and default thresholds, computed here from per-call events instead of Darshan counters.
@@ -171,6 +173,9 @@ class InsightReport:
     checked: List[str]
     thresholds: Dict[str, Any]
     facts: "Facts" = field(repr=False, default=None)
+    floors: Dict[str, Any] = field(default_factory=dict)
+    #: input warnings of the analyzer (:meth:`DFAnalyzer.input_warnings`: e.g. inputs from several runs)
+    warnings: List[str] = field(default_factory=list)
 
     def __iter__(self):
         return iter(self.insights)
@@ -189,11 +194,14 @@ class InsightReport:
         return next((i for i in self.insights if i.rule == rule), None)
 
     def to_dict(self) -> dict:
-        """``{"insights": [Insight.to_dict()...], "checked": [rule ids], "thresholds": {...}}``."""
+        """``{"insights": [Insight.to_dict()...], "checked": [rule ids], "thresholds": {...},
+        "floors": {rule: {"seconds", "run_share"[, "bytes"]}}, "warnings": [str]}``."""
         return {
             "insights": [i.to_dict() for i in self.insights],
             "checked": list(self.checked),
             "thresholds": _jsonable(self.thresholds),
+            "floors": _jsonable(self.floors),
+            "warnings": list(self.warnings),
         }
 
     def panel(self):
@@ -212,6 +220,8 @@ class InsightReport:
         if not self.insights:
             head.add_row(Text("OK", style="green"), "-", f"none of the {len(self.checked)} rules triggered")
         parts = [head]
+        if self.warnings:
+            parts.insert(0, Panel(Group(*[Text(w) for w in self.warnings]), title="[yellow]Input warnings[/]"))
         for i in self.insights:
             body = [Text(i.message)]
             ev = i.evidence
@@ -400,6 +410,9 @@ FILE_COLS = (
     "opens",
     "placed_read_bytes",
     "checkpoint_bytes",
+    # (floors, issue 20) time in the file's read / write calls, µs
+    "read_time",
+    "write_time",
 )
 PROC_COLS = (
     "io_time",
@@ -434,7 +447,14 @@ COUNTERS = (
     "placed_read_bytes",
     "checkpoint_bytes",
     "checkpoint_events",
+    # (floors, issue 20) time in small / misaligned requests and in STDIO calls, µs
+    "small_time",
+    "misaligned_time",
+    "stdio_time",
 )
+# per (fname, hostname, pid): bytes, I/O time and (issue 20: "shared" needs overlapping use) the
+# first start / last end of the process's calls on the file, µs
+FILEPROC_AGG = {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "first_ts": "min", "last_te": "max"}
 HIST_KEYS = ("small", "misaligned", "random", "meta_time", "stdio_bytes", "fetch_wait")
 
 
@@ -450,7 +470,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         "n": dict.fromkeys(COUNTERS, 0),
         "hist": {k: np.zeros(bins, dtype=np.int64) for k in HIST_KEYS},
         "files": pd.DataFrame(columns=list(FILE_COLS), dtype=np.int64),
-        "fileproc": pd.DataFrame(columns=["bytes_read", "bytes_written", "io_time"], dtype=np.int64),
+        "fileproc": pd.DataFrame(columns=list(FILEPROC_AGG), dtype=np.int64),
         "procs": pd.DataFrame(columns=list(PROC_COLS) + ["first_ts", "last_te"], dtype=np.int64),
         "streams": pd.DataFrame(columns=["first_start", "first_bin", "last_end"], dtype=np.int64),
         "ranges": {},
@@ -527,6 +547,11 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     n["opens"] = int(is_open.sum())
     n["placed_read_bytes"] = int(moved[placed & is_r].sum())
     n["unplaced_read_bytes"] = int(moved[~placed & is_r].sum())
+    # --- floors (issue 20): time of the requests a rule is about
+    n["small_time"] = int(dur[small].sum())
+    n["misaligned_time"] = int(dur[misal].sum())
+    n["stdio_time"] = int(dur[is_stdio].sum())
+    # ---
     h["small"] = _hist(b[small], bins)
     h["misaligned"] = _hist(b[misal], bins)
     h["random"] = _hist(b[rand], bins)
@@ -561,6 +586,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "opens": is_open[has_f],
                 "placed_read_bytes": (moved * (placed & is_r))[has_f],
                 "checkpoint_bytes": (moved * in_ck)[has_f],
+                "read_time": (dur * is_r)[has_f],
+                "write_time": (dur * is_w)[has_f],
             }
         )
         out["files"] = fdf.groupby("fname", sort=False).sum().astype(np.int64)
@@ -572,9 +599,11 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "bytes_read": (moved * is_r)[has_f],
                 "bytes_written": (moved * is_w)[has_f],
                 "io_time": dur[has_f],
+                "first_ts": ts[has_f],
+                "last_te": (ts + dur)[has_f],
             }
         )
-        out["fileproc"] = fp.groupby(["fname", "hostname", "pid"], sort=False).sum().astype(np.int64)
+        out["fileproc"] = fp.groupby(["fname", "hostname", "pid"], sort=False).agg(FILEPROC_AGG).astype(np.int64)
         # byte ranges read, per file and per (file, epoch)
         pr = placed & is_r & has_f
         if pr.any():
@@ -734,7 +763,7 @@ def combine_facts(*parts: dict) -> dict:
     out["streams"] = streams
     fs = _sum_frames(files)
     out["files"] = fs if fs is not None else parts[0]["files"]
-    fp = _sum_frames([p["fileproc"] for p in parts])
+    fp = _sum_frames([p["fileproc"] for p in parts], FILEPROC_AGG)
     out["fileproc"] = fp if fp is not None else parts[0]["fileproc"]
     agg = {c: "sum" for c in PROC_COLS}
     agg.update(first_ts="min", last_te="max")
@@ -762,7 +791,8 @@ class Facts:
 
     ``n``: counters (:data:`COUNTERS`); ``hist``: per time-window arrays (:data:`HIST_KEYS`);
     ``files``: one row per file name (:data:`FILE_COLS`, plus ``unique_read_bytes`` and
-    ``redundant_read_bytes``); ``fileproc``: per ``(fname, hostname, pid)`` bytes and I/O time;
+    ``redundant_read_bytes``); ``fileproc``: per ``(fname, hostname, pid)`` bytes, I/O time,
+    ``first_ts`` and ``last_te`` of its calls on the file (:data:`FILEPROC_AGG`);
     ``procs``: per ``(hostname, pid)`` times (:data:`PROC_COLS`), ``first_ts``, ``last_te``;
     ``unions``: interval unions (``io``, ``app_io``, ``compute``, ``fetch``, ``checkpoint``);
     ``epochs``: ``[(label, start, end)]``; ``epoch_bytes``: per ``(fname, epoch)`` read-range
@@ -857,6 +887,48 @@ def _proc_rows(df: pd.DataFrame, cols: Sequence[str], top: int, by: str, scale: 
     ]
 
 
+def _proc_time(f: Facts, procs: Optional[pd.DataFrame] = None) -> int:
+    """The run's process time (µs): the sum over processes of last end - first start."""
+    p = f.procs if procs is None else procs
+    if p is None or not len(p):
+        return 0
+    return int((p["last_te"] - p["first_ts"]).clip(lower=0).sum())
+
+
+def _span(f: Facts) -> int:
+    """The job span (µs): first start to last end over all events."""
+    return max(0, int(f.t1) - int(f.t0))
+
+
+def _floor(cfg: dict, rule: str, time_us, base_us, nbytes=None) -> Optional[dict]:
+    """The rule's absolute floors (``floors.<rule>`` of the config, issue 20): ``None`` when the
+    effect is below one of them (``time_us`` under ``seconds``, ``time_us / base_us`` under
+    ``run_share``, ``nbytes`` under ``bytes``), else the metrics that show it passed them."""
+    fl = cfg["floors"][rule]
+    share = _share(time_us, base_us)
+    if time_us < fl["seconds"] * 1e6 or share < fl["run_share"]:
+        return None
+    if nbytes is not None and "bytes" in fl and nbytes < fl["bytes"]:
+        return None
+    return {"affected_time_s": round(int(time_us) / 1e6, 6), "run_share": round(share, 6)}
+
+
+def _unplaced_requests(f: Facts) -> str:
+    """Message tail: how many read/write requests had no known file offset (not counted)."""
+    total = f.n["reads"] + f.n["writes"]
+    un = total - f.n["placed"]
+    return f"; {un:,} of {total:,} requests could not be placed (file offset unknown) and are not counted" if un else ""
+
+
+def _unplaced_bytes(f: Facts) -> str:
+    """Message tail: how many read bytes had no known file offset (not counted)."""
+    un = f.n["unplaced_read_bytes"]
+    total = un + f.n["placed_read_bytes"]
+    return (
+        f"; {un:,} of {total:,} bytes read could not be placed (file offset unknown) and are not counted" if un else ""
+    )
+
+
 RuleFn = Callable[[Facts, dict, dict], Optional[Tuple[str, str, dict, List[str]]]]
 
 
@@ -884,6 +956,11 @@ def _small_requests(f: Facts, th: dict, cfg: dict):
             )
     if not msgs:
         return None
+    fl = _floor(cfg, "small_requests", f.n["small_time"], _proc_time(f))
+    if fl is None:
+        return None
+    metrics.update(fl)
+    msgs[-1] += f" ({fl['affected_time_s']:.3f} s in small requests, {100 * fl['run_share']:.2f}% of the process time)"
     top = cfg["evidence"]["top"]
     files = f.files.assign(small=f.files["small_reads"] + f.files["small_writes"])
     return (
@@ -905,15 +982,20 @@ def _misaligned(f: Facts, th: dict, cfg: dict):
     placed, mis = f.n["placed"], f.n["misaligned"]
     if not placed or _share(mis, placed) <= th["misaligned_requests"]:
         return None
+    fl = _floor(cfg, "misaligned_requests", f.n["misaligned_time"], _proc_time(f))
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     return (
         f"{mis:,} of {placed:,} requests ({100 * _share(mis, placed):.2f}%) start at a file offset that is "
-        f"not a multiple of {th['alignment']:,} bytes",
+        f"not a multiple of {th['alignment']:,} bytes ({fl['affected_time_s']:.3f} s in them)" + _unplaced_requests(f),
         {
             "placed_requests": placed,
             "misaligned_requests": mis,
             "misaligned_share": round(_share(mis, placed), 6),
             "alignment": th["alignment"],
+            "unplaced_requests": f.n["reads"] + f.n["writes"] - placed,
+            **fl,
         },
         {
             "files": _file_rows(f.files, ["misaligned", "placed"], top, "misaligned"),
@@ -929,17 +1011,29 @@ def _misaligned(f: Facts, th: dict, cfg: dict):
 
 def _random_access(f: Facts, th: dict, cfg: dict):
     msgs, metrics = [], {}
+    fs = f.files
+    base = _proc_time(f)
     for d, total, rnd in (("read", f.n["reads"], f.n["random_reads"]), ("write", f.n["writes"], f.n["random_writes"])):
         metrics[f"{d}s"] = total
         metrics[f"random_{d}s"] = rnd
         metrics[f"random_{d}_share"] = round(_share(rnd, total), 6)
         if total and _share(rnd, total) > th["random_operations"] and rnd > th["random_operations_absolute"]:
+            # floor: the read (write) time of the files with random reads (writes), an upper bound
+            t = int(fs.loc[fs[f"random_{d}s"] > 0, f"{d}_time"].sum()) if len(fs) else 0
+            fl = _floor(cfg, "random_access", t, base)
+            if fl is None:
+                continue
+            metrics[f"{d}_time_on_random_files_s"] = fl["affected_time_s"]
+            metrics["run_share"] = max(metrics.get("run_share", 0), fl["run_share"])
             msgs.append(
                 f"{rnd:,} random {d} requests ({100 * _share(rnd, total):.2f}% of {d}s) start before "
-                "the end of the previous request of the same process on the same file"
+                f"the end of the previous request of the same process on the same file ({fl['affected_time_s']:.3f} s "
+                f"of {d} time on those files)"
             )
     if not msgs:
         return None
+    msgs[-1] += _unplaced_requests(f)
+    metrics["unplaced_requests"] = f.n["reads"] + f.n["writes"] - f.n["placed"]
     top = cfg["evidence"]["top"]
     files = f.files.assign(random=f.files["random_reads"] + f.files["random_writes"])
     return (
@@ -962,16 +1056,23 @@ def _redundant_reads(f: Facts, th: dict, cfg: dict):
     red = int(f.files["redundant_read_bytes"].sum()) if len(f.files) else 0
     if not placed or _share(red, placed) <= th["redundant_reads"]:
         return None
+    fs = f.files
+    fl = _floor(
+        cfg, "redundant_reads", int(fs.loc[fs["redundant_read_bytes"] > 0, "read_time"].sum()), _proc_time(f), red
+    )
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     return (
-        f"{red:,} of {placed:,} bytes read ({100 * _share(red, placed):.2f}%) re-read byte ranges the same "
-        "file had already delivered",
+        f"{red:,} of {placed:,} placed bytes read ({100 * _share(red, placed):.2f}%) re-read byte ranges the same "
+        "file had already delivered" + _unplaced_bytes(f),
         {
             "read_bytes": placed,
             "unique_read_bytes": placed - red,
             "redundant_read_bytes": red,
             "redundant_share": round(_share(red, placed), 6),
             "unplaced_read_bytes": f.n["unplaced_read_bytes"],
+            **fl,
         },
         {
             "files": _file_rows(
@@ -990,11 +1091,13 @@ def _metadata_time(f: Facts, th: dict, cfg: dict):
     share = _share(meta, io)
     procs = f.procs
     slow = procs[procs["meta_time"] > th["metadata_time_rank"] * 1e6] if len(procs) else procs
-    if not (io and share > th["metadata_time_share"]) and not len(slow):
+    fl = _floor(cfg, "metadata_time", meta, _proc_time(f))
+    over = bool(io and share > th["metadata_time_share"] and fl is not None)
+    if not over and not len(slow):
         return None
     top = cfg["evidence"]["top"]
     parts = []
-    if io and share > th["metadata_time_share"]:
+    if over:
         parts.append(
             f"metadata calls (open, close, stat, seek, ...) take {100 * share:.2f}% of the I/O call time "
             f"({meta / 1e6:.3f} s of {io / 1e6:.3f} s)"
@@ -1009,6 +1112,7 @@ def _metadata_time(f: Facts, th: dict, cfg: dict):
             "io_time_s": io / 1e6,
             "meta_share": round(share, 6),
             "processes_over_rank_threshold": int(len(slow)),
+            "run_share": round(_share(meta, _proc_time(f)), 6),
         },
         {
             "files": [
@@ -1030,10 +1134,14 @@ def _stdio_share(f: Facts, th: dict, cfg: dict):
     st = f.n["bytes_stdio"]
     if not total or _share(st, total) <= th["interface_stdio"]:
         return None
+    fl = _floor(cfg, "stdio_share", f.n["stdio_time"], _proc_time(f), st)
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     return (
-        f"STDIO moves {100 * _share(st, total):.2f}% of the bytes ({st:,} of {total:,})",
-        {"stdio_bytes": st, "total_bytes": total, "stdio_share": round(_share(st, total), 6)},
+        f"STDIO moves {100 * _share(st, total):.2f}% of the bytes ({st:,} of {total:,}; "
+        f"{fl['affected_time_s']:.3f} s in STDIO calls)",
+        {"stdio_bytes": st, "total_bytes": total, "stdio_share": round(_share(st, total), 6), **fl},
         {
             "files": _file_rows(f.files, ["stdio_bytes"], top, "stdio_bytes"),
             "time_windows": _top_windows(f, f.hist["stdio_bytes"], top, "stdio_bytes"),
@@ -1046,14 +1154,26 @@ def _stdio_share(f: Facts, th: dict, cfg: dict):
 
 
 def _shared(f: Facts) -> pd.DataFrame:
+    """The ``fileproc`` rows of shared files: a file is shared when at least two processes use it
+    in overlapping time (their ``[first_ts, last_te]`` on the file intersect); only the processes
+    that overlap another are kept. Samples that DataLoader workers read one after the other (in
+    different epochs) are not shared."""
     fp = f.fileproc
     if fp is None or not len(fp):
         return None
-    nproc = fp.groupby(level="fname", sort=False).size()
-    shared = nproc[nproc >= 2].index
-    if not len(shared):
+    d = fp.reset_index().sort_values(["fname", "first_ts", "last_te"], kind="stable")
+    g = d.groupby("fname", sort=False)
+    prev_end = g["last_te"].cummax().groupby(d["fname"], sort=False).shift()
+    next_start = g["first_ts"].shift(-1)
+    keep = (d["first_ts"] < prev_end) | (d["last_te"] > next_start)
+    d = d[keep.to_numpy(dtype=bool)]
+    if not len(d):
         return None
-    return fp[fp.index.get_level_values("fname").isin(shared)]
+    n = d.groupby("fname", sort=False)["pid"].transform("size")
+    d = d[(n >= 2).to_numpy()]
+    if not len(d):
+        return None
+    return d.set_index(["fname", "hostname", "pid"])
 
 
 def _rank_imbalance(f: Facts, th: dict, cfg: dict):
@@ -1061,11 +1181,16 @@ def _rank_imbalance(f: Facts, th: dict, cfg: dict):
     if fp is None:
         return None
     rows = []
+    ftime = fp.groupby(level="fname", sort=False)["io_time"].sum()
+    base = _proc_time(f)
     for d in ("bytes_read", "bytes_written"):
         g = fp.groupby(level="fname", sort=False)[d]
         mx, mn = g.max(), g.min()
         imb = ((mx - mn) / mx.where(mx > 0)).fillna(0)
         for fname in imb[imb > th["imbalance_size"]].index:
+            # floors: the file's I/O time and the bytes the processes differ by
+            if _floor(cfg, "rank_imbalance", int(ftime[fname]), base, int(mx[fname] - mn[fname])) is None:
+                continue
             sub = fp.xs(fname, level="fname")[d]
             rows.append(
                 {
@@ -1077,6 +1202,7 @@ def _rank_imbalance(f: Facts, th: dict, cfg: dict):
                     "processes": int(len(sub)),
                     "max_process": f"{sub.idxmax()[0]}:{sub.idxmax()[1]}",
                     "min_process": f"{sub.idxmin()[0]}:{sub.idxmin()[1]}",
+                    "file_io_time_s": int(ftime[fname]) / 1e6,
                 }
             )
     if not rows:
@@ -1105,7 +1231,11 @@ def _stragglers(f: Facts, th: dict, cfg: dict):
     g = fp.groupby(level="fname", sort=False)["io_time"]
     mx, mn, tot = g.max(), g.min(), g.sum()
     imb = ((mx - mn) / tot.where(tot > 0)).fillna(0)
-    bad = imb[imb > th["imbalance_stragglers"]].sort_values(ascending=False, kind="stable")
+    bad = imb[imb > th["imbalance_stragglers"]]
+    # floors: the slowest process's extra I/O time on the file, over the job span (wall clock)
+    span = _span(f)
+    bad = bad[[_floor(cfg, "stragglers", int(mx[k] - mn[k]), span) is not None for k in bad.index]]
+    bad = bad.sort_values(ascending=False, kind="stable")
     if not len(bad):
         return None
     top = cfg["evidence"]["top"]
@@ -1122,6 +1252,7 @@ def _stragglers(f: Facts, th: dict, cfg: dict):
                 "slowest_io_time_s": int(mx[fname]) / 1e6,
                 "fastest_io_time_s": int(mn[fname]) / 1e6,
                 "total_io_time_s": int(tot[fname]) / 1e6,
+                "extra_io_time_s": int(mx[fname] - mn[fname]) / 1e6,
             }
         )
     procs = f.procs.loc[[k for k in dict.fromkeys(slow) if k in f.procs.index]]
@@ -1138,7 +1269,12 @@ def _stragglers(f: Facts, th: dict, cfg: dict):
     return (
         f"stragglers on {len(bad)} shared file(s): the slowest process spends up to "
         f"{100 * float(bad.iloc[0]):.1f}% of the file's total I/O time more than the fastest",
-        {"straggler_files": int(len(bad)), "max_time_imbalance": round(float(bad.iloc[0]), 6)},
+        {
+            "straggler_files": int(len(bad)),
+            "max_time_imbalance": round(float(bad.iloc[0]), 6),
+            "max_extra_io_time_s": max(r["extra_io_time_s"] for r in rows),
+            "run_share": round(_share(max(r["extra_io_time_s"] for r in rows) * 1e6, span), 6),
+        },
         {
             "files": rows,
             "processes": prow,
@@ -1160,6 +1296,10 @@ def _dataloader_stall(f: Facts, th: dict, cfg: dict):
     share = _share(wait, wait + comp)
     if share <= th["dataloader_stall"]:
         return None
+    trainers = f.procs[f.procs["fetch_count"] > 0]
+    fl = _floor(cfg, "dataloader_stall", wait, _proc_time(f, trainers))
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     tf = f.top_fetch
     windows = [
@@ -1172,7 +1312,6 @@ def _dataloader_stall(f: Facts, th: dict, cfg: dict):
         }
         for r in tf.itertuples()
     ][:top]
-    trainers = f.procs[f.procs["fetch_count"] > 0]
     return (
         f"the training loop waits for data {100 * share:.1f}% of the time it spends waiting or computing "
         f"({wait / 1e6:.3f} s fetch wait vs {comp / 1e6:.3f} s compute over {f.n['fetch_count']:,} batches)",
@@ -1182,6 +1321,7 @@ def _dataloader_stall(f: Facts, th: dict, cfg: dict):
             "stall_share": round(share, 6),
             "batches": f.n["fetch_count"],
             "mean_wait_s": round(wait / 1e6 / f.n["fetch_count"], 6),
+            "run_share": fl["run_share"],
         },
         {
             "processes": _proc_rows(
@@ -1241,7 +1381,14 @@ def _io_bound_epochs(f: Facts, th: dict, cfg: dict):
     if not f.epochs:
         return None
     split = _epoch_split(f)
-    bad = [r for r in split if r["duration"] and r["unoverlapped_io"] / r["duration"] > th["io_bound_epoch"]]
+    span = _span(f)
+    bad = [
+        r
+        for r in split
+        if r["duration"]
+        and r["unoverlapped_io"] / r["duration"] > th["io_bound_epoch"]
+        and _floor(cfg, "io_bound_epochs", r["unoverlapped_io"], span) is not None
+    ]
     if not bad:
         return None
     rows = [
@@ -1297,6 +1444,9 @@ def _worker_imbalance(f: Facts, th: dict, cfg: dict):
     ratio = float(w["busy"].max()) / mean if mean else 0.0
     if ratio <= th["worker_imbalance"]:
         return None
+    fl = _floor(cfg, "worker_imbalance", float(w["busy"].max()) - mean, _span(f))
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     rows = [
         dict(
@@ -1319,6 +1469,7 @@ def _worker_imbalance(f: Facts, th: dict, cfg: dict):
             "max_busy_s": int(w["busy"].max()) / 1e6,
             "mean_busy_s": round(mean / 1e6, 6),
             "min_busy_s": int(w["busy"].min()) / 1e6,
+            "run_share": fl["run_share"],
         },
         {
             "processes": rows,
@@ -1339,6 +1490,8 @@ def _checkpoint_time(f: Facts, th: dict, cfg: dict):
     total = max(0, f.t1 - f.t0)
     ck = union_measure(u)
     if not ck or _share(ck, total) <= th["checkpoint_time_share"]:
+        return None
+    if _floor(cfg, "checkpoint_time", ck, total) is None:
         return None
     top = cfg["evidence"]["top"]
     tc = f.top_checkpoint
@@ -1384,6 +1537,9 @@ def _small_files_per_sample(f: Facts, th: dict, cfg: dict):
     ratio = opens / samples
     if ratio < th["small_files_per_sample"] or opens <= th["small_files_absolute"]:
         return None
+    fl = _floor(cfg, "small_files_per_sample", int(small["io_time"].sum()), _proc_time(f))
+    if fl is None:
+        return None
     top = cfg["evidence"]["top"]
     sm = small.assign(bytes_per_open=(small["bytes_read"] / small["opens"]).round(1))
     return (
@@ -1395,6 +1551,8 @@ def _small_files_per_sample(f: Facts, th: dict, cfg: dict):
             "small_files": int(len(small)),
             "opens_per_sample": round(ratio, 6),
             "median_bytes_per_open": float(np.median(small["bytes_read"] / small["opens"])),
+            "io_time_on_small_files_s": fl["affected_time_s"],
+            "run_share": fl["run_share"],
         },
         {"files": _file_rows(sm, ["opens", "bytes_read", "bytes_per_open"], top, "opens")},
         [
@@ -1437,12 +1595,18 @@ def _repeated_epoch_reads(f: Facts, th: dict, cfg: dict):
             )
     if not total or _share(repeated, total) <= th["repeated_epoch_reads"]:
         return None
+    fs = f.files
+    reread = [r["fname"] for r in rows]
+    t = int(fs.loc[fs.index.astype(str).isin(reread), "read_time"].sum()) if len(fs) else 0
+    fl = _floor(cfg, "repeated_epoch_reads", t, _proc_time(f), repeated)
+    if fl is None:
+        return None
     rows.sort(key=lambda r: -r["repeated_bytes"])
     top = cfg["evidence"]["top"]
     unique = sum(union_measure(merge_unions(*[u for _, u in lst])) for lst in by_file.values())
     return (
         f"{100 * _share(repeated, total):.1f}% of the bytes read inside epochs ({repeated:,} of {total:,}) "
-        f"were already read in an earlier epoch; the dataset touched is {unique:,} bytes",
+        f"were already read in an earlier epoch; the dataset touched is {unique:,} bytes" + _unplaced_bytes(f),
         {
             "epochs": len(f.epochs),
             "bytes_read_in_epochs": total,
@@ -1450,6 +1614,9 @@ def _repeated_epoch_reads(f: Facts, th: dict, cfg: dict):
             "repeated_share": round(_share(repeated, total), 6),
             "unique_bytes": unique,
             "files_reread": len(rows),
+            "read_time_on_reread_files_s": fl["affected_time_s"],
+            "run_share": fl["run_share"],
+            "unplaced_read_bytes": f.n["unplaced_read_bytes"],
         },
         {
             "files": rows[:top],
@@ -1500,7 +1667,7 @@ def run_rules(facts: Facts, cfg: dict) -> InsightReport:
         out.append(Insight(rule.id, rule.code, rc["severity"], rule.title, msg, evidence, recs))
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     out.sort(key=lambda i: rank[i.severity])  # stable: rule order within a severity
-    return InsightReport(out, checked, dict(th), facts)
+    return InsightReport(out, checked, dict(th), facts, copy.deepcopy(cfg["floors"]))
 
 
 # ----------------------------------------------------------------------------- driver

@@ -1,5 +1,9 @@
 """Insight rules: each on a trace built to trigger it and one built not to; CLI and YAML config.
 
+Every trigger is above the rule's absolute floors (``floors`` in insights.yaml: at least a second
+of time lost, 1 % of the run, 100 MiB where the rule is about bytes), so the tests state what a
+real finding looks like; tests/test_insights_rules.py runs the same patterns below the floors.
+
 The traces are written by the real tracer: this file's ``__main__`` forks one child per
 (scenario, rank), which calls ``dftracer.initialize_log(logfile, process_id=rank)`` and logs the
 scenario's events with ``log_event`` (explicit timestamps, so durations are exact), then
@@ -81,6 +85,7 @@ def epochs_trainer(splits, steps=10):
 
 
 def worker(items, item_us, t=0, fname="/data/shard.bin", fd=7, size=MiB):
+    """A loader worker: ``items`` samples of ``item_us`` each, one pread per sample."""
     evs = [_open(fname, fd, t)]
     t += 10
     for i in range(items):
@@ -108,41 +113,44 @@ def small_files(samples, one_file):
     if one_file:
         evs.append(_open("/data/all.bin", 5, t))
     for i in range(samples):
-        evs.append(("item", "data", t, 100, {"image_idx": i}))
+        evs.append(("item", "data", t, 9_000, {"image_idx": i}))
         if one_file:
-            evs.append(_pread("/data/all.bin", 5, 100 * KiB, i * 100 * KiB, t + 1, 50))
+            evs.append(_pread("/data/all.bin", 5, 100 * KiB, i * 100 * KiB, t + 1, 6_000))
         else:
             f = f"/data/img_{i}.jpg"
-            evs += [_open(f, 5, t + 1), _read(f, 5, 100 * KiB, t + 10, 50), _close(f, 5, t + 70)]
-        t += 200
+            evs += [_open(f, 5, t + 1), _read(f, 5, 100 * KiB, t + 10, 6_000), _close(f, 5, t + 7_000)]
+        t += 10_000
     return {0: ai_trainer(samples // 10, 10, 1000, t + 10)[0], 1: evs}
 
 
 def epoch_reads(reread):
-    """3 epochs; each reads 10 files of 1 MiB fully: the same files each epoch, or new ones."""
-    tr = epochs_trainer([(1000, 9000)] * 3)
+    """3 epochs; each reads 10 files of 8 MiB fully: the same files each epoch, or new ones."""
+    tr = epochs_trainer([(10_000, 90_000)] * 3)
     epochs = [e for e in tr if e[0] == "epoch.block"]
     w = []
     for e, (_, _, t, _d, _) in enumerate(epochs):
         for i in range(10):
             f = f"/data/sample_{i if reread else e * 10 + i}.npz"
-            w += seq_reads(f, 1, MiB, t + 10 + i * 100, dur=20, fd=11)
+            w += seq_reads(f, 1, 8 * MiB, t + 10 + i * 90_000, dur=50_000, fd=11)
     return {0: tr, 1: w}
 
 
 SCENARIOS = {
-    "small_requests": ({0: seq_reads("/data/small.bin", 1200, 4 * KiB)}, {0: seq_reads("/data/small.bin", 1200, MiB)}),
+    "small_requests": (
+        {0: seq_reads("/data/small.bin", 1200, 4 * KiB, dur=1000)},
+        {0: seq_reads("/data/small.bin", 1200, MiB, dur=1000)},
+    ),
     "misaligned_requests": (
-        {0: preads("/data/m.bin", [i * MiB + 100 for i in range(100)], MiB)},
-        {0: preads("/data/m.bin", [i * MiB for i in range(100)], MiB)},
+        {0: preads("/data/m.bin", [i * MiB + 100 for i in range(100)], MiB, dur=20_000)},
+        {0: preads("/data/m.bin", [i * MiB for i in range(100)], MiB, dur=20_000)},
     ),
     "random_access": (
-        {0: preads("/data/r.bin", [i * MiB for i in range(1199, -1, -1)], MiB)},
-        {0: preads("/data/r.bin", [i * MiB for i in range(1200)], MiB)},
+        {0: preads("/data/r.bin", [i * MiB for i in range(1199, -1, -1)], MiB, dur=1000)},
+        {0: preads("/data/r.bin", [i * MiB for i in range(1200)], MiB, dur=1000)},
     ),
     "redundant_reads": (
-        {0: preads("/data/d.bin", [i * MiB for i in list(range(4)) * 2], MiB)},
-        {0: preads("/data/d.bin", [i * MiB for i in range(8)], MiB)},
+        {0: preads("/data/d.bin", [i * 32 * MiB for i in list(range(4)) * 2], 32 * MiB, dur=200_000)},
+        {0: preads("/data/d.bin", [i * 32 * MiB for i in range(8)], 32 * MiB, dur=200_000)},
     ),
     "metadata_time": (
         {
@@ -150,9 +158,9 @@ SCENARIOS = {
                 e
                 for i in range(20)
                 for e in (
-                    _open(f"/data/f{i}", 3, i * 2000, 800),
-                    _read(f"/data/f{i}", 3, MiB, i * 2000 + 900, 100),
-                    _close(f"/data/f{i}", 3, i * 2000 + 1100, 800),
+                    _open(f"/data/f{i}", 3, i * 200_000, 80_000),
+                    _read(f"/data/f{i}", 3, MiB, i * 200_000 + 90_000, 10_000),
+                    _close(f"/data/f{i}", 3, i * 200_000 + 110_000, 80_000),
                 )
             ]
         },
@@ -161,9 +169,9 @@ SCENARIOS = {
                 e
                 for i in range(20)
                 for e in (
-                    _open(f"/data/f{i}", 3, i * 2000, 10),
-                    _read(f"/data/f{i}", 3, MiB, i * 2000 + 20, 1000),
-                    _close(f"/data/f{i}", 3, i * 2000 + 1100, 10),
+                    _open(f"/data/f{i}", 3, i * 200_000, 1_000),
+                    _read(f"/data/f{i}", 3, MiB, i * 200_000 + 2_000, 100_000),
+                    _close(f"/data/f{i}", 3, i * 200_000 + 110_000, 1_000),
                 )
             ]
         },
@@ -175,44 +183,44 @@ SCENARIOS = {
                 (
                     "fread",
                     "STDIO",
-                    10 + i * 20,
-                    10,
-                    {"fname": "/data/s.txt", "fd": 4, "count": MiB, "size": 1, "ret": MiB},
+                    10 + i * 200_000,
+                    150_000,
+                    {"fname": "/data/s.txt", "fd": 4, "count": 16 * MiB, "size": 1, "ret": 16 * MiB},
                 )
                 for i in range(10)
             ]
-            + seq_reads("/data/p.bin", 1, MiB, 1000)
+            + seq_reads("/data/p.bin", 1, MiB, 2_100_000)
         },
-        {0: seq_reads("/data/p.bin", 10, MiB)},
+        {0: seq_reads("/data/p.bin", 10, 16 * MiB, dur=150_000)},
     ),
     "rank_imbalance": (
         {
-            0: preads("/data/shared.bin", [i * MiB for i in range(8)], MiB, dur=25),
-            1: preads("/data/shared.bin", [(8 + i) * MiB for i in range(2)], MiB, dur=100),
+            0: preads("/data/shared.bin", [i * 32 * MiB for i in range(8)], 32 * MiB, dur=250_000),
+            1: preads("/data/shared.bin", [(8 + i) * 32 * MiB for i in range(2)], 32 * MiB, dur=1_000_000),
         },
         {
-            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=50),
+            0: preads("/data/shared.bin", [i * 32 * MiB for i in range(4)], 32 * MiB, dur=500_000),
+            1: preads("/data/shared.bin", [(4 + i) * 32 * MiB for i in range(4)], 32 * MiB, dur=500_000),
         },
     ),
     "stragglers": (
         {
-            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=500),
+            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50_000),
+            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=500_000),
         },
         {
-            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50),
-            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=55),
+            0: preads("/data/shared.bin", [i * MiB for i in range(4)], MiB, dur=50_000),
+            1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=55_000),
         },
     ),
-    "dataloader_stall": ({0: ai_trainer(10, 50_000, 50_000)[0]}, {0: ai_trainer(10, 1_000, 50_000)[0]}),
+    "dataloader_stall": ({0: ai_trainer(10, 200_000, 200_000)[0]}, {0: ai_trainer(10, 4_000, 200_000)[0]}),
     "io_bound_epochs": (
-        {0: epochs_trainer([(80_000, 20_000), (10_000, 90_000)])},
-        {0: epochs_trainer([(10_000, 90_000), (10_000, 90_000)])},
+        {0: epochs_trainer([(160_000, 40_000), (20_000, 180_000)])},
+        {0: epochs_trainer([(20_000, 180_000), (20_000, 180_000)])},
     ),
     "worker_imbalance": (
-        {0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 10_000), 2: worker(10, 40_000, fd=8)},
-        {0: ai_trainer(10, 100, 50_000)[0], 1: worker(10, 20_000), 2: worker(10, 21_000, fd=8)},
+        {0: ai_trainer(10, 100, 500_000)[0], 1: worker(10, 100_000), 2: worker(10, 400_000, fd=8)},
+        {0: ai_trainer(10, 100, 500_000)[0], 1: worker(10, 200_000), 2: worker(10, 210_000, fd=8)},
     ),
     "checkpoint_time": ({0: checkpoint_job(2_000_000)}, {0: checkpoint_job(500_000)}),
     "small_files_per_sample": (small_files(200, one_file=False), small_files(200, one_file=True)),
@@ -222,32 +230,45 @@ SCENARIOS = {
 
 def generate(outdir):
     """Write every scenario with the real tracer: one forked child per (scenario, variant, rank)."""
+    write_traces(
+        outdir,
+        {
+            f"{scen}/{variant}": ranks
+            for scen, variants in SCENARIOS.items()
+            for variant, ranks in zip(("trigger", "clean"), variants)
+        },
+    )
+
+
+def write_traces(outdir, table):
+    """``table``: ``{"dir/sub": {rank: events}}``; each rank's events are logged by a forked child
+    with ``dftracer.initialize_log`` + ``log_event`` into ``outdir/dir/sub/trace-<rank>.pfw``;
+    ``outdir/pids.json`` maps ``"dir/sub"`` to ``{rank: pid}``."""
     import time
 
     from dftracer.python import dftracer
 
     base = int(time.time() * 1e6) - 60_000_000  # µs; log_event takes explicit timestamps
     children, pids = [], {}
-    for scen, variants in SCENARIOS.items():
-        for variant, ranks in zip(("trigger", "clean"), variants):
-            d = os.path.join(outdir, scen, variant)
-            os.makedirs(d, exist_ok=True)
-            for rank, events in ranks.items():
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        log = dftracer.initialize_log(
-                            logfile=os.path.join(d, f"trace-{rank}.pfw"), data_dir=None, process_id=rank
-                        )
-                        for name, cat, ts, dur, args in events:
-                            log.log_event(name, cat, base + int(ts), int(dur), args)
-                        log.finalize()
-                        code = 0
-                    finally:
-                        os._exit(code)
-                children.append(pid)
-                pids.setdefault(f"{scen}/{variant}", {})[rank] = pid
+    for key, ranks in table.items():
+        d = os.path.join(outdir, key)
+        os.makedirs(d, exist_ok=True)
+        for rank, events in ranks.items():
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    log = dftracer.initialize_log(
+                        logfile=os.path.join(d, f"trace-{rank}.pfw"), data_dir=None, process_id=rank
+                    )
+                    for name, cat, ts, dur, args in events:
+                        log.log_event(name, cat, base + int(ts), int(dur), args)
+                    log.finalize()
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append(pid)
+            pids.setdefault(key, {})[rank] = pid
     bad = [p for p in children if os.waitpid(p, 0)[1] != 0]
     if bad:
         raise SystemExit(f"{len(bad)} generator children failed")
@@ -319,44 +340,49 @@ def _random(ins, ev, pid):
 
 def _redundant(ins, ev, pid):
     m = ins.evidence["metrics"]
-    assert m["read_bytes"] == 8 * MiB and m["unique_read_bytes"] == 4 * MiB and m["redundant_read_bytes"] == 4 * MiB
+    assert m["read_bytes"] == 256 * MiB and m["unique_read_bytes"] == 128 * MiB
+    assert m["redundant_read_bytes"] == 128 * MiB and m["unplaced_read_bytes"] == 0
+    assert m["affected_time_s"] == pytest.approx(1.6) and m["run_share"] > 0.9
+    assert "could not be placed" not in ins.message  # every read has its offset
 
 
 def _metadata(ins, ev, pid):
     m = ins.evidence["metrics"]
     io = ev[ev["cat"] == "POSIX"]
     meta = io[io["name"].isin(["open64", "close"])]["dur"].sum()
-    assert m["meta_time_s"] == pytest.approx(meta / 1e6) and meta == 20 * 1600
+    assert m["meta_time_s"] == pytest.approx(meta / 1e6) and meta == 20 * 160_000
     assert m["meta_share"] == pytest.approx(meta / io["dur"].sum())
     assert ins.evidence["processes"][0]["pid"] == pid[0]
 
 
 def _stdio(ins, ev, pid):
     m = ins.evidence["metrics"]
-    assert m["stdio_bytes"] == 10 * MiB and m["total_bytes"] == 11 * MiB
-    assert ins.evidence["files"][0] == {"fname": "/data/s.txt", "stdio_bytes": 10 * MiB}
+    assert m["stdio_bytes"] == 160 * MiB and m["total_bytes"] == 161 * MiB
+    assert m["affected_time_s"] == pytest.approx(1.500005)  # 10 freads of 150 ms + the fopen
+    assert ins.evidence["files"][0] == {"fname": "/data/s.txt", "stdio_bytes": 160 * MiB}
 
 
 def _rank(ins, ev, pid):
     f = ins.evidence["files"][0]
     assert f["fname"] == "/data/shared.bin" and f["direction"] == "read"
-    assert f["max_bytes"] == 8 * MiB and f["min_bytes"] == 2 * MiB and f["imbalance"] == 0.75
+    assert f["max_bytes"] == 256 * MiB and f["min_bytes"] == 64 * MiB and f["imbalance"] == 0.75
     assert f["max_process"].endswith(f":{pid[0]}") and f["min_process"].endswith(f":{pid[1]}")
 
 
 def _strag(ins, ev, pid):
     f = ins.evidence["files"][0]
     assert f["slowest_process"].endswith(f":{pid[1]}")
-    # 4 preads of 500 µs (50 µs) + open and close of 5 µs each
-    assert f["slowest_io_time_s"] == pytest.approx(0.00201) and f["fastest_io_time_s"] == pytest.approx(0.00021)
-    assert f["time_imbalance"] == pytest.approx(1800 / 2220, abs=1e-6)
+    # 4 preads of 500 ms (50 ms) + open and close of 5 µs each
+    assert f["slowest_io_time_s"] == pytest.approx(2.00001) and f["fastest_io_time_s"] == pytest.approx(0.20001)
+    assert f["time_imbalance"] == pytest.approx(1.8 / 2.20002, abs=1e-6)
+    assert f["extra_io_time_s"] == pytest.approx(1.8)
 
 
 def _stall(ins, ev, pid):
     m = ins.evidence["metrics"]
-    assert m["fetch_wait_s"] == pytest.approx(0.5) and m["compute_s"] == pytest.approx(0.5)
+    assert m["fetch_wait_s"] == pytest.approx(2.0) and m["compute_s"] == pytest.approx(2.0)
     assert m["stall_share"] == 0.5 and m["batches"] == 10
-    assert len(ins.evidence["time_windows"]) == 5 and ins.evidence["time_windows"][0]["wait_s"] == 0.05
+    assert len(ins.evidence["time_windows"]) == 5 and ins.evidence["time_windows"][0]["wait_s"] == 0.2
 
 
 def _io_bound(ins, ev, pid):
@@ -364,13 +390,13 @@ def _io_bound(ins, ev, pid):
     assert m["epochs"] == 2 and m["io_bound_epochs"] == 1
     tw = ins.evidence["time_windows"]
     assert [w["epoch"] for w in tw] == [1]
-    assert tw[0]["unoverlapped_io_s"] == pytest.approx(0.8) and tw[0]["compute_s"] == pytest.approx(0.2)
+    assert tw[0]["unoverlapped_io_s"] == pytest.approx(1.6) and tw[0]["compute_s"] == pytest.approx(0.4)
 
 
 def _workers(ins, ev, pid):
     m = ins.evidence["metrics"]
     assert m["workers"] == 2
-    assert m["max_busy_s"] == pytest.approx(0.4) and m["min_busy_s"] == pytest.approx(0.1)
+    assert m["max_busy_s"] == pytest.approx(4.0) and m["min_busy_s"] == pytest.approx(1.0)
     assert m["max_over_mean"] == pytest.approx(1.6)
     assert ins.evidence["processes"][0]["pid"] == pid[2]
 
@@ -390,8 +416,8 @@ def _small_files(ins, ev, pid):
 
 def _epoch_reads(ins, ev, pid):
     m = ins.evidence["metrics"]
-    assert m["epochs"] == 3 and m["bytes_read_in_epochs"] == 30 * MiB
-    assert m["repeated_bytes"] == 20 * MiB and m["unique_bytes"] == 10 * MiB and m["files_reread"] == 10
+    assert m["epochs"] == 3 and m["bytes_read_in_epochs"] == 240 * MiB
+    assert m["repeated_bytes"] == 160 * MiB and m["unique_bytes"] == 80 * MiB and m["files_reread"] == 10
 
 
 CHECKS = {
