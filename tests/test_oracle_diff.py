@@ -189,9 +189,15 @@ def _fire_all(a):
     import dfanalyzer
 
     with open(os.path.join(os.path.dirname(dfanalyzer.__file__), "insights.yaml")) as f:
-        base = yaml.safe_load(f)["thresholds"]
+        cfg = yaml.safe_load(f)
+    base = cfg["thresholds"]
     keep = {"small_bytes", "alignment", "small_file_bytes"}
-    return {"thresholds": {k: 0 for k, v in base.items() if k not in keep and isinstance(v, (int, float))}}
+    # the absolute floors (seconds, run share, bytes) of every rule go to 0 as well
+    floors = {rule: {k: 0 for k in fl} for rule, fl in (cfg.get("floors") or {}).items()}
+    return {
+        "thresholds": {k: 0 for k, v in base.items() if k not in keep and isinstance(v, (int, float))},
+        "floors": floors,
+    }
 
 
 # the number that, when non-zero, makes a rule fire with every threshold at 0
