@@ -13,7 +13,8 @@
 #   Build trees: build/toolchain-matrix/<compiler>-<ON|OFF> (kept: a rerun rebuilds incrementally).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+# The interpreter itself (not a pyenv-style wrapper script): the program run under the preload.
+PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
 JOBS=${JOBS:-$(nproc)}
 compilers=("$@")
 [ ${#compilers[@]} -eq 0 ] && compilers=(g++-11 g++-12 clang++)
@@ -43,7 +44,7 @@ for cxx in "${compilers[@]}"; do
   cc=$(c_compiler_for "$cxx")
   for mode in ON OFF; do
     name="$cxx-$mode"
-    dir="build/toolchain-matrix/$name"
+    dir="$PWD/build/toolchain-matrix/$name"
     t0=$SECONDS
     echo "=== toolchain_matrix: $name ($("$cxx" --version | head -1))"
     if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
