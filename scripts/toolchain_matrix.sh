@@ -28,6 +28,12 @@ c_compiler_for() {  # the C compiler of the same toolchain (CMake wants both)
 }
 
 mkdir -p build/toolchain-matrix
+# With ccache the OFF build of a compiler reuses the ON build's objects (only fenv.cpp differs).
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=${CCACHE_DIR:-$PWD/build/toolchain-matrix/ccache}
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 results=()
 failed=0
 start_all=$SECONDS
@@ -48,7 +54,7 @@ for cxx in "${compilers[@]}"; do
     t0=$SECONDS
     echo "=== toolchain_matrix: $name ($("$cxx" --version | head -1))"
     if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-      -DDFTRACER_STATIC_LIBSTDCXX="$mode" -DDFTRACER_BUILD_PYTHON=OFF -DDFTRACER_BUILD_TESTS=OFF \
+      -DDFTRACER_STATIC_LIBSTDCXX="$mode" -DDFTRACER_BUILD_PYTHON=OFF -DDFTRACER_BUILD_TESTS=OFF "${launcher[@]}" \
       >"$dir.configure.log" 2>&1; then
       tail -20 "$dir.configure.log" >&2
       results+=("$name: FAILED (configure, $dir.configure.log)")
