@@ -90,7 +90,8 @@ def _cc(tmp_path, name, src, *args):
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed to build the sample libraries")
 def test_check_agrees_with_the_loader(tmp_path):
     """A 'preload' linked against a link-time twin that exports more than the object loaded at run
-    time: the link succeeds with --no-undefined, the loader refuses it, and so does the check."""
+    time: the link succeeds with --no-undefined, the loader refuses it, and so does the check.
+    Linked with -z now, as the preload is (bound at load, not at first call)."""
     (tmp_path / "link").mkdir()
     (tmp_path / "run").mkdir()
     soname = "-Wl,-soname,$ORIGIN/libcore.so"
