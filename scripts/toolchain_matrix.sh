@@ -81,6 +81,14 @@ for cxx in "${compilers[@]}"; do
       continue
     fi
     needed=$(readelf -dW "$stage/libdftracer_preload.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    # The static mode's point: no shared C++ runtime, unwinder or libm in a traced process.
+    core_needed=$(readelf -dW "$stage/libdftracer_core.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    if [ "$mode" = ON ] && grep -qE 'libstdc\+\+|libgcc_s|libm\.' <<<"$needed $core_needed"; then
+      echo "toolchain_matrix: $name: static mode, yet NEEDED preload: $needed, core: $core_needed" >&2
+      results+=("$name: FAILED (shared C++ runtime in static mode)")
+      failed=1
+      continue
+    fi
     # Under the preload: exit 0 and an empty stderr (a "symbol lookup error" is exit 127).
     trace="$dir/trace"
     rm -rf "$trace" && mkdir -p "$trace"
