@@ -2,13 +2,14 @@
 # Installs the Debian packages that dftracer needs, skipping those already present.
 # Usage: bash scripts/system_deps.sh [build|test|all]   (default: build)
 #   build: compilers and libraries for `pip install .` (zlib, SQLite, simdjson, yaml-cpp)
-#   test:  build + GoogleTest, clang-format (scripts/lint.sh), strace, Slurm + munge (cluster
-#          integration test), OpenMPI (DLIO test), chromium (headless rendering of the HTML report)
+#   test:  build + GoogleTest, clang-format (scripts/lint.sh), g++-11, g++-12, clang and ccache
+#          (toolchain matrix, scripts/toolchain_matrix.sh; clang also fuzzes), strace, Slurm + munge
+#          (cluster integration test), OpenMPI (DLIO test), chromium (headless rendering of the HTML report)
 set -euo pipefail
 profile=${1:-build}
 
 build_pkgs=(g++ make pkg-config zlib1g-dev libdeflate-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
-test_pkgs=(libgtest-dev clang-format strace slurm-wlm munge libopenmpi-dev openmpi-bin clang libclang-rt-14-dev chromium)
+test_pkgs=(libgtest-dev clang-format g++-11 g++-12 ccache strace slurm-wlm munge libopenmpi-dev openmpi-bin clang libclang-rt-14-dev chromium)
 
 pkgs=("${build_pkgs[@]}")
 case "$profile" in

@@ -23,6 +23,10 @@ cmake -S . -B build/ctest -DCMAKE_BUILD_TYPE=Release -DDFTRACER_BUILD_TESTS=ON >
 cmake --build build/ctest -j"$(nproc)"
 ctest --test-dir build/ctest --output-on-failure -j"$(nproc)"
 
+# Link mode on each supported toolchain (docs/platforms.md): the core and the preload built with
+# g++ 11, g++ 12 and clang, static libstdc++ ON and OFF, each link-checked and run under.
+bash scripts/toolchain_matrix.sh
+
 # Python tests run against the installed package: PYTHONSAFEPATH keeps the source tree
 # (which has no compiled modules) off sys.path, here and in every subprocess.
 export PYTHONSAFEPATH=1

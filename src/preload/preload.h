@@ -52,7 +52,15 @@ struct PreloadTls {
   int vfork_child;   // 1 in the child of our vfork() until it execs or exits (shares parent memory)
   int64_t vfork_t0;  // start of the vfork call (parent side)
 };
-extern thread_local PreloadTls t_preload __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
+// Constant-initialised (init.cpp): Clang then calls no TLS init function. Without the attribute
+// it references a weak hidden _ZTH... that nothing defines, which cannot be linked into a shared
+// object (R_X86_64_PC32; clang 14, docs/platforms.md). GCC drops the reference by itself.
+#if defined(__clang__)
+#define DFT_CONSTANT_INIT __attribute__((require_constant_initialization))
+#else
+#define DFT_CONSTANT_INIT
+#endif
+extern thread_local PreloadTls t_preload DFT_CONSTANT_INIT __attribute__((tls_model("initial-exec"))) DFT_HIDDEN;
 
 // The one "may I trace" rule, in three parts that callers test cheapest first:
 //  - tracing_active(): the tracer records (dftracer_active_flag);
