@@ -41,11 +41,15 @@ std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std:
       bool same_index = e.info->index_path.empty() ||
                         (stat_ns(e.info->index_path, is) && uint64_t(is.st_ino) == e.idx_ino &&
                          int64_t(is.st_size) == e.idx_size && mtime_of(is) == e.idx_mtime_ns);
-      if (same_trace && same_index) return e.info;
+      // grown since (same file, index file untouched): a trace still being written, read as indexed
+      bool grown = !e.info->index_path.empty() && int64_t(ts.st_size) > e.size && e.dev == uint64_t(ts.st_dev) &&
+                   e.ino == uint64_t(ts.st_ino);
+      if ((same_trace || grown) && same_index) return e.info;
       g_cache.erase(it);
     }
   }
-  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false));
+  // allow_grown: the index this run planned its batches on, even when the trace grew since
+  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false, false, true));
   CacheEntry e;
   e.size = info->size;
   e.mtime_ns = info->mtime_ns;
