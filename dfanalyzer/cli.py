@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import List, Optional
 
@@ -114,15 +115,26 @@ def _start_cluster(args):
     distributed's INFO/WARNING logs of cluster start/stop are silenced: the terminal is kept for
     the result."""
     logging.getLogger("distributed").setLevel(logging.ERROR)
+    import signal
+
     from .cluster import setup_dask_cluster
 
+    # The worker processes start with SIGINT ignored (kept across their exec): Ctrl-C reaches the
+    # whole process group, and only this process reports it (one line, main()); the workers go
+    # when the client closes the cluster.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return setup_dask_cluster(
-            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
+            scheduler_address=args.scheduler,
+            scheduler_file=args.scheduler_file,
+            n_workers=args.workers,
+            silence_logs=logging.CRITICAL,  # (their shutdown after Ctrl-C is not news)
         ), 0
     except (OSError, ValueError, TimeoutError) as exc:
         print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
         return None, 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _analyzer_from_args(patterns, args, client, columns, progress, **extra):
@@ -316,7 +328,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
                 err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         else:
             out = Console()
-            if not out.is_terminal:  # files and pipes: wide enough for the function table
+            if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: the function table
                 out = Console(width=120)
             out.print(result.panel())
             # also on stderr, for output redirected to a file; with the reasons the panel lacks
@@ -638,19 +650,30 @@ def _cell(v) -> str:
     return str(v)
 
 
+#: widest key (index) cell of a table, longer ones lose their start
+MAX_KEY = 48
+
+
 def frame_table(df, title: str):
     """A ``rich.table.Table`` of a view frame (index columns first)."""
     from rich.table import Table
 
     t = Table(title=title, header_style="bold", show_edge=True)
     names = [str(n) if n is not None else "" for n in (df.index.names or [None])]
+    # The keys (file paths...) give way when the terminal is narrow: cut from the left (the end of
+    # a path says most), then folded; the values and their headers are never broken.
     for n in names:
-        t.add_column(n, no_wrap=True)
+        t.add_column(n, overflow="fold", min_width=min(12, max(len(n), 4)))
     for c in df.columns:
-        t.add_column(str(c), justify="right")
+        t.add_column(str(c), justify="right", no_wrap=True, min_width=len(str(c)))
+
+    def key(v) -> str:
+        text = _cell(v)
+        return text if len(text) <= MAX_KEY else "…" + text[-(MAX_KEY - 1) :]
+
     for idx, row in zip(df.index, df.itertuples(index=False)):
         keys = idx if isinstance(idx, tuple) else (idx,)
-        t.add_row(*[_cell(k) for k in keys], *[_cell(v) for v in row])
+        t.add_row(*[key(k) for k in keys], *[_cell(v) for v in row])
     return t
 
 
@@ -712,7 +735,7 @@ def view_main(args) -> int:
         shown = _shape(shown, args, default_sort)
         if args.format == "table":
             out = Console()
-            if not out.is_terminal:
+            if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: room for --all-columns
                 out = Console(width=200)
             out.print(frame_table(shown, f"dfanalyzer {args.command}"))
             note = _attrs_text(df)

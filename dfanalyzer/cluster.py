@@ -349,6 +349,7 @@ def setup_dask_cluster(
     config: Optional[ConfigLike] = None,
     dashboard_address: str = "127.0.0.1:0",
     processes: bool = True,
+    silence_logs: Optional[int] = None,
 ) -> Client:
     """Return a ``distributed.Client`` for the analysis.
 
@@ -366,6 +367,9 @@ def setup_dask_cluster(
       Called from the top level of a script without an ``if __name__ == "__main__":`` guard
       (:func:`main_script_unguarded`), the workers are threads of this process instead
       (``processes=False``): worker processes would run the script again.
+
+    ``silence_logs``: the level below which the embedded cluster's (scheduler's, workers') log
+    records are dropped (distributed's default: ``logging.WARNING``).
 
     A cluster this function starts is closed by ``client.close()``. Raises ``ValueError`` for
     conflicting arguments or a bad config, ``FileNotFoundError`` for a missing config or
@@ -405,5 +409,7 @@ def setup_dask_cluster(
     )
     if cfg.get("memory_limit") is not None:
         local_kwargs["memory_limit"] = cfg["memory_limit"]
+    if silence_logs is not None:
+        local_kwargs["silence_logs"] = silence_logs
     # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
     return Client(**local_kwargs)
