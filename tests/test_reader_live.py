@@ -187,3 +187,32 @@ def test_cli_says_still_being_written(full_trace, tmp_path):
         assert json.loads(r.stdout)["events"] == events
         assert f"still being written: {complete} complete members" in r.stderr, r.stderr
         assert "invalid JSON" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_checkpoint_reads_keep_the_index_line_reads_see_the_file_now(full_trace, tmp_path):
+    """Low level: a batch of checkpoints planned on an index is read as indexed after the file
+    grew; a line-addressed read (dftracer-cat) re-indexes and sees the whole file."""
+    from dfanalyzer import reader
+
+    raw, starts = full_trace
+    cut = starts[10] + 300  # inside member 10
+    p = tmp_path / "run-host-5.pfw.gz"
+    p.write_bytes(raw[:cut])
+    idx = reader.build_index(str(p))
+    assert len(idx["checkpoints"]) == 11 and idx["truncated_bytes"] > 0
+    with open(p, "ab") as f:
+        f.write(raw[cut:])
+    b = reader.load_batch(str(p), 0, 10)
+    _, events, _ = _truth(raw[:cut])
+    assert len(b.events) == events and b.lost_bytes == 0 and b.skipped_lines == 0
+    assert any("still being written: 10 complete members loaded" in w for w in b.warnings), b.warnings
+    whole = b"".join(_members(raw))
+    assert len(reader.read_lines(str(p), 0, 10**9)) == whole.count(b"\n")
+
+
+def _members(raw):
+    pos = 0
+    while pos < len(raw):
+        z = zlib.decompressobj(31)
+        yield z.decompress(raw[pos:])
+        pos = len(raw) - len(z.unused_data)

@@ -147,7 +147,11 @@ IndexInfo build_index_in_memory(const std::string& trace);
 
 // build_index through a per-process cache: reused while the trace (size, mtime) and the index
 // file (inode, size, mtime) are unchanged. Checkpoint windows are not loaded (see load_window).
-std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "");
+// `allow_grown` (checkpoint-addressed reads: batches planned on an index): a trace that only
+// grew since its index was written keeps that index (build_index's allow_grown); line-addressed
+// reads (read_lines, dftracer-cat) want the file as it is now and rebuild it.
+std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "",
+                                            bool allow_grown = false);
 
 // The raw window of checkpoint `number` (empty if it has none); read from the index file when
 // it was not loaded with the index.
