@@ -329,13 +329,13 @@ def _load_task(
         }
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
-    except Exception as exc:
+    except Exception as exc:  # the batch's lines are lost (not "skipped": none was parsed)
         info = {
             "rows": 0,
             "schema": {},
-            "skipped_lines": int(nlines),
+            "skipped_lines": 0,
             "lost_bytes": int(nbytes),
-            "lost_lines": 0,
+            "lost_lines": int(nlines),
             "unresolved_hashes": 0,
             "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
             "error": f"{type(exc).__name__}: {exc}",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import List, Optional
 
@@ -114,15 +115,26 @@ def _start_cluster(args):
     distributed's INFO/WARNING logs of cluster start/stop are silenced: the terminal is kept for
     the result."""
     logging.getLogger("distributed").setLevel(logging.ERROR)
+    import signal
+
     from .cluster import setup_dask_cluster
 
+    # The worker processes start with SIGINT ignored (kept across their exec): Ctrl-C reaches the
+    # whole process group, and only this process reports it (one line, main()); the workers go
+    # when the client closes the cluster.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return setup_dask_cluster(
-            scheduler_address=args.scheduler, scheduler_file=args.scheduler_file, n_workers=args.workers
+            scheduler_address=args.scheduler,
+            scheduler_file=args.scheduler_file,
+            n_workers=args.workers,
+            silence_logs=logging.CRITICAL,  # (their shutdown after Ctrl-C is not news)
         ), 0
     except (OSError, ValueError, TimeoutError) as exc:
         print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
         return None, 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _analyzer_from_args(patterns, args, client, columns, progress, **extra):
@@ -146,19 +158,47 @@ def _analyzer_from_args(patterns, args, client, columns, progress, **extra):
     )
 
 
+#: reasons printed per file under its counts (the rest are counted in one more line)
+MAX_REASONS = 5
+
+
 def _print_input_problems(err, analyzer, skipped=None) -> None:
     """On stderr: the analyzer's notes (duplicate paths, indexes rebuilt or kept in memory), then
-    one line per file with lost or skipped data, in the wording of ``dftracer-index``."""
+    per file with lost or skipped data one line of counts, in the wording of ``dftracer-index``,
+    followed by the distinct reasons the reader gave (file not readable, not a trace, changed
+    since it was indexed, still being written, corrupt member...), at most ``MAX_REASONS``."""
     from .tools import damage_report
+
+    def say(text):
+        err.print(f"warning: {text}", highlight=False, markup=False, soft_wrap=True)
 
     for note in analyzer.notes:
         err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     for s in analyzer.skipped_files() if skipped is None else skipped:
         msg = damage_report(s["path"], s.get("lost_lines", 0), s["lost_bytes"], s["skipped_lines"])
-        for w in s.get("warnings", []) if msg is None else ():
-            err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         if msg:
-            err.print(f"warning: {msg}", highlight=False, markup=False, soft_wrap=True)
+            say(msg)
+        reasons = []
+        for w in s.get("warnings", []):
+            if w not in reasons and "lines skipped (invalid JSON" not in w:  # (counted in msg)
+                reasons.append(w)
+        for w in reasons[:MAX_REASONS]:
+            say(w)
+        if len(reasons) > MAX_REASONS:
+            say(
+                f"{s['path']}: {len(reasons) - MAX_REASONS} more reasons (the Python API lists them all: "
+                "DFAnalyzer.skipped_files())"
+            )
+
+
+def _no_events(analyzer, args) -> bool:
+    """True (after one line on stderr) when nothing was loaded: no event in any file and no
+    ``--filter`` that could have removed them."""
+    if args.filter or analyzer.stats["events"] > 0:
+        return False
+    n = analyzer.stats["files"]
+    print(f"dfanalyzer: error: no event loaded from the {n} file(s) given (see the warnings above)", file=sys.stderr)
+    return True
 
 
 def _run_loaded(args, work) -> int:
@@ -191,6 +231,8 @@ def _run_loaded(args, work) -> int:
         _print_input_problems(err, analyzer)
         for w in analyzer.input_warnings():  # unresolved hashes, inputs from several runs (sanity)
             err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+        if _no_events(analyzer, args):
+            return 1
         return work(analyzer, err)
     except FileNotFoundError as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
@@ -230,6 +272,25 @@ def _run_report(args) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run one command; returns the exit status (module docstring). Ctrl-C (SIGINT) ends any
+    command with one line on stderr and status 130, as a shell reports a killed command."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        _interrupted()
+        return 130
+
+
+def _interrupted() -> None:
+    import signal
+
+    # a second Ctrl-C while the cluster shuts down must not print a traceback either
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    print("dfanalyzer: interrupted", file=sys.stderr)
+
+
+def _main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     import warnings
 
@@ -274,13 +335,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                 err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
         else:
             out = Console()
-            if not out.is_terminal:  # files and pipes: wide enough for the function table
+            if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: the function table
                 out = Console(width=120)
             out.print(result.panel())
-            for note in analyzer.notes:  # (the panel lists the damaged files)
-                err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
-            for w in result.warnings:  # also on stderr, for output redirected to a file
+            # also on stderr, for output redirected to a file; with the reasons the panel lacks
+            _print_input_problems(err, analyzer, result.skipped)
+            for w in result.warnings:
                 err.print(f"warning: {w}", highlight=False, soft_wrap=True)
+        if _no_events(analyzer, args):
+            return 1
         if args.plot:
             for path in analyzer.plot_timeline(args.plot):
                 err.print(f"wrote {path}", highlight=False)
@@ -308,6 +371,20 @@ VIEW_COMMANDS = {
     "tags": ("per value of a context tag (args key such as epoch or step)", None),
     "epochs": ("per epoch time split from the tracer's epoch/train/fetch events", None),
     "layers": ("time split per layer (application categories vs POSIX/STDIO), unoverlapped time", "time_s"),
+}
+
+
+#: command -> the columns its table shows by default (the rest with --all-columns or --columns;
+#: exports keep every column): chosen so that the table fits a 120-column terminal
+TABLE_COLUMNS = {
+    "functions": ("count", "bytes", "time_s", "mean_us", "p99_us", "max_us", "bandwidth_mib_s", "time_share"),
+    "files": ("ops", "bytes", "time_s", "bandwidth_mib_s", "processes", "p50_us", "max_us", "pattern"),
+    "processes": ("events", "bytes", "io_time_s", "compute_time_s", "lifetime_s", "parent", "role"),
+    "timeline": ("start_s", "end_s", "ops", "bytes", "io_time_s", "bandwidth_mib_s", "concurrency"),
+    "tags": ("events", "time_s", "io_time_s", "app_io_time_s", "compute_time_s", "start_s", "end_s"),
+    "epochs": ("processes", "start_s", "duration_s", "train_s", "fetch_s", "compute_s", "io_s"),
+    "layers": None,
+    "compare": None,
 }
 
 
@@ -352,6 +429,16 @@ def _add_output_options(s: argparse.ArgumentParser) -> None:
         help="table (default) or an export format",
     )
     s.add_argument("-o", "--output", default=None, metavar="FILE", help="write the export to FILE (else stdout)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument(
+        "--columns",
+        type=_cats,
+        default=None,
+        metavar="A,B,...",
+        help="only these columns, in this order (default: the table shows a subset that fits 120 "
+        "characters, exports every column)",
+    )
+    g.add_argument("--all-columns", action="store_true", help="the table shows every column")
 
 
 def _mapping(text: str) -> dict:
@@ -420,6 +507,93 @@ def _view_frame(analyzer, args):
     return analyzer.layers(args.map)
 
 
+#: the columns of ``compare`` (``dfanalyzer.views.compare``)
+COMPARE_COLUMNS = ("a", "b", "delta", "ratio", "direction", "regression")
+
+
+def _sample_events():
+    """A one-event frame with the core columns (a 1 ms POSIX ``read`` of 4096 bytes): enough for
+    every view to build its columns, so view options are checked before any trace is loaded."""
+    import pandas as pd
+
+    from . import schema
+
+    meta = schema.make_meta(dict(schema.CORE_COLUMNS))
+    row = {"name": "read", "cat": "POSIX", "ph": "X", "hostname": "h", "fname": "/f", "pid": 1, "tid": 1}
+    row.update(ts=0, dur=1000, te=1000, size=4096, offset=0)
+    df = pd.DataFrame({c: [row.get(c)] for c in meta.columns})
+    return schema.align_frame(df, schema.frame_schema(meta))
+
+
+def view_columns(args) -> Optional[tuple]:
+    """``(index names, columns)`` of the frame ``args.command`` prints, computed on a one-event
+    frame (no trace is read); None when they cannot be known before loading."""
+    if args.command == "compare":
+        return ("metric",), COMPARE_COLUMNS
+    try:
+        df = _view_frame(_SampleAnalyzer(), args)
+    except Exception:  # (a view whose columns depend on the data: checked after the load)
+        return None
+    return tuple(str(n) for n in df.index.names if n is not None), tuple(map(str, df.columns))
+
+
+class _SampleAnalyzer:
+    """The view methods of ``DFAnalyzer`` over :func:`_sample_events` (for :func:`view_columns`)."""
+
+    def __init__(self):
+        from . import views
+
+        self._v, self._e = views, _sample_events()
+
+    def functions(self):
+        return self._v.function_metrics(self._e)
+
+    def file_view(self):
+        return self._v.file_view(self._e)
+
+    def processes(self):
+        return self._v.process_view(self._e)
+
+    def time_windows(self, bins=None, window=None):  # (the columns do not depend on the windows)
+        return self._v.time_view(self._e, bins=1)
+
+    def by_tag(self, key):
+        return self._v.tag_view(self._e, key)
+
+    def epochs(self):
+        return self._v.epoch_view(self._e)
+
+    def layers(self, mapping=None):
+        return self._v.layer_view(self._e, mapping)
+
+
+def _no_column(kind: str, key: str, names) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"no column {key!r} to {kind}{hint}; columns: {', '.join(names)}"
+
+
+def check_view_options(args) -> Optional[str]:
+    """Why the output options of a view command (``--sort``, ``--top``, ``--columns``) cannot
+    work, or None; checked before any trace is loaded."""
+    if args.top is not None and args.top < 1:
+        return "--top must be >= 1"
+    if args.sort is None and not args.columns:
+        return None
+    cols = view_columns(args)
+    if cols is None:
+        return None
+    index, columns = cols
+    if args.sort is not None and args.sort not in columns and args.sort not in index:
+        return _no_column("sort by", args.sort, list(columns) + list(index))
+    for c in args.columns or ():
+        if c not in columns:
+            return _no_column("show", c, list(columns))
+    return None
+
+
 def _shape(df, args, default_sort):
     import pandas as pd
 
@@ -437,6 +611,16 @@ def _shape(df, args, default_sort):
             raise ValueError("--top must be >= 1")
         attrs = dict(df.attrs)
         df = df.head(args.top)
+        df.attrs.update(attrs)
+    keep = args.columns
+    if keep is None and args.format == "table" and not args.all_columns:
+        keep = TABLE_COLUMNS.get(args.command)
+    if keep:
+        missing = [c for c in args.columns or () if c not in df.columns]
+        if missing:
+            raise ValueError(_no_column("show", missing[0], list(map(str, df.columns))))
+        attrs = dict(df.attrs)
+        df = df[[c for c in keep if c in df.columns]]
         df.attrs.update(attrs)
     assert isinstance(df, pd.DataFrame)
     return df
@@ -473,19 +657,30 @@ def _cell(v) -> str:
     return str(v)
 
 
+#: widest key (index) cell of a table, longer ones lose their start
+MAX_KEY = 48
+
+
 def frame_table(df, title: str):
     """A ``rich.table.Table`` of a view frame (index columns first)."""
     from rich.table import Table
 
     t = Table(title=title, header_style="bold", show_edge=True)
     names = [str(n) if n is not None else "" for n in (df.index.names or [None])]
+    # The keys (file paths...) give way when the terminal is narrow: cut from the left (the end of
+    # a path says most), then folded; the values and their headers are never broken.
     for n in names:
-        t.add_column(n, no_wrap=True)
+        t.add_column(n, overflow="fold", min_width=min(12, max(len(n), 4)))
     for c in df.columns:
-        t.add_column(str(c), justify="right")
+        t.add_column(str(c), justify="right", no_wrap=True, min_width=len(str(c)))
+
+    def key(v) -> str:
+        text = _cell(v)
+        return text if len(text) <= MAX_KEY else "…" + text[-(MAX_KEY - 1) :]
+
     for idx, row in zip(df.index, df.itertuples(index=False)):
         keys = idx if isinstance(idx, tuple) else (idx,)
-        t.add_row(*[_cell(k) for k in keys], *[_cell(v) for v in row])
+        t.add_row(*[key(k) for k in keys], *[_cell(v) for v in row])
     return t
 
 
@@ -517,6 +712,9 @@ def view_main(args) -> int:
             from .analyzer import _window_us
 
             _window_us(args.window)
+        bad = check_view_options(args)  # before the load (which can take minutes)
+        if bad:
+            raise ValueError(bad)
     except (FileNotFoundError, ValueError) as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
@@ -544,7 +742,7 @@ def view_main(args) -> int:
         shown = _shape(shown, args, default_sort)
         if args.format == "table":
             out = Console()
-            if not out.is_terminal:
+            if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: room for --all-columns
                 out = Console(width=200)
             out.print(frame_table(shown, f"dfanalyzer {args.command}"))
             note = _attrs_text(df)
@@ -564,6 +762,8 @@ def view_main(args) -> int:
             err.print(f"wrote {render_heatmap(hm, args.heatmap)}", highlight=False)
         for a in analyzers:
             _print_input_problems(err, a)
+        if any(_no_events(a, args) for a in analyzers):
+            return 1
     except (FileNotFoundError, ValueError) as exc:
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2

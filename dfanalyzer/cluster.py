@@ -297,6 +297,50 @@ def _slurm_client(cfg: dict, n_workers: Optional[int], dashboard_address: str) -
     return client
 
 
+def _guarded(tree, line: int) -> bool:
+    """True when ``line`` of the module ``tree`` is inside an ``if __name__ == "__main__":`` body."""
+    import ast
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        consts = {n.value for n in ast.walk(node.test) if isinstance(n, ast.Constant)}
+        if "__name__" in names and "__main__" in consts and node.body:
+            if node.body[0].lineno <= line <= max(getattr(b, "end_lineno", b.lineno) for b in node.body):
+                return True
+    return False
+
+
+def main_script_unguarded() -> bool:
+    """True when this call comes from the top level of the ``__main__`` script (a file run by
+    ``python script.py`` or ``python -m``) outside an ``if __name__ == "__main__":`` block.
+
+    Worker processes are started with the ``spawn`` method, which imports ``__main__`` again in
+    every worker: such a script would run its analysis once per worker and the workers would
+    fail to start ("Nanny failed to start"). Interactive sessions, notebooks and ``-c`` are fine."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not str(path).endswith(".py"):
+        return False
+    frame, line = sys._getframe(1), None
+    while frame is not None:  # the outermost frame running the script's own top level
+        if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return False
+    try:
+        import ast
+
+        with open(path, encoding="utf-8") as f:
+            return not _guarded(ast.parse(f.read()), line)
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+
 def setup_dask_cluster(
     scheduler_address: Optional[str] = None,
     scheduler_file: Optional[str] = None,
@@ -305,6 +349,7 @@ def setup_dask_cluster(
     config: Optional[ConfigLike] = None,
     dashboard_address: str = "127.0.0.1:0",
     processes: bool = True,
+    silence_logs: Optional[int] = None,
 ) -> Client:
     """Return a ``distributed.Client`` for the analysis.
 
@@ -319,6 +364,12 @@ def setup_dask_cluster(
     - otherwise an embedded ``LocalCluster`` with ``n_workers`` workers (default: usable cores)
       of ``threads_per_worker`` threads each, worker processes if ``processes``, scheduler and
       dashboard bound to localhost (``dashboard_address``, default a free port on 127.0.0.1).
+      Called from the top level of a script without an ``if __name__ == "__main__":`` guard
+      (:func:`main_script_unguarded`), the workers are threads of this process instead
+      (``processes=False``): worker processes would run the script again.
+
+    ``silence_logs``: the level below which the embedded cluster's (scheduler's, workers') log
+    records are dropped (distributed's default: ``logging.WARNING``).
 
     A cluster this function starts is closed by ``client.close()``. Raises ``ValueError`` for
     conflicting arguments or a bad config, ``FileNotFoundError`` for a missing config or
@@ -347,13 +398,18 @@ def setup_dask_cluster(
         n_workers = cfg.get("n_workers") or usable_cores()
     elif n_workers == 0:
         raise ValueError("n_workers must be >= 1 for a local cluster")
+    processes = cfg.get("processes", processes)
+    if processes and main_script_unguarded():
+        processes = False  # (spawned workers would import and run the unguarded script again)
     local_kwargs = dict(
         n_workers=n_workers,
         threads_per_worker=cfg.get("threads_per_worker", threads_per_worker),
-        processes=cfg.get("processes", processes),
+        processes=processes,
         dashboard_address=cfg.get("dashboard_address", dashboard_address),
     )
     if cfg.get("memory_limit") is not None:
         local_kwargs["memory_limit"] = cfg["memory_limit"]
+    if silence_logs is not None:
+        local_kwargs["silence_logs"] = silence_logs
     # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
     return Client(**local_kwargs)

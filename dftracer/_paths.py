@@ -2,7 +2,8 @@
 
 ``preload_library()`` returns the absolute path (str) of ``libdftracer_preload.so``, looked up in
 order: ``$DFTRACER_PRELOAD_LIB`` (explicit override), the package's own ``lib/`` directory (wheel
-installs and in-place development builds, ``-DDFTRACER_DEV_INPLACE=ON``), then ``lib/`` of the
+installs and in-place development builds, ``-DDFTRACER_DEV_INPLACE=ON``; from a source checkout
+without compiled parts, the installed package's, see ``dftracer.__path__``), then ``lib/`` of the
 installation prefix (plain CMake installs). Raises ``FileNotFoundError`` naming every place tried.
 """
 
@@ -26,6 +27,9 @@ def _candidates(name: str) -> list[str]:
     except (ModuleNotFoundError, TypeError):
         pass
     out.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", name))
+    import dftracer
+
+    out += [os.path.join(d, "lib", name) for d in getattr(dftracer, "__path__", [])]
     for prefix in (sys.prefix, sys.base_prefix, "/usr/local", "/usr"):
         out.append(os.path.join(prefix, "lib", name))
     return out

@@ -9,7 +9,8 @@
 # Environment knobs (defaults = the documented run): DLIO_FILES=32 DLIO_RECORD_LENGTH=4194304
 #   DLIO_EPOCHS=2 DLIO_READ_THREADS=2 DLIO_BATCH=2 DLIO_COMPUTE=0.05 DLIO_MP_CONTEXT=fork
 #   DLIO_REPEAT=3 (untraced/traced pairs for the overhead; 0 = one traced run only),
-#   DLIO_SKIP_INSTALL=1 (skip install_dlio_deps.sh),
+#   DLIO_SKIP_INSTALL=1 (skip install_dlio_deps.sh), DLIO_VENV=DIR (default build/dlio-venv: the
+#   venv install_dlio_deps.sh fills and everything below runs in: DLIO, pydftracer, our wheel),
 #   DFTRACER_DEV_TREE=DIR (use a source tree's in-place build instead of the installed package).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,10 +26,18 @@ COMPUTE=${DLIO_COMPUTE:-0.05}
 MPCTX=${DLIO_MP_CONTEXT:-fork}
 T0=$(date +%s)
 
+VENV=${DLIO_VENV:-$ROOT/build/dlio-venv}
 if [ "${DLIO_SKIP_INSTALL:-0}" != 1 ]; then
   echo "== Installing DLIO and its CPU dependencies (idempotent)"
-  PYTHON="$PY" bash "$ROOT/scripts/install_dlio_deps.sh"
+  PYTHON="$PY" bash "$ROOT/scripts/install_dlio_deps.sh" "$VENV"
 fi
+# DLIO, pydftracer and our wheel are installed in that venv, not in the base interpreter: every
+# step below (DLIO, the preload path, dfanalyzer) runs with its python.
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "run_dlio_example.sh: $VENV/bin/python not found: run scripts/install_dlio_deps.sh (without DLIO_SKIP_INSTALL=1)" >&2
+  exit 1
+fi
+PY="$VENV/bin/python"
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)

@@ -2,11 +2,31 @@
 
 import json
 import os
+import signal
 import zlib
 
 import pytest
 
 import dfanalyzer
+
+
+def _survive(signum, frame):  # pragma: no cover - only runs when such a signal arrives
+    pass
+
+
+def _signal_dispositions():
+    """Tests assert how traced programs react to SIGHUP and SIGINT, and how many sigaction calls
+    the tracer makes: their programs must start with those signals at their default. A signal
+    ignored when the suite starts (``nohup`` ignores SIGHUP; a background job of a
+    non-interactive shell ignores SIGINT) would stay ignored in every child across ``exec``.
+    A handler that does nothing keeps this process running as the ignore meant, and ``exec``
+    resets a handled signal to its default in the children."""
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, _survive)
+
+
+_signal_dispositions()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")

@@ -163,7 +163,9 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
     assert st["files"] == 4 and st["events"] == 8 * CKPT_LINES and st["batches"] == 6
     per = st["per_file"].set_index("path")
     assert per.loc[bad, "lost_bytes"] == 300 and per.loc[bad, "events"] == 0
-    assert per.loc[half, "skipped_lines"] == 2 * CKPT_LINES + 2 and per.loc[half, "lost_bytes"] == 2000
+    # the batch that failed to load: its lines are lost (with the reason), not skipped as invalid
+    assert per.loc[half, "skipped_lines"] == 2 and per.loc[half, "lost_lines"] == 2 * CKPT_LINES
+    assert per.loc[half, "lost_bytes"] == 2000
     assert per.loc[a1, "skipped_lines"] == 0 and per.loc[a1, "events"] == 4 * CKPT_LINES
     skipped = {s["path"]: s for s in an.skipped_files()}
     assert set(skipped) == {bad, half}

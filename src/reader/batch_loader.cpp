@@ -14,7 +14,7 @@ ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, co
 
 void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
                      const std::string& index_dir, const ArgsProjection& args) {
-  std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir);
+  std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir, true);
   RangeData r = read_checkpoints(*idx, first, last);
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;

@@ -26,7 +26,7 @@ bool stat_ns(const std::string& p, struct stat& st) { return ::stat(p.c_str(), &
 int64_t mtime_of(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 }  // namespace
 
-std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir) {
+std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir, bool allow_grown) {
   char real[PATH_MAX];
   bool resolved = ::realpath(trace.c_str(), real) != nullptr;
   std::string key = index_dir + '\0' + (resolved ? std::string(real) : trace);
@@ -41,11 +41,15 @@ std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std:
       bool same_index = e.info->index_path.empty() ||
                         (stat_ns(e.info->index_path, is) && uint64_t(is.st_ino) == e.idx_ino &&
                          int64_t(is.st_size) == e.idx_size && mtime_of(is) == e.idx_mtime_ns);
-      if (same_trace && same_index) return e.info;
+      // grown since (same file, index file untouched): a trace still being written, read as indexed
+      bool grown = allow_grown && !e.info->index_path.empty() && int64_t(ts.st_size) > e.size &&
+                   e.dev == uint64_t(ts.st_dev) && e.ino == uint64_t(ts.st_ino);
+      if ((same_trace || grown) && same_index) return e.info;
       g_cache.erase(it);
     }
   }
-  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false));
+  // allow_grown: the index this run planned its batches on, even when the trace grew since
+  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false, false, allow_grown));
   CacheEntry e;
   e.size = info->size;
   e.mtime_ns = info->mtime_ns;

@@ -282,7 +282,7 @@ bool parse_int(const std::string& s, int64_t* v) {
 
 // Loads the index at info.index_path into `info`. Returns "" on success, else why it is not
 // used: "absent" when there is no index file, otherwise the reason the index is rejected.
-std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp) {
+std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp, bool prefix) {
   struct stat st;
   if (::lstat(info.index_path.c_str(), &st) != 0) return "absent";
   if (!S_ISREG(st.st_mode)) return "not a regular file";
@@ -308,7 +308,10 @@ std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp) {
     // replaced, copied or changed since it was indexed.
     if (geti("format_version") != kIndexFormatVersion) return "stale (format version differs)";
     if (meta["trace_path"] != info.path) return "stale (written for another path)";
-    if (geti("size") != f.size() || geti("mtime_ns") != f.mtime_ns()) return "stale (size or mtime changed)";
+    if (geti("size") != f.size() || (!prefix && geti("mtime_ns") != f.mtime_ns())) {
+      info.size = geti("size");  // (build_index's allow_grown: the size it was written for)
+      return "stale (size or mtime changed)";
+    }
     if (uint64_t(geti("dev")) != f.dev() || uint64_t(geti("ino")) != f.ino())
       return "stale (the trace was replaced or copied: device/inode differ)";
     if (geti("head_crc") != fp.head_crc || geti("tail_crc") != fp.tail_crc)

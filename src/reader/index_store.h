@@ -25,8 +25,10 @@ void save_index(const IndexInfo& info, const File& f, const Fingerprint& fp);
 
 // Loads the index at info.index_path into `info` and checks it (index_trust.h). Returns "" when
 // it can be used, "absent" when there is no index file, "stale ..." when the trace changed since,
-// otherwise why it is rejected (damaged or forged). Never throws.
-std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp);
+// otherwise why it is rejected (damaged or forged); when stale, info.size is the size it was
+// written for. `prefix`: `f` is limited to that size (File::limit, a trace still being written)
+// and its mtime is not compared. Never throws.
+std::string load_index(IndexInfo& info, const File& f, const Fingerprint& fp, bool prefix = false);
 
 // Stores the context and the scan statistics of `info` (file_scan.cpp) into its existing index
 // file in one transaction. Throws ReaderError when the index cannot be written.

@@ -32,7 +32,8 @@ IndexInfo build_fresh(const std::string& path, const File& f, bool verify) {
 
 }  // namespace
 
-IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force, bool verify) {
+IndexInfo build_index(const std::string& trace, const std::string& index_dir, bool force, bool verify,
+                      bool allow_grown) {
   std::string path = abs_path(trace);
   IndexLocation loc = locate_index(path, index_dir);
   File f(path);
@@ -47,6 +48,21 @@ IndexInfo build_index(const std::string& trace, const std::string& index_dir, bo
       info.dev = f.dev();
       info.ino = f.ino();
       return info;
+    }
+    if (allow_grown && rejected.rfind("stale (size", 0) == 0 && info.size > 0 && info.size < f.size()) {
+      // Still being written: the stored index of its first info.size bytes, if those bytes are
+      // the ones indexed (same file, same first/last 4 KiB before that size, trust rules).
+      File g(path);
+      g.limit(info.size);
+      IndexInfo pre;
+      pre.path = path;
+      pre.index_path = loc.path;
+      if (g.dev() == f.dev() && g.ino() == f.ino() && load_index(pre, g, fingerprint(g), true).empty()) {
+        pre.dev = g.dev();
+        pre.ino = g.ino();
+        pre.live_size = f.size();
+        return pre;
+      }
     }
   }
   IndexInfo info = build_fresh(path, f, verify);

@@ -37,8 +37,16 @@ class File {
   int64_t mtime_ns() const { return mtime_ns_; }
   uint64_t dev() const { return dev_; }  // file identity (st_dev, st_ino)
   uint64_t ino() const { return ino_; }
-  // Reads up to n bytes at off; returns bytes read (short only at end of file).
+  // The file as it was when it had `size` bytes (a trace still being written: the index of its
+  // first `size` bytes); reads stop there. No-op unless size < size().
+  void limit(int64_t size) {
+    if (size >= 0 && size < size_) size_ = size;
+  }
+  // Reads up to n bytes at off, never past size() (the size at open, or the limit: bytes a
+  // writer appends meanwhile are not seen); returns bytes read (short only at that end).
   size_t pread_full(void* buf, size_t n, int64_t off) const {
+    if (off >= size_) return 0;
+    if (int64_t(n) > size_ - off) n = size_t(size_ - off);
     size_t got = 0;
     while (got < n) {
       ssize_t r = ::pread(fd_, static_cast<char*>(buf) + got, n - got, off + int64_t(got));

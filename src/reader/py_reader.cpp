@@ -297,7 +297,9 @@ PYBIND11_MODULE(_reader, m) {
   m.def(
       "read_lines",
       [](const std::string& path, int64_t first_line, int64_t n_lines, const py::object& index_dir) {
-        return lines_dict(checked_lines(path, first_line, n_lines, opt(index_dir)))["lines"];
+        // (the list taken out of the dict while it lives: an accessor of a temporary dangles)
+        py::dict d = lines_dict(checked_lines(path, first_line, n_lines, opt(index_dir)));
+        return py::list(d["lines"]);
       },
       py::arg("path"), py::arg("first_line"), py::arg("n_lines"), py::arg("index_dir") = py::none(),
       "Lines [first_line, first_line + n_lines) (0-based) without their newline.");
@@ -307,7 +309,7 @@ PYBIND11_MODULE(_reader, m) {
         RangeData r;
         {
           py::gil_scoped_release nogil;
-          r = read_checkpoints(*open_index(path, opt(index_dir)), first, last);
+          r = read_checkpoints(*open_index(path, opt(index_dir), true), first, last);
         }
         return py::bytes(r.data.data(), r.data.size());
       },
@@ -323,7 +325,7 @@ PYBIND11_MODULE(_reader, m) {
         std::vector<CheckpointStats> st;
         {
           py::gil_scoped_release nogil;
-          st = checkpoint_stats(*open_index(path, opt(index_dir)));
+          st = checkpoint_stats(*open_index(path, opt(index_dir), true));
         }
         py::list out;
         for (auto& c : st) {

@@ -36,26 +36,53 @@ int64_t count_newlines(const char* p, size_t n) {
 
 namespace {
 
-// A cut-short final member: its whole lines were delivered; the bytes after them are lost.
-void add_truncation(const IndexInfo& idx, RangeData& r) {
+// Complete members (kind member) or checkpoints (other kinds) the index delivers in full.
+std::string complete_parts(const IndexInfo& idx) {
+  int64_t n = 0;
+  for (const Checkpoint& c : idx.checkpoints) n += !(c.flags & (kLost | kTruncated));
+  return std::to_string(n) + (idx.kind == IndexKind::Member ? " complete members" : " complete checkpoints");
+}
+
+// The end of the trace as indexed. Grown since (live_size): the program is still writing it; its
+// complete members were all delivered and nothing is lost, the rest is simply not there yet.
+// Otherwise a cut-short final member: its whole lines were delivered; the bytes after them are lost.
+void add_tail(const IndexInfo& idx, int64_t live_size, RangeData& r) {
+  if (live_size > idx.size) {
+    r.live_size = live_size;
+    r.warnings.push_back(idx.path + ": still being written: " + complete_parts(idx) + " loaded (" +
+                         std::to_string(idx.size) + " bytes indexed; the file has grown to " +
+                         std::to_string(live_size) + " bytes since, not in this analysis)");
+    return;
+  }
   if (idx.truncated_bytes <= 0) return;
   r.lost_bytes += idx.truncated_bytes;
-  r.warnings.push_back(idx.path + ": trace is cut short (truncated final gzip member): " +
+  r.warnings.push_back(idx.path + ": still being written: " + complete_parts(idx) +
+                       " loaded, then an incomplete gzip member (or the trace was cut short: truncated "
+                       "final member): " +
                        std::to_string(idx.truncated_bytes) + " bytes dropped");
 }
 
-// Checkpoints [first, last] without the cut-short tail's count.
+// Checkpoints [first, last] without the tail's count (add_tail).
 RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
   RangeData r;
   const auto& cps = idx.checkpoints;
   int64_t n = int64_t(cps.size());
   if (first < 0 || last < first || last >= n)
     throw std::out_of_range(idx.path + ": checkpoint range [" + std::to_string(first) + ", " + std::to_string(last) +
-                            "] outside [0, " + std::to_string(n - 1) + "]");
+                            "] outside [0, " + std::to_string(n - 1) +
+                            "] (the file changed since it was indexed, or a wrong range)");
   r.first_line = cps[size_t(first)].first_line;
   File f(idx.path);
-  if (f.size() != idx.size || f.mtime_ns() != idx.mtime_ns)
-    throw ReaderError(idx.path + ": file changed since it was indexed; rebuild the index");
+  // Grown since indexing, same file: a trace still being written (appended to); the indexed bytes
+  // are read as they were (each member is still CRC-checked) and what was appended is not seen.
+  const bool grown = f.size() > idx.size && (idx.dev == 0 || (f.dev() == idx.dev && f.ino() == idx.ino));
+  if (grown) {
+    r.live_size = f.size();
+    f.limit(idx.size);
+  } else if (f.size() != idx.size || f.mtime_ns() != idx.mtime_ns) {
+    throw ReaderError(idx.path + ": file changed since it was indexed (" + std::to_string(idx.size) + " bytes then, " +
+                      std::to_string(f.size()) + " now); rebuild the index");
+  }
   const IndexStrategy& strategy = index_strategy(idx.kind);
   // No allocation larger than the compressed bytes can produce (a lying index or header).
   int64_t total = 0;
@@ -78,7 +105,9 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
 
 RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last) {
   RangeData r = read_range(idx, first, last);
-  if (last == int64_t(idx.checkpoints.size()) - 1) add_truncation(idx, r);
+  int64_t live = std::max(r.live_size, idx.live_size);
+  r.live_size = 0;
+  if (last == int64_t(idx.checkpoints.size()) - 1) add_tail(idx, live, r);
   r.data.reserve(r.data.size() + 64);
   return r;
 }
@@ -139,7 +168,7 @@ LinesResult read_lines_checked(const IndexInfo& idx, int64_t first_line, int64_t
   }
   if (end_line > idx.lines) {  // the range reaches past the last indexed line
     RangeData t;
-    add_truncation(idx, t);
+    add_tail(idx, idx.live_size, t);
     out.lost_bytes += t.lost_bytes;
     out.warnings.insert(out.warnings.end(), t.warnings.begin(), t.warnings.end());
   }

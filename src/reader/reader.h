@@ -101,7 +101,10 @@ struct IndexInfo {
   int64_t lost_bytes = 0;          // compressed bytes in undecodable regions found at index time
   int64_t lost_lines = 0;          // lines in those regions (sum of their checkpoints' lost_lines)
   int64_t header_mismatches = 0;   // members whose 'DF' header disagreed with their data (kHeaderMismatch)
-  bool rebuilt = false;            // built (or rebuilt) by this call
+  // The trace is still being written: it had grown to live_size bytes (> size) when this index
+  // of its first `size` bytes was opened for reading (open_index); 0 otherwise.
+  int64_t live_size = 0;
+  bool rebuilt = false;  // built (or rebuilt) by this call
   // Index trouble met by this call: an index rejected as inconsistent with the file (rebuilt),
   // or an index kept in memory because no safe writable location exists (docs/index.md).
   std::vector<std::string> warnings;
@@ -131,8 +134,12 @@ std::string index_path_for(const std::string& trace, const std::string& index_di
 // `verify` also inflates every member and compares all header fields with the data (used when a
 // read found a line count the hop cannot see; implies force).
 // Throws ReaderError when the trace cannot be read.
+// `allow_grown` (readers of an index a planner just built, open_index): when the trace only grew
+// since its stored index was written (same file, the indexed bytes unchanged: a trace still being
+// written), that index of its first bytes is used as it is (live_size set) instead of a new one,
+// so checkpoint numbers planned on it stay valid.
 IndexInfo build_index(const std::string& trace, const std::string& index_dir = "", bool force = false,
-                      bool verify = false);
+                      bool verify = false, bool allow_grown = false);
 
 // Indexes `trace` in memory only (no SQLite file is read or written): for small files, where
 // the index costs more than reading the whole file. Throws ReaderError like build_index.
@@ -140,7 +147,11 @@ IndexInfo build_index_in_memory(const std::string& trace);
 
 // build_index through a per-process cache: reused while the trace (size, mtime) and the index
 // file (inode, size, mtime) are unchanged. Checkpoint windows are not loaded (see load_window).
-std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "");
+// `allow_grown` (checkpoint-addressed reads: batches planned on an index): a trace that only
+// grew since its index was written keeps that index (build_index's allow_grown); line-addressed
+// reads (read_lines, dftracer-cat) want the file as it is now and rebuild it.
+std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "",
+                                            bool allow_grown = false);
 
 // The raw window of checkpoint `number` (empty if it has none); read from the index file when
 // it was not loaded with the index.
@@ -176,11 +187,15 @@ struct RangeData {
   int64_t lost_bytes = 0;            // bytes (uncompressed when known, else compressed) not decoded
   int64_t header_mismatches = 0;     // members read by plain inflation because their header lied
   bool line_count_mismatch = false;  // delivered lines != the index's num_lines (numbering is off)
+  int64_t live_size = 0;             // the file had grown to this size since it was indexed (0: it had not)
   std::vector<std::string> warnings;
 };
 // Never delivers the lines of a member that fails its CRC32/ISIZE: they are counted in
-// lost_lines/lost_bytes with a warning naming the checkpoint. Throws ReaderError when the file
-// changed since indexing or the index claims more output than the compressed range can hold.
+// lost_lines/lost_bytes with a warning naming the checkpoint. A trace that only grew since it was
+// indexed (still being written) is read as it was then (its complete members are all delivered;
+// live_size and a "still being written" warning on the last checkpoint say so). Throws
+// ReaderError when the file otherwise changed since indexing (shrunk, rewritten, replaced) or the
+// index claims more output than the compressed range can hold.
 RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last);
 
 // Lines [first_line, first_line + n_lines) (0-based, without '\n') and what could not be read:
