@@ -86,9 +86,17 @@ def test_default_tables_fit_120_columns(traces, tmp_path, dask_client, monkeypat
     assert "bytes" in out and "ops" in out and "time_s" not in out, out
 
 
-def _as_nobody():
-    os.setgid(65534)
-    os.setuid(65534)
+def _cli_denied(*args, **kw):
+    """``_cli`` without the capabilities that let root read any file (CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH), so a mode-000 file is refused as it would be for any user; as another
+    user, a plain run."""
+    if os.geteuid() != 0:
+        return _cli(*args, **kw)
+    setpriv = shutil.which("setpriv")  # util-linux, on every Debian/Ubuntu
+    assert setpriv, "setpriv (util-linux) is needed to drop root's file capabilities"
+    cmd = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", sys.executable, "-m", "dfanalyzer.cli"]
+    env = pythonpath_env(kw.pop("env", None))
+    return subprocess.run(cmd + list(args), env=env, capture_output=True, text=True, timeout=240, **kw)
 
 
 def test_unreadable_files_print_their_reason_and_exit_1(tmp_path):
@@ -99,35 +107,17 @@ def test_unreadable_files_print_their_reason_and_exit_1(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "not a gzip file" in r.stderr and "no event loaded" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    # permission denied (root reads everything: the command then runs as nobody, in a folder
-    # nobody can reach, since pytest's tmp_path is private to root)
-    if os.geteuid() == 0:
-        try:
-            subprocess.run(
-                [sys.executable, "-c", "import dfanalyzer"], env=pythonpath_env(), preexec_fn=_as_nobody, check=True
-            )
-        except (OSError, subprocess.CalledProcessError):
-            pytest.skip("this Python or the package cannot be run by nobody (installed under /root?)")
-    pub = tempfile.mkdtemp(prefix="dfa-perm-")
-    try:
-        os.chmod(pub, 0o755)
-        secret = os.path.join(pub, "secret.pfw.gz")
-        shutil.copy(os.path.join(CM1, sorted(os.listdir(CM1))[0]), secret)
-        os.chmod(secret, 0)
-        for cmd in ("summary", "files"):
-            r = _cli(
-                cmd,
-                secret,
-                "--no-progress",
-                env=dict(os.environ, HOME=pub),
-                cwd=pub,
-                preexec_fn=_as_nobody if os.geteuid() == 0 else None,
-            )
-            assert r.returncode == 1, r.stderr
-            assert "Permission denied" in r.stderr and "no event loaded" in r.stderr, r.stderr
-            assert "Traceback" not in r.stderr
-    finally:
-        shutil.rmtree(pub, ignore_errors=True)
+    # permission denied: a trace nobody may read
+    secret = tmp_path / "secret.pfw.gz"
+    shutil.copy(os.path.join(CM1, sorted(os.listdir(CM1))[0]), secret)
+    os.chmod(secret, 0)
+    probe = _cli_denied("--help")
+    assert probe.returncode == 0, probe.stderr
+    for cmd in ("summary", "files"):
+        r = _cli_denied(cmd, str(secret), "--no-progress", "--index-dir", str(tmp_path / "idx"))
+        assert r.returncode == 1, r.stderr
+        assert "Permission denied" in r.stderr and "no event loaded" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("extra", [[], ["--local-cluster", "--workers", "2"]], ids=["threads", "local-cluster"])
