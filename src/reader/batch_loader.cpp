@@ -1,9 +1,46 @@
 // Batch loader (batch_loader.h): range read + parse, with the whole-file context rule.
 #include "batch_loader.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 
 namespace dftracer::reader {
+namespace {
+
+// The file's identity (its hostname, and the FH/HH/SH records written with it) is a property of
+// the whole file, not of one batch: the tracer writes it in the file's first lines. A batch that
+// starts later learns it from checkpoint 0, read once per file version in this process.
+using FileKey = std::tuple<std::string, int64_t, int64_t, uint64_t, uint64_t>;  // path size mtime dev ino
+std::mutex g_head_mu;
+std::map<FileKey, std::shared_ptr<const FileContext>> g_heads;
+
+std::shared_ptr<const FileContext> head_context(const IndexInfo& idx) {
+  FileKey key{idx.path, idx.size, idx.mtime_ns, idx.dev, idx.ino};
+  {
+    std::lock_guard<std::mutex> lk(g_head_mu);
+    auto it = g_heads.find(key);
+    if (it != g_heads.end()) return it->second;
+  }
+  auto head = std::make_shared<FileContext>();
+  if (!idx.checkpoints.empty() && !(idx.checkpoints[0].flags & kLost)) {
+    RangeData r = read_checkpoints(idx, 0, 0);
+    collect_context(r.data.data(), r.data.size(), *head);
+    if (head->hostname.empty() && head->hh.size() == 1) head->hostname = head->hh.begin()->second;
+  }
+  std::lock_guard<std::mutex> lk(g_head_mu);
+  if (g_heads.size() >= 256) g_heads.clear();
+  g_heads[key] = head;
+  return head;
+}
+
+int64_t rows_without_host(const EventColumns& c) {
+  return int64_t(std::count(c.hostname.codes.begin(), c.hostname.codes.end(), -1));
+}
+
+}  // namespace
 
 ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir,
                        const ArgsProjection& args) {
@@ -19,12 +56,18 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
   FileContext ctx = idx->context;
+  if (!ctx.scanned && ctx.hostname.empty() && first > 0) {
+    // The file's identity lives in its head (checkpoint 0), outside this batch.
+    std::shared_ptr<const FileContext> head = head_context(*idx);
+    ctx.merge(*head);
+  }
   Parser parser;
   parser.set_args_projection(args);
   b.columns.reserve_rows = lines;
   parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
-  if (b.columns.unresolved_hashes > 0 && !idx->context.scanned) {
-    // Hashes defined outside this batch: complete the file's context once, then re-parse.
+  if (!idx->context.scanned && (b.columns.unresolved_hashes > 0 || rows_without_host(b.columns) > 0)) {
+    // Hashes or the host defined elsewhere in the file: complete the file's context once (stored
+    // in the index), then re-parse.
     IndexInfo full_idx = *idx;
     ensure_context(full_idx);
     b.columns = EventColumns{};
