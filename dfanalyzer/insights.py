@@ -30,7 +30,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from .summary import TRACER_CAT, merge_unions, union_intervals, union_measure
+from .engine.intervals import merge_unions, union_intervals, union_measure
+from .engine.intervals import unions_by as _unions_by
+from .summary import TRACER_CAT
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -367,18 +369,6 @@ def _hist(b: np.ndarray, bins: int, w=None) -> np.ndarray:
     if b.size == 0:
         return np.zeros(bins, dtype=np.int64)
     return np.bincount(b, weights=w, minlength=bins).astype(np.int64)
-
-
-def _unions_by(keys: pd.Series, starts: np.ndarray, ends: np.ndarray) -> Dict[Any, Tuple[np.ndarray, np.ndarray]]:
-    out = {}
-    if len(starts) == 0:
-        return out
-    codes, uniq = pd.factorize(keys)
-    order = np.argsort(codes, kind="stable")
-    cut = np.flatnonzero(np.diff(codes[order])) + 1
-    for grp in np.split(order, cut):
-        out[uniq[codes[grp[0]]]] = union_intervals(starts[grp], ends[grp])
-    return out
 
 
 FILE_COLS = (

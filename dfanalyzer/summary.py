@@ -24,10 +24,21 @@ histogram, with numpy's own interpolation formula, so they are bit-identical to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
+
+from .engine.intervals import (
+    EMPTY,
+    Union,
+    difference_measure,
+    histogram_percentiles,
+    merge_histograms,
+    merge_unions,
+    union_intervals,
+    union_measure,
+)
 
 __all__ = [
     "Summary",
@@ -47,8 +58,7 @@ __all__ = [
 ]
 
 TRACER_CAT = "dftracer"  # the tracer's own category (start/end records), never an application event
-_EMPTY = np.empty(0, dtype=np.int64)
-Union = Tuple[np.ndarray, np.ndarray]
+_EMPTY = EMPTY
 TIME_KEYS = (
     "total",
     "app_io",
@@ -64,101 +74,6 @@ SIZE_KEYS = ("min", "p25", "mean", "median", "p75", "max")
 #: args columns): calls per record and the per-call extremes of ``ret`` and ``size``.
 AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
 EVENT_PHASES = ("X", "A")  # complete events and aggregated records
-
-
-# ----------------------------------------------------------------------------- interval unions
-def union_intervals(starts, ends) -> Union:
-    """Union of half-open intervals ``[starts[i], ends[i])`` (int64 µs).
-
-    Returns ``(starts, ends)``: sorted, disjoint, non-touching int64 arrays. Empty intervals
-    (``end <= start``) are dropped. Starts and ends are sorted independently (no argsort): with
-    both sorted, a gap lies between ``ends[i]`` and ``starts[i + 1]`` exactly when
-    ``starts[i + 1] > ends[i]`` (the first i + 1 intervals, whichever they are, have all ended
-    there and no other has begun). O(n log n) in numpy, no Python loop over intervals; sorted
-    runs (one process's intervals, or unions being merged) sort in about linear time.
-    """
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    keep = e > s
-    if not keep.all():
-        s, e = s[keep], e[keep]
-    if s.size == 0:
-        return _EMPTY, _EMPTY
-    s = np.sort(s, kind="stable")  # timsort: linear on already sorted runs
-    e = np.sort(e, kind="stable")
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    np.greater(s[1:], e[:-1], out=new[1:])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
-
-
-def merge_unions(*unions: Union) -> Union:
-    """Union of several interval unions (each as returned by :func:`union_intervals`)."""
-    parts = [u for u in unions if u[0].size]
-    if not parts:
-        return _EMPTY, _EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    return union_intervals(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-
-
-def union_measure(u: Union) -> int:
-    """Total length of a union, µs (exact integer)."""
-    return int((u[1] - u[0]).sum())
-
-
-def difference_measure(a: Union, b: Union) -> int:
-    """Measure of ``a \\ b`` in µs: ``|a ∪ b| - |b|`` (exact integer)."""
-    return union_measure(merge_unions(a, b)) - union_measure(b)
-
-
-# ----------------------------------------------------------------------------- histograms
-def merge_histograms(*hists: Tuple[np.ndarray, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """Merge ``(values, counts)`` histograms; result sorted by value, values distinct."""
-    parts = [h for h in hists if h[0].size]
-    if not parts:
-        return _EMPTY, _EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    v = np.concatenate([p[0] for p in parts])
-    c = np.concatenate([p[1] for p in parts])
-    uniq, inv = np.unique(v, return_inverse=True)
-    return uniq, np.bincount(inv, weights=None if c.size == 0 else c, minlength=uniq.size).astype(np.int64)
-
-
-def _lerp(a: float, b: float, t: float) -> float:
-    # numpy's _lerp (numpy/lib/_function_base_impl.py), scalar form, so results match bit for bit
-    diff = b - a
-    if t >= 0.5:
-        return float(b - diff * (1 - t))
-    return float(a + diff * t)
-
-
-def histogram_percentiles(values: np.ndarray, counts: np.ndarray, qs: Sequence[float]) -> List[float]:
-    """Exact percentiles (``qs`` in [0, 1]) of the multiset given as a sorted histogram.
-
-    Same result as ``numpy.percentile(expanded, 100 * q)`` with the default linear method.
-    Raises ``ValueError`` on an empty histogram.
-    """
-    n = int(counts.sum())
-    if n == 0:
-        raise ValueError("percentile of an empty histogram")
-    cum = np.cumsum(counts)
-    vals = values.astype(np.float64)
-    out = []
-    for q in qs:
-        virtual = (n - 1) * q  # numpy's "linear" get_virtual_index (not the generic alpha/beta form:
-        # that rounds differently, e.g. q=0.99)
-        lo = int(np.floor(virtual))
-        t = virtual - lo
-        lo = min(max(lo, 0), n - 1)
-        hi = min(lo + 1, n - 1)
-        a = vals[int(np.searchsorted(cum, lo, side="right"))]
-        b = vals[int(np.searchsorted(cum, hi, side="right"))]
-        out.append(_lerp(a, b, t))
-    return out
 
 
 # ----------------------------------------------------------------------------- partials

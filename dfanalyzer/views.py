@@ -22,16 +22,18 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
-from .summary import (
-    TRACER_CAT,
-    _codes,
-    _lut,
+from .engine.intervals import (
+    difference,
+    grouped_unions,
     histogram_percentiles,
+    intersect,
+    measure_within,
     merge_histograms,
     merge_unions,
     union_intervals,
     union_measure,
 )
+from .summary import TRACER_CAT, _codes, _lut
 
 __all__ = [
     "IO_CATS",
@@ -255,56 +257,6 @@ def _dur_hist(d: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return v.astype(np.int64), n.astype(np.int64)
 
 
-def _measure_within(u, a: int, b: int) -> int:
-    """|u ∩ [a, b)| µs for a union ``u``."""
-    s, e = u
-    if s.size == 0 or b <= a:
-        return 0
-    lo = int(np.searchsorted(e, a, side="right"))
-    hi = int(np.searchsorted(s, b, side="left"))
-    if hi <= lo:
-        return 0
-    ss = np.maximum(s[lo:hi], a)
-    ee = np.minimum(e[lo:hi], b)
-    return int(np.clip(ee - ss, 0, None).sum())
-
-
-def _intersect(a, b):
-    """Intersection of two unions (a union)."""
-    if a[0].size == 0 or b[0].size == 0:
-        return _EMPTY_U
-    # |a ∩ b| by sweeping: intervals of b clipped to each run of a
-    s = np.concatenate([a[0], b[0]])
-    e = np.concatenate([a[1], b[1]])
-    pts = np.unique(np.concatenate([s, e]))
-    if pts.size < 2:
-        return _EMPTY_U
-    lo, hi = pts[:-1], pts[1:]
-    mid_in_a = _covered(a, lo)
-    mid_in_b = _covered(b, lo)
-    both = mid_in_a & mid_in_b
-    return union_intervals(lo[both], hi[both])
-
-
-def _covered(u, x: np.ndarray) -> np.ndarray:
-    """x[i] lies in union u (half-open intervals)."""
-    i = np.searchsorted(u[0], x, side="right") - 1
-    ok = i >= 0
-    out = np.zeros(x.size, dtype=bool)
-    out[ok] = x[ok] < u[1][i[ok]]
-    return out
-
-
-def _difference(a, b):
-    """a \\ b as a union."""
-    if a[0].size == 0 or b[0].size == 0:
-        return a
-    pts = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
-    lo, hi = pts[:-1], pts[1:]
-    keep = _covered(a, lo) & ~_covered(b, lo)
-    return union_intervals(lo[keep], hi[keep])
-
-
 def _percentiles(hist) -> List[float]:
     vals, cnts = hist
     if vals.size == 0:
@@ -370,25 +322,6 @@ _WRITE_NAMES = frozenset(
 )
 
 
-def _grouped_unions(g: np.ndarray, ts: np.ndarray, te: np.ndarray, k: int) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Per group ordinal ``0..k-1`` (``g``), the union of its intervals; one numpy union for all
-    groups: group ``i``'s intervals are shifted by ``i * S`` (``S`` > the span) so they never meet."""
-    base = int(ts.min())
-    span = int(te.max()) - base + 1
-    if k * span >= 2**62:  # shift would overflow: one union per group
-        return [union_intervals(ts[g == i], te[g == i]) for i in range(k)]
-    shift = g.astype(np.int64) * span - base
-    us, ue = union_intervals(ts + shift, te + shift)
-    grp = us // span
-    cut = np.searchsorted(grp, np.arange(k + 1))
-    out = []
-    for i in range(k):
-        a, z = cut[i], cut[i + 1]
-        off = i * span - base
-        out.append((us[a:z] - off, ue[a:z] - off))
-    return out
-
-
 def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
@@ -416,7 +349,7 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
     nbytes = np.add.reduceat(sz, first)
     sized = np.add.reduceat(has.astype(np.int64), first)
     max_te = np.maximum.reduceat(te, first)
-    unions = _grouped_unions(gi, ts, te, k)
+    unions = grouped_unions(gi, ts, te, k)
     # exact histograms of dur per group: distinct (group, dur) pairs
     ho = np.lexsort((dur, gi))
     hg, hd = gi[ho], dur[ho]
@@ -955,10 +888,10 @@ def _bins_for(t0, t1, bins, window_us):
 def _time_finish(p, edges):
     nb = edges.size - 1
     width = np.diff(edges)
-    io_busy = np.array([_measure_within(p["io"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
-    cp_busy = np.array([_measure_within(p["cp"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
-    both = _intersect(p["io"], p["cp"])
-    ov = np.array([_measure_within(both, int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    io_busy = np.array([measure_within(p["io"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    cp_busy = np.array([measure_within(p["cp"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    both = intersect(p["io"], p["cp"])
+    ov = np.array([measure_within(both, int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
     t0 = int(edges[0])
     w_s = np.maximum(width, 1) * 1e-6
     io_us = p["io_us"] if p["io_us"] is not None else np.zeros(nb, dtype=np.int64)
@@ -1099,16 +1032,16 @@ def _tag_finish(p, key):
     rows = {}
     for v, g in p["groups"].items():
         span = g.union
-        io_in = _intersect(p["io"], span)
-        cp_in = _intersect(p["cp"], span)
+        io_in = intersect(p["io"], span)
+        cp_in = intersect(p["cp"], span)
         rows[v] = {
             "events": g.count,
             "time_s": g.dur_sum * 1e-6,
             "span_s": union_measure(span) * 1e-6,
             "io_time_s": union_measure(io_in) * 1e-6,
-            "app_io_time_s": union_measure(_intersect(p["app"], span)) * 1e-6,
+            "app_io_time_s": union_measure(intersect(p["app"], span)) * 1e-6,
             "compute_time_s": union_measure(cp_in) * 1e-6,
-            "unoverlapped_io_s": union_measure(_difference(io_in, cp_in)) * 1e-6,
+            "unoverlapped_io_s": union_measure(difference(io_in, cp_in)) * 1e-6,
             "start_s": g.min_ts,
             "end_s": g.max_te,
         }
@@ -1227,9 +1160,9 @@ def _epoch_finish(p):
     for k in range(n):
         iv = [v[k] for v in per_proc.values() if len(v) > k]
         span = union_intervals(np.array([a for a, _ in iv]), np.array([b for _, b in iv]))
-        inside = {name: _intersect(p[name], span) for name in ("io", "fetch", "cp", "ckpt", "eval")}
+        inside = {name: intersect(p[name], span) for name in ("io", "fetch", "cp", "ckpt", "eval")}
         train_iv = [(a, b) for _, a, b in p["train"]]
-        train = _intersect(
+        train = intersect(
             union_intervals(
                 np.array([a for a, _ in train_iv], dtype=np.int64), np.array([b for _, b in train_iv], dtype=np.int64)
             ),
@@ -1246,9 +1179,9 @@ def _epoch_finish(p):
             "io_s": union_measure(inside["io"]) * 1e-6,
             "checkpoint_s": union_measure(inside["ckpt"]) * 1e-6,
             "eval_s": union_measure(inside["eval"]) * 1e-6,
-            "fetch_unoverlapped_s": union_measure(_difference(inside["fetch"], inside["cp"])) * 1e-6,
-            "io_unoverlapped_s": union_measure(_difference(inside["io"], inside["cp"])) * 1e-6,
-            "other_s": union_measure(_difference(span, busy)) * 1e-6,
+            "fetch_unoverlapped_s": union_measure(difference(inside["fetch"], inside["cp"])) * 1e-6,
+            "io_unoverlapped_s": union_measure(difference(inside["io"], inside["cp"])) * 1e-6,
+            "other_s": union_measure(difference(span, busy)) * 1e-6,
             "source": src,
         }
     return _frame(rows, "epoch", _EPOCH_COLUMNS, sort=None)
