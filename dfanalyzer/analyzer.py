@@ -42,6 +42,7 @@ import pandas as pd
 
 from . import schema as _schema
 from . import summary as _summary
+from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
@@ -574,9 +575,9 @@ class DFAnalyzer:
         file_pattern,
         index_dir: Optional[str] = None,
         batch_size_mb: float = 16,
-        io_cats: Sequence[str] = ("POSIX", "STDIO"),
-        compute_cats: Sequence[str] = ("compute",),
-        app_io_cats: Sequence[str] = ("reader",),
+        io_cats: Sequence[str] = IO_CATS,
+        compute_cats: Sequence[str] = COMPUTE_CATS,
+        app_io_cats: Sequence[str] = APP_IO_CATS,
         partition_size_mb: float = 128,
         args: Optional[Sequence[str]] = None,
         client=None,

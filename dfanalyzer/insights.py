@@ -32,7 +32,16 @@ import pandas as pd
 
 from .engine.intervals import merge_unions, union_intervals, union_measure
 from .engine.intervals import unions_by as _unions_by
-from .summary import TRACER_CAT
+from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this module's API)
+    DATA_NAMES,
+    FSEEK_NAMES,
+    LSEEK_NAMES,
+    OPEN_NAMES,
+    POSITIONAL_NAMES,
+    READ_NAMES,
+    WRITE_NAMES,
+)
+from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -51,15 +60,6 @@ __all__ = [
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "insights.yaml")
 SEVERITIES = ("high", "warn", "info", "ok")
 
-# Call families (the preload's event names, docs/preload.md).
-READ_NAMES = frozenset("read pread pread64 readv preadv preadv64 preadv2 preadv64v2 fread".split())
-WRITE_NAMES = frozenset("write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 fwrite".split())
-POSITIONAL_NAMES = frozenset(n for n in READ_NAMES | WRITE_NAMES if n.startswith("p"))
-OPEN_NAMES = frozenset("open open64 openat openat64 creat creat64 fopen fopen64 freopen freopen64".split())
-LSEEK_NAMES = frozenset(("lseek", "lseek64"))
-FSEEK_NAMES = frozenset(("fseek", "fseeko", "fseeko64"))
-# Calls that move or sync data; every other I/O call is a metadata call (open, close, stat, seek, ...).
-DATA_NAMES = READ_NAMES | WRITE_NAMES | frozenset("fsync fdatasync msync mmap mmap64 munmap".split())
 _EMPTY = np.empty(0, dtype=np.int64)
 
 

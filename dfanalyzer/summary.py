@@ -39,6 +39,7 @@ from .engine.intervals import (
     union_intervals,
     union_measure,
 )
+from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT  # the tracer's own records, never events
 
 __all__ = [
     "Summary",
@@ -57,7 +58,6 @@ __all__ = [
     "AGGREGATE_COLUMNS",
 ]
 
-TRACER_CAT = "dftracer"  # the tracer's own category (start/end records), never an application event
 _EMPTY = EMPTY
 TIME_KEYS = (
     "total",

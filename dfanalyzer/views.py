@@ -33,7 +33,23 @@ from .engine.intervals import (
     union_intervals,
     union_measure,
 )
-from .summary import TRACER_CAT, _codes, _lut
+from .engine.vocabulary import (
+    APP_IO_CATS,
+    CHECKPOINT_CATS,
+    COMPUTE_CATS,
+    COMPUTE_EVENTS_CATS,
+    DEFAULT_LAYERS,
+    EPOCH_EVENTS,
+    EVAL_EVENTS,
+    FETCH_EVENTS,
+    IO_CATS,
+    READ_NAMES,
+    TRAIN_EVENTS,
+    WRITE_NAMES,
+    spans_others,
+)
+from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT
+from .summary import _codes, _lut
 
 __all__ = [
     "IO_CATS",
@@ -54,35 +70,9 @@ __all__ = [
     "parents_from_metadata",
 ]
 
-IO_CATS = ("POSIX", "STDIO")
-COMPUTE_CATS = ("compute",)
-APP_IO_CATS = ("reader",)
 MIB = float(2**20)
 _EMPTY = np.empty(0, dtype=np.int64)
 _EMPTY_U = (_EMPTY, _EMPTY)
-
-#: Built-in category -> layer mapping: DLIO 2.0.0's categories, the ``ai`` API's categories
-#: (dftracer/_api.py) and the tracer's POSIX/STDIO. A category not listed is its own layer.
-DEFAULT_LAYERS: Dict[str, str] = {
-    "POSIX": "POSIX",
-    "STDIO": "STDIO",
-    # application (Python) I/O: DLIO readers and data loader, ai.data / ai.dataloader
-    "reader": "app_io",
-    "data_loader": "app_io",
-    "data": "app_io",
-    "dataloader": "app_io",
-    # compute: DLIO's framework compute, ai.compute, the summary's compute category
-    "ai_framework": "compute",
-    "compute": "compute",
-    # checkpointing, communication, device transfers (ai API)
-    "checkpoint": "checkpoint",
-    "comm": "comm",
-    "device": "device",
-    # the training loop itself: DLIO's benchmark driver, ai.pipeline, ai root
-    "dlio_benchmark": "pipeline",
-    "pipeline": "pipeline",
-    "ai_root": "pipeline",
-}
 
 #: Request-size histogram buckets (Darshan's): (label, lower bound in bytes); a bucket holds sizes
 #: from its bound up to the next one; K = 1024, M = 2**20, G = 2**30.
@@ -99,19 +89,6 @@ SIZE_BUCKETS: Tuple[Tuple[str, int], ...] = (
     ("1G_PLUS", 2**30),
 )
 _SIZE_EDGES = np.array([e for _, e in SIZE_BUCKETS], dtype=np.int64)
-
-# ai API and DLIO 2.0.0 event names used by the epoch view (category, name)
-EPOCH_EVENTS = (("pipeline", "epoch.block"), ("pipeline", "epoch"))
-TRAIN_EVENTS = (("pipeline", "train"), ("dlio_benchmark", "DLIOBenchmark._train"))
-FETCH_EVENTS = (
-    ("dataloader", "fetch.iter"),
-    ("dataloader", "fetch"),
-    ("dlio_benchmark", "_train.iter"),
-    ("dlio_benchmark", "loop.iter"),
-)
-COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
-CHECKPOINT_CATS = ("checkpoint",)
-EVAL_EVENTS = (("pipeline", "evaluate"), ("dlio_benchmark", "DLIOBenchmark._eval"))
 
 
 # ============================================================================ execution
@@ -314,14 +291,6 @@ class _Group:
             self.rand += 1
 
 
-_READ_NAMES = frozenset(
-    ("read", "pread", "pread64", "readv", "preadv", "preadv2", "fread", "fgets", "getc", "fgetc", "fscanf")
-)
-_WRITE_NAMES = frozenset(
-    ("write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite", "fputs", "fputc", "fprintf")
-)
-
-
 def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
@@ -368,8 +337,8 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         buckets = np.zeros((k, len(_SIZE_EDGES)), dtype=np.int64)
         np.add.at(buckets, (gi[has], b[has]), 1)
         nm, nu = c.codes("name")
-        is_read = _lut(nu, _READ_NAMES)[nm[rows] + 1]
-        is_write = _lut(nu, _WRITE_NAMES)[nm[rows] + 1]
+        is_read = _lut(nu, READ_NAMES)[nm[rows] + 1]
+        is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
         read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
         # access pattern: data operations with an offset, per thread, in trace (row) order
@@ -1207,14 +1176,22 @@ def epoch_view(events, io_cats: Sequence[str] = IO_CATS, client=None) -> pd.Data
 
 # ---------------------------------------------------------------------------- layers
 def _layer_partial(df):
+    """(category, spans others) -> [events, dur sum, union]: regions that span other work
+    (vocabulary.spans_others: ``*.block``, ``epoch``, ...) are kept apart from their category."""
     c = _Cols(df)
     out = {}
     if c.n == 0:
         return out
     cc, cu = c.codes("cat")
+    nm, nu = c.codes("name")
+    spanning = np.array([False] + [spans_others(str(n)) for n in nu], dtype=bool)[nm + 1]
     ts, te, dur = c.ts, c.te, c.dur
-    for code, rows in _segments(cc):
-        out[cu[code]] = [int(rows.size), int(dur[rows].sum()), union_intervals(ts[rows], te[rows])]
+    for code, rows in _segments(cc * 2 + spanning):
+        out[(cu[code // 2], bool(code % 2))] = [
+            int(rows.size),
+            int(dur[rows].sum()),
+            union_intervals(ts[rows], te[rows]),
+        ]
     return out
 
 
@@ -1232,12 +1209,14 @@ def _layer_combine(parts):
 
 def _layer_finish(cats, mapping):
     layers: Dict[str, list] = {}
-    members: Dict[str, list] = {}
-    for cat, (n, d, u) in cats.items():
+    members: Dict[str, set] = {}
+    for (cat, spanning), (n, d, u) in cats.items():
         lay = mapping.get(cat, cat)
         if lay is None:
             continue
-        members.setdefault(lay, []).append(cat)
+        if spanning:  # a container of other work: the training loop's structure, never its category's time
+            lay = "pipeline"
+        members.setdefault(lay, set()).add(cat)
         if lay in layers:
             o = layers[lay]
             layers[lay] = [o[0] + n, o[1] + d, merge_unions(o[2], u)]
@@ -1266,7 +1245,10 @@ def layer_view(events, mapping: Optional[Mapping[str, Optional[str]]] = None, cl
     """Time split per layer, sorted by ``time_s``.
 
     ``mapping`` (category -> layer name, or None to drop a category) is applied over
-    :data:`DEFAULT_LAYERS`; a category in neither is its own layer. Index ``layer``; columns
+    :data:`DEFAULT_LAYERS`; a category in neither is its own layer. Regions that span other work
+    (``*.block`` loops, ``epoch``, ``train``, ...: ``engine.vocabulary.spans_others``) are
+    containers, never time of their category's layer: they count in the ``pipeline`` layer.
+    Index ``layer``; columns
     ``categories`` (its categories, comma separated), ``events``, ``time_s`` (measure of the
     union of its intervals, s), ``dur_sum_s`` (summed ``dur``), ``unoverlapped_s`` (its time
     when no other layer is in flight: ``|L \\ ∪ others|``), ``share`` (``time_s`` / measure of

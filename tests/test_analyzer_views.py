@@ -402,3 +402,19 @@ def test_cli_help_lists_every_command():
     assert r.returncode == 0
     for cmd in ("summary", "functions", "files", "processes", "timeline", "tags", "epochs", "layers", "compare"):
         assert f"dfanalyzer {cmd} " in r.stdout
+
+
+def test_layer_view_spanning_regions_are_never_their_layers_time():
+    # the README's ai example: fetch.block (cat dataloader) spans the whole loop body, the reads
+    # and the compute; only the fetch.iter waits are application I/O
+    rows = [
+        dict(name="fetch.block", cat="dataloader", pid=1, ts=0, dur=1000),
+        dict(name="fetch.iter", cat="dataloader", pid=1, ts=0, dur=10),
+        dict(name="fetch.iter", cat="dataloader", pid=1, ts=500, dur=10),
+        dict(name="compute", cat="compute", pid=1, ts=10, dur=490),
+        dict(name="epoch", cat="pipeline", pid=1, ts=0, dur=1000),
+    ]
+    lv = V.layer_view(frame(rows))
+    assert lv.loc["app_io", "time_s"] == 20 * 1e-6 and lv.loc["app_io", "events"] == 2
+    assert lv.loc["pipeline", "events"] == 2 and lv.loc["pipeline", "categories"] == "dataloader,pipeline"
+    assert lv.loc["compute", "time_s"] == 490 * 1e-6
