@@ -24,11 +24,13 @@ histogram, with numpy's own interpolation formula, so they are bit-identical to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 import pandas as pd
 
+from .engine.events import AGGREGATE_COLUMNS, FrameColumns, ReaderColumns, aggregated, calls, event_mask
+from .engine.events import lut as _lut
 from .engine.intervals import (
     EMPTY,
     Union,
@@ -56,6 +58,8 @@ __all__ = [
     "finish",
     "TRACER_CAT",
     "AGGREGATE_COLUMNS",
+    "FrameColumns",
+    "ReaderColumns",
 ]
 
 _EMPTY = EMPTY
@@ -70,10 +74,6 @@ TIME_KEYS = (
     "unoverlapped_compute",
 )
 SIZE_KEYS = ("min", "p25", "mean", "median", "p75", "max")
-#: Args columns of aggregated records that the summary reads (kept even when the analyzer drops
-#: args columns): calls per record and the per-call extremes of ``ret`` and ``size``.
-AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
-EVENT_PHASES = ("X", "A")  # complete events and aggregated records
 
 
 # ----------------------------------------------------------------------------- partials
@@ -97,92 +97,12 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
 
 
-def _codes(col: pd.Series) -> Tuple[np.ndarray, list]:
-    """Integer codes (int64, -1 = null) and their values as str, for a categorical or text column."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy().astype(np.int64), [str(x) for x in col.cat.categories]
-    codes, uniq = pd.factorize(col.to_numpy(dtype=object))
-    return codes.astype(np.int64), [str(x) for x in uniq]
-
-
-def _lut(cats: list, values: Iterable[str]) -> np.ndarray:
-    """Boolean lookup table indexed by code + 1 (index 0 is the null code -1): category in ``values``."""
-    want = set(values)
-    return np.array([False] + [c in want for c in cats], dtype=bool)
-
-
 def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """One row index (from ``rows``) per distinct value of ``key`` (``key[i]`` belongs to ``rows[i]``)."""
     codes, uniq = pd.factorize(key)
     rep = np.empty(len(uniq), dtype=np.int64)
     rep[codes] = rows
     return rep
-
-
-class FrameColumns:
-    """The columns :func:`partial_from_columns` reads, taken from a pandas DataFrame of events."""
-
-    def __init__(self, df: pd.DataFrame):
-        self.df = df
-        self.rows = len(df)
-
-    def codes(self, key: str) -> Tuple[np.ndarray, list]:
-        """Integer codes (int64, -1 = null) and their str values of a categorical/text column."""
-        return _codes(self.df[key])
-
-    def ints(self, key: str) -> np.ndarray:
-        """A non-null integer column as int64."""
-        return self.df[key].to_numpy(dtype=np.int64)
-
-    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
-        """``size`` as int64 (0 where null) and its validity mask (bool)."""
-        size = self.df["size"]
-        has = size.notna().to_numpy(dtype=bool)
-        if size.dtype.kind == "f":
-            return size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64), has
-        return size.to_numpy(dtype=np.int64, na_value=0), has
-
-    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
-        """Args column ``key`` as float64 (``fill`` where null or not a number), None if absent."""
-        if key not in self.df.columns:
-            return None
-        col = pd.to_numeric(self.df[key], errors="coerce")
-        return col.fillna(fill).to_numpy(dtype=np.float64)
-
-
-class ReaderColumns:
-    """The same columns straight from a ``dfanalyzer._reader.load_batch`` result (NumPy views of
-    the C++ buffers: no DataFrame is built). Args columns other than :data:`AGGREGATE_COLUMNS`
-    are never touched (the streamed summary asks the reader not to build them: ``columns=``)."""
-
-    def __init__(self, r: dict):
-        self.core = r["core"]
-        self.args = {key: (dtype, payload) for key, dtype, payload in r["args"] if key in AGGREGATE_COLUMNS}
-        self.rows = int(r["rows"])
-
-    def codes(self, key: str) -> Tuple[np.ndarray, list]:
-        codes, cats = self.core[key]
-        return codes.astype(np.int64), list(cats)
-
-    def ints(self, key: str) -> np.ndarray:
-        return np.asarray(self.core[key], dtype=np.int64)
-
-    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
-        values, null = self.core["size"]
-        return np.asarray(values, dtype=np.int64), ~np.asarray(null, dtype=bool)
-
-    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
-        got = self.args.get(key)
-        if got is None:
-            return None
-        dtype, payload = got
-        if dtype == "string":  # numbers written as text: pandas' coercion, as FrameColumns
-            from .schema import categorical
-
-            col = pd.to_numeric(pd.Series(categorical(*payload)), errors="coerce")
-            return col.fillna(fill).to_numpy(dtype=np.float64)
-        values, null = payload
-        return np.where(null, np.float64(fill), values.astype(np.float64))
 
 
 def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> Partial:
@@ -222,7 +142,7 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
         return p
     ph, ph_cats = cols.codes("ph")
     cat, cat_cats = cols.codes("cat")
-    keep = _lut(ph_cats, EVENT_PHASES)[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
+    keep = event_mask(ph, ph_cats, cat, cat_cats)
     rows = None if keep.all() else np.flatnonzero(keep)
 
     def take(a: np.ndarray) -> np.ndarray:
@@ -231,7 +151,7 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
     cat = take(cat)
     if cat.size == 0:
         return p
-    agg = take(_lut(ph_cats, ("A",))[ph + 1])
+    agg = take(aggregated(ph, ph_cats))
     calls = _calls(cols, agg, take) if agg.any() else None  # calls per row (None: one each)
     p.events = int(cat.size if calls is None else calls.sum())
     ts = take(cols.ints("ts"))
@@ -311,9 +231,9 @@ def _int_column(cols, key: str, take, fill: int) -> np.ndarray:
 
 
 def _calls(cols, agg: np.ndarray, take) -> np.ndarray:
-    """Calls per kept row: ``dft_cnt`` for aggregated rows (1 when absent or < 1), else 1."""
-    n = _int_column(cols, "dft_cnt", take, 1)
-    return np.where(agg & (n >= 1), n, 1)
+    """Calls per kept row (engine.events.calls)."""
+    col = cols.numeric("dft_cnt", 1)
+    return calls(None if col is None else take(col), agg)
 
 
 def _aggregated_sizes(cols, take, agg, calls, sv):

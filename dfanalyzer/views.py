@@ -8,7 +8,10 @@ result reaches the client. Interval unions and exact percentiles reuse
 :func:`dfanalyzer.summary.union_intervals` / :func:`~dfanalyzer.summary.merge_unions` /
 :func:`~dfanalyzer.summary.histogram_percentiles`.
 
-Events are the rows with ``ph == "X"`` and ``cat != "dftracer"`` (as in the summary). Units:
+Events are those of :mod:`dfanalyzer.engine.events`, as in the summary: rows with ``ph`` ``"X"``
+or ``"A"`` whose category is not the tracer's, and every count (``count``, ``ops``, ``events``)
+counts calls: an aggregated record weighs ``dft_cnt`` (its calls take its mean duration and
+size in the histograms and size buckets; it has no single offset, so no access-pattern step). Units:
 timestamps and durations in µs in the trace; the views report times in seconds (``*_s``) or µs
 (``*_us``), bytes in bytes, bandwidth in MiB/s (2**20 bytes per second). Every metric is
 defined in ``docs/analyzer.md`` ("Views").
@@ -22,6 +25,10 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
+from .engine.events import aggregated, event_mask
+from .engine.events import calls as _calls_of
+from .engine.events import codes as _codes
+from .engine.events import lut as _lut
 from .engine.intervals import (
     difference,
     grouped_unions,
@@ -48,8 +55,6 @@ from .engine.vocabulary import (
     WRITE_NAMES,
     spans_others,
 )
-from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT
-from .summary import _codes, _lut
 
 __all__ = [
     "IO_CATS",
@@ -132,7 +137,8 @@ def _span(events, client=None) -> Tuple[Optional[int], Optional[int]]:
 
 
 class _Cols:
-    """Numpy columns of the events of one partition (``ph == "X"``, ``cat != "dftracer"``), lazily."""
+    """Numpy columns of the events of one partition (engine.events: ``ph`` X or A, not the
+    tracer's category), lazily; ``calls`` weighs each row."""
 
     def __init__(self, df: pd.DataFrame):
         self.df = df
@@ -142,11 +148,23 @@ class _Cols:
         else:
             ph, ph_cats = _codes(df["ph"])
             cat, cat_cats = _codes(df["cat"])
-            keep = _lut(ph_cats, ("X",))[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
-            self.rows = np.flatnonzero(keep)
+            self.rows = np.flatnonzero(event_mask(ph, ph_cats, cat, cat_cats))
             self.n = int(self.rows.size)
             self._cat = (cat[self.rows], cat_cats)
+            self.agg = aggregated(ph, ph_cats)[self.rows]
         self._cache = {}
+        if self.n == 0:
+            self.agg = np.zeros(0, dtype=bool)
+
+    @property
+    def calls(self) -> np.ndarray:
+        """Calls per kept row (int64): ``dft_cnt`` of an aggregated record, else 1."""
+        if "#calls" not in self._cache:
+            cnt = None
+            if self.agg.any() and "dft_cnt" in self.df.columns:
+                cnt = pd.to_numeric(self.df["dft_cnt"], errors="coerce").fillna(1).to_numpy(dtype=np.float64)[self.rows]
+            self._cache["#calls"] = _calls_of(cnt, self.agg)
+        return self._cache["#calls"]
 
     def codes(self, col: str) -> Tuple[np.ndarray, list]:
         """(codes of the kept rows, values by code); code -1 is null."""
@@ -313,18 +331,22 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
     has = has_all[rows]
     sz = np.where(has, size_all[rows], 0)
     first = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
-    count = np.diff(np.r_[first, rows.size])
+    # an aggregated record counts as its dft_cnt calls, each of its mean duration and size
+    weighted = bool(c.agg[rows].any())
+    w = c.calls[rows] if weighted else None
+    count = np.add.reduceat(w, first) if weighted else np.diff(np.r_[first, rows.size])
     dur_sum = np.add.reduceat(dur, first)
     nbytes = np.add.reduceat(sz, first)
-    sized = np.add.reduceat(has.astype(np.int64), first)
+    sized = np.add.reduceat(has * w if weighted else has.astype(np.int64), first)
     max_te = np.maximum.reduceat(te, first)
     unions = grouped_unions(gi, ts, te, k)
     # exact histograms of dur per group: distinct (group, dur) pairs
-    ho = np.lexsort((dur, gi))
-    hg, hd = gi[ho], dur[ho]
+    pdur = dur // w if weighted else dur
+    ho = np.lexsort((pdur, gi))
+    hg, hd = gi[ho], pdur[ho]
     new = np.r_[True, (hg[1:] != hg[:-1]) | (hd[1:] != hd[:-1])]
     hf = np.flatnonzero(new)
-    hn = np.diff(np.r_[hf, hg.size]).astype(np.int64)
+    hn = np.add.reduceat(w[ho], hf).astype(np.int64) if weighted else np.diff(np.r_[hf, hg.size]).astype(np.int64)
     hcut = np.searchsorted(hg[hf], np.arange(k + 1))
     hvals = hd[hf]
     if detail:
@@ -333,9 +355,10 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         npk = max(1, len(pkeys))
         pairs = np.unique(gi.astype(np.int64) * npk + pr)
         pcut = np.searchsorted(pairs // npk, np.arange(k + 1))
-        b = np.clip(np.searchsorted(_SIZE_EDGES, sz, side="right") - 1, 0, len(_SIZE_EDGES) - 1)
+        psz = sz // w if weighted else sz
+        b = np.clip(np.searchsorted(_SIZE_EDGES, psz, side="right") - 1, 0, len(_SIZE_EDGES) - 1)
         buckets = np.zeros((k, len(_SIZE_EDGES)), dtype=np.int64)
-        np.add.at(buckets, (gi[has], b[has]), 1)
+        np.add.at(buckets, (gi[has], b[has]), w[has] if weighted else 1)
         nm, nu = c.codes("name")
         is_read = _lut(nu, READ_NAMES)[nm[rows] + 1]
         is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
@@ -343,7 +366,7 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
         # access pattern: data operations with an offset, per thread, in trace (row) order
         off_all, has_off = c.nullable("offset")
-        dm = has & has_off[rows]
+        dm = has & has_off[rows] & ~c.agg[rows]  # an aggregated record has no single offset
         seq = np.zeros(k, dtype=np.int64)
         consec = np.zeros(k, dtype=np.int64)
         rand = np.zeros(k, dtype=np.int64)
@@ -613,13 +636,14 @@ def _procs_partial(df, io_cats, compute_cats, app_io_cats):
     io_m, cp_m, app_m = c.cat_mask(io_cats), c.cat_mask(compute_cats), c.cat_mask(app_io_cats)
     ts, te, tid = c.ts, c.te, c.ints("tid")
     size, has = c.nullable("size")
+    calls = c.calls
     for code, rows in _segments(pk):
         p = _Proc()
-        p.events = int(rows.size)
+        p.events = int(calls[rows].sum())
         p.min_ts, p.max_te = int(ts[rows].min()), int(te[rows].max())
         p.threads = set(np.unique(tid[rows]).tolist())
         r = rows[io_m[rows]]
-        p.io_events = int(r.size)
+        p.io_events = int(calls[r].sum())
         p.bytes = int(size[r][has[r]].sum())
         p.io = union_intervals(ts[r], te[r])
         r = rows[cp_m[rows]]
@@ -813,7 +837,9 @@ def _time_partial(df, edges, io_cats, compute_cats, by_process):
         return out
     ev, b, ov = _split(ts[r], te[r], edges)
     out["io_us"] = np.bincount(b, weights=ov, minlength=nb).astype(np.int64)
-    out["ops"] = np.bincount(np.clip(np.searchsorted(edges, ts[r], side="right") - 1, 0, nb - 1), minlength=nb)
+    out["ops"] = np.bincount(
+        np.clip(np.searchsorted(edges, ts[r], side="right") - 1, 0, nb - 1), weights=c.calls[r], minlength=nb
+    ).astype(np.int64)
     size, has = c.nullable("size")
     d = (te[r] - ts[r])[ev]
     frac = np.where(d > 0, ov / np.maximum(d, 1), 1.0)  # zero-length: all bytes to the ts bin
@@ -1188,7 +1214,7 @@ def _layer_partial(df):
     ts, te, dur = c.ts, c.te, c.dur
     for code, rows in _segments(cc * 2 + spanning):
         out[(cu[code // 2], bool(code % 2))] = [
-            int(rows.size),
+            int(c.calls[rows].sum()),
             int(dur[rows].sum()),
             union_intervals(ts[rows], te[rows]),
         ]
