@@ -42,6 +42,7 @@ import pandas as pd
 
 from . import schema as _schema
 from . import summary as _summary
+from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
@@ -499,6 +500,11 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
     return part, md, info
 
 
+def _submitter(client):
+    """engine.reduce.tree_reduce's ``submit`` on a distributed client (impure: results kept)."""
+    return lambda fn, *args: client.submit(fn, *args, pure=False)
+
+
 def _summary_partial(df, io_cats, compute_cats, app_io_cats):
     return _summary.partition_partial(df, io_cats, compute_cats, app_io_cats)
 
@@ -824,9 +830,11 @@ class DFAnalyzer:
         self._ensure_loaded()
         return self._events
 
-    @property
-    def _final(self) -> list:
-        """The futures of the held partitions of :attr:`events`, in order."""
+    def partitions(self) -> list:
+        """The distributed futures of the held partitions of :attr:`events`, in order (each a
+        pandas DataFrame on the cluster of :attr:`client`): what an engine metric
+        (``dfanalyzer.engine.reduce``) runs its partials on without building a collection graph.
+        Loads the events on first use; empty after :meth:`close`."""
         self._ensure_loaded()
         return self._final_parts
 
@@ -981,10 +989,9 @@ class DFAnalyzer:
         else:
             c = self.client
             # futures straight on the held partitions: no collection graph to build or optimise
-            level = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self._final]
-            while len(level) > 1:
-                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-            result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
+            leaves = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self.partitions()]
+            root = tree_reduce(leaves, _summary_combine, submit=_submitter(c)) if leaves else _summary.Partial()
+            result = c.submit(_summary_finish, root, self.skipped_files(), pure=False).result()
         result.warnings = self.input_warnings()
         if show:
             if console is None:
@@ -1030,9 +1037,7 @@ class DFAnalyzer:
             self._metadata = None
             level = c.map(_pick, futs, [0] * len(futs))
             del futs
-            while len(level) > 1:
-                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-            part = level[0].result() if level else _summary.Partial()
+            part = tree_reduce(level, _summary_combine, submit=_submitter(c)).result() if level else _summary.Partial()
         self._build_stats(infos, partitions=0)
         return part
 

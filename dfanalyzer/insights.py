@@ -30,8 +30,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .engine import timebins
 from .engine.intervals import merge_unions, union_intervals, union_measure
 from .engine.intervals import unions_by as _unions_by
+from .engine.reduce import tree_reduce
 from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this module's API)
     DATA_NAMES,
     FSEEK_NAMES,
@@ -361,8 +363,8 @@ def stream_positions(carries: List[dict]) -> List[dict]:
 
 
 def _bins_of(ts: np.ndarray, t0: int, t1: int, bins: int) -> np.ndarray:
-    span = max(1, t1 - t0)
-    return np.clip(((ts.astype(np.int64) - t0) * bins) // span, 0, bins - 1).astype(np.int64)
+    """Evidence bin of each ``ts`` (engine.timebins: the time view's edges)."""
+    return timebins.start_bins(ts, timebins.edges(t0, t1, bins))
 
 
 def _hist(b: np.ndarray, bins: int, w=None) -> np.ndarray:
@@ -773,8 +775,8 @@ class Facts:
 
     def window(self, i: int) -> dict:
         """Bin ``i`` as ``{"start_s", "end_s"}`` (seconds since the first event)."""
-        span = max(1, self.t1 - self.t0)
-        return {"start_s": round(span * i / self.bins / 1e6, 6), "end_s": round(span * (i + 1) / self.bins / 1e6, 6)}
+        e = timebins.edges(self.t0, self.t1, self.bins)
+        return {"start_s": round((e[i] - self.t0) / 1e6, 6), "end_s": round((e[i + 1] - self.t0) / 1e6, 6)}
 
     def rel(self, ts_us: int) -> float:
         return round((int(ts_us) - self.t0) / 1e6, 6)
@@ -1542,7 +1544,7 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     c = analyzer.client
     cats = cfg["categories"]
     names = list(cats["epoch_names"]) + list(cats["epoch_fallback_names"])
-    parts = analyzer._final
+    parts = analyzer.partitions()
     pre = c.gather([c.submit(_windows_partial, p, names, pure=False) for p in parts])
     t0s = [a for a, _, _ in pre if a is not None]
     if not t0s:
@@ -1576,10 +1578,8 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     # file positions carried across partitions (a prefix scan), so no read is left unplaced
     # because its open or lseek fell in an earlier partition
     starts = stream_positions(c.gather([c.submit(_stream_carry, p, ctx, pure=False) for p in parts]))
-    level = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
-    while len(level) > 1:
-        level = [c.submit(combine_facts, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-    root = level[0].result()
+    leaves = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
+    root = tree_reduce(leaves, combine_facts, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()
     facts = finish_facts(root, t0, t1, bins, epochs)
     return run_rules(facts, cfg)
 

@@ -41,6 +41,7 @@ from .engine.intervals import (
     union_intervals,
     union_measure,
 )
+from .engine.reduce import FAN_IN, Folder
 from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT  # the tracer's own records, never events
 
 __all__ = [
@@ -372,31 +373,12 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
     return out
 
 
-class PartialFolder:
-    """Merges partials as they arrive (:meth:`add`), ``fan_in`` at a time per level, so that a
-    streamed summary holds at most ``fan_in - 1`` partials per level (log_fan_in of the batches
-    levels) instead of every batch's partial; :meth:`result` merges what is left. The result is
-    the same as :func:`combine_partials` of all of them (the merge is exact, associative and
-    commutative)."""
+class PartialFolder(Folder):
+    """A streaming :class:`~dfanalyzer.engine.reduce.Folder` of summary partials: ``add`` them
+    as they arrive, ``result()`` is :func:`combine_partials` of all of them."""
 
-    def __init__(self, fan_in: int = 8):
-        self.fan_in = max(2, int(fan_in))
-        self.levels: List[List[Partial]] = []
-
-    def add(self, part: Partial) -> None:
-        level = 0
-        while True:
-            if level == len(self.levels):
-                self.levels.append([])
-            self.levels[level].append(part)
-            if len(self.levels[level]) < self.fan_in:
-                return
-            part = combine_partials(self.levels[level])
-            self.levels[level] = []
-            level += 1
-
-    def result(self) -> Partial:
-        return combine_partials([p for level in self.levels for p in level])
+    def __init__(self, fan_in: int = FAN_IN):
+        super().__init__(lambda *parts: combine_partials(parts), fan_in)
 
 
 # ----------------------------------------------------------------------------- result

@@ -25,6 +25,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
+from .engine import timebins
 from .engine.events import aggregated, event_mask
 from .engine.events import calls as _calls_of
 from .engine.events import codes as _codes
@@ -40,6 +41,7 @@ from .engine.intervals import (
     union_intervals,
     union_measure,
 )
+from .engine.reduce import run_metric
 from .engine.vocabulary import (
     APP_IO_CATS,
     CHECKPOINT_CATS,
@@ -98,24 +100,9 @@ _SIZE_EDGES = np.array([e for _, e in SIZE_BUCKETS], dtype=np.int64)
 
 # ============================================================================ execution
 def _run(events, partial: Callable, combine: Callable, finish: Callable, *args, client=None):
-    """Run ``finish(combine(partial(p) for p in partitions))`` exactly, as a tree on the cluster.
-
-    ``events`` is a Dask DataFrame (partials run where its partitions live; ``combine`` gets a
-    list in partition order, fan-in 8) or a pandas DataFrame (computed here).
-    """
-    if isinstance(events, pd.DataFrame):
-        return finish(combine([partial(events, *args)]))
-    from dask import delayed
-
-    level = [delayed(partial)(p, *args) for p in events.to_delayed()]
-    if not level:
-        return finish(combine([]))
-    while len(level) > 1:
-        level = [delayed(combine)(level[i : i + 8]) for i in range(0, len(level), 8)]
-    root = delayed(finish)(delayed(combine)(level))
-    if client is not None:
-        return client.compute(root, sync=True)
-    return root.compute()
+    """``finish`` of the tree reduction of ``partial`` over the partitions (engine.reduce.run_metric);
+    the views' ``combine`` takes a list of partials in partition order."""
+    return run_metric(events, partial, lambda *parts: combine(list(parts)), finish, *args, client=client)
 
 
 def _span(events, client=None) -> Tuple[Optional[int], Optional[int]]:
@@ -795,23 +782,8 @@ def parents_from_metadata(metadata: pd.DataFrame) -> Dict[int, int]:
 
 
 # ---------------------------------------------------------------------------- time windows
-def _edges(t0: int, t1: int, bins: int) -> np.ndarray:
-    span = max(1, t1 - t0)
-    return t0 + (np.arange(bins + 1, dtype=np.int64) * span) // bins
-
-
-def _split(ts: np.ndarray, te: np.ndarray, edges: np.ndarray):
-    """Pieces of intervals cut at bin edges: ``(event index, bin, overlap µs)``; a zero-length
-    interval gives one piece of length 0 in the bin of its ``ts``."""
-    nb = edges.size - 1
-    b0 = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, nb - 1)
-    b1 = np.clip(np.searchsorted(edges, np.maximum(te - 1, ts), side="right") - 1, 0, nb - 1)
-    n = (b1 - b0 + 1).astype(np.int64)
-    ev = np.repeat(np.arange(ts.size, dtype=np.int64), n)
-    first = np.repeat(np.cumsum(n) - n, n)
-    b = np.repeat(b0, n) + (np.arange(ev.size, dtype=np.int64) - first)
-    ov = np.minimum(te[ev], edges[b + 1]) - np.maximum(ts[ev], edges[b])
-    return ev, b, np.maximum(ov, 0)
+_edges = timebins.edges
+_split = timebins.split
 
 
 def _time_partial(df, edges, io_cats, compute_cats, by_process):
@@ -837,9 +809,7 @@ def _time_partial(df, edges, io_cats, compute_cats, by_process):
         return out
     ev, b, ov = _split(ts[r], te[r], edges)
     out["io_us"] = np.bincount(b, weights=ov, minlength=nb).astype(np.int64)
-    out["ops"] = np.bincount(
-        np.clip(np.searchsorted(edges, ts[r], side="right") - 1, 0, nb - 1), weights=c.calls[r], minlength=nb
-    ).astype(np.int64)
+    out["ops"] = np.bincount(timebins.start_bins(ts[r], edges), weights=c.calls[r], minlength=nb).astype(np.int64)
     size, has = c.nullable("size")
     d = (te[r] - ts[r])[ev]
     frac = np.where(d > 0, ov / np.maximum(d, 1), 1.0)  # zero-length: all bytes to the ts bin
@@ -870,14 +840,8 @@ def _bins_for(t0, t1, bins, window_us):
     if bins is not None and window_us is not None:
         raise ValueError("give bins or window_us, not both")
     if window_us is not None:
-        if window_us <= 0:
-            raise ValueError(f"window_us must be > 0, got {window_us}")
-        bins = max(1, -(-(t1 - t0) // int(window_us)))
-        return t0 + np.arange(bins + 1, dtype=np.int64) * int(window_us)
-    bins = 100 if bins is None else int(bins)
-    if bins < 1:
-        raise ValueError(f"bins must be >= 1, got {bins}")
-    return _edges(t0, t1, bins)
+        return timebins.window_edges(t0, t1, int(window_us))
+    return timebins.edges(t0, t1, 100 if bins is None else int(bins))
 
 
 def _time_finish(p, edges):
