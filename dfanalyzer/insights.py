@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from .engine import timebins
+from .engine import access, timebins
 from .engine.intervals import merge_unions, union_intervals, union_measure
 from .engine.intervals import unions_by as _unions_by
 from .engine.reduce import tree_reduce
@@ -253,85 +253,7 @@ def _isin(col: pd.Series, values) -> np.ndarray:
     return np.asarray(col.isin(list(values)), dtype=bool)
 
 
-def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Optional[dict] = None) -> pd.Series:
-    """File offset (bytes, float with NaN = unknown) of each read/write row of ``io``.
-
-    ``pread``-family calls carry their offset. For ``read``/``write``/``fread``/``fwrite`` the
-    position is reconstructed per ``(hostname, pid, fd)`` stream in ``ts`` order: an open sets it
-    to 0, ``lseek`` to its result, ``fseek(…, SEEK_SET)`` to its offset (any other ``fseek`` makes
-    it unknown), and every non-positional read/write advances it by the bytes moved. Requests
-    before the first such anchor of a stream in this partition start from ``incoming[(host, pid,
-    fd)]`` (the position the earlier partitions left, see :func:`stream_positions`), else stay
-    unknown (``NaN``). When ``carry`` is a dict it receives, per stream of this partition,
-    ``(anchored, value)``: the absolute end position (NaN if unknown) when the stream has an
-    anchor here, else the bytes it moved (a delta to add to the incoming position).
-    """
-    name = io["name"].astype(object)
-    rw = name.isin(READ_NAMES | WRITE_NAMES).to_numpy()
-    pos = pd.Series(np.nan, index=io.index, dtype=float)
-    positional = name.isin(POSITIONAL_NAMES).to_numpy() & io["offset"].notna().to_numpy()
-    pos[positional] = io["offset"][positional].astype(float)
-    if "fd" not in io.columns:
-        return pos
-    anchor_open = name.isin(OPEN_NAMES).to_numpy()
-    anchor_lseek = name.isin(LSEEK_NAMES).to_numpy()
-    anchor_fseek = name.isin(FSEEK_NAMES).to_numpy()
-    fd = pd.to_numeric(io["fd"].astype(object), errors="coerce").to_numpy(dtype=float)
-    ret = (
-        pd.to_numeric(io["ret"].astype(object), errors="coerce").to_numpy(dtype=float)
-        if "ret" in io.columns
-        else np.full(len(io), np.nan)
-    )
-    fd = np.where(anchor_open & np.isnan(fd), ret, fd)  # open: the new fd is the result
-    moving = rw & ~name.isin(POSITIONAL_NAMES).to_numpy()
-    rel = (moving | anchor_open | anchor_lseek | anchor_fseek) & ~np.isnan(fd)
-    if not (moving & rel).any() and carry is None:
-        return pos
-    s = io.loc[rel, ["hostname", "pid", "ts"]].copy()
-    s["fd"] = fd[rel]
-    s["order"] = np.arange(len(s))
-    base = np.full(len(s), np.nan)
-    is_anchor = (anchor_open | anchor_lseek | anchor_fseek)[rel]
-    base[anchor_open[rel]] = 0.0
-    lk = anchor_lseek[rel]
-    base[lk] = np.where(ret[rel][lk] >= 0, ret[rel][lk], np.nan)
-    fk = anchor_fseek[rel]
-    if fk.any():
-        whence = (
-            pd.to_numeric(io.loc[rel, "whence"].astype(object), errors="coerce").to_numpy(dtype=float)
-            if "whence" in io.columns
-            else np.full(len(s), np.nan)
-        )
-        off = io.loc[rel, "offset"].to_numpy(dtype=float, na_value=np.nan)
-        base[fk] = np.where((whence[fk] == 0) & (ret[rel][fk] == 0), off[fk], np.nan)
-    size = io.loc[rel, "size"].to_numpy(dtype=float, na_value=0.0)
-    s["move"] = np.where(moving[rel], size, 0.0)
-    s["base"] = base
-    s["anchor"] = is_anchor
-    s["host"] = s["hostname"].astype(object)
-    s = s.sort_values(["host", "pid", "fd", "ts", "order"], kind="stable")
-    stream = (s["host"].ne(s["host"].shift()) | s["pid"].ne(s["pid"].shift()) | s["fd"].ne(s["fd"].shift())).to_numpy()
-    anchor = s["anchor"].to_numpy(dtype=bool)
-    seg = np.cumsum(stream | anchor)  # 1, 2, ...: a segment starts at a new stream or an anchor
-    first = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])[seg - 1]  # first row of each row's segment
-    sbase = s["base"].to_numpy()
-    keys = list(zip(s["host"].to_numpy(), s["pid"].to_numpy(), s["fd"].to_numpy()))
-    # a stream's first segment without an anchor continues from the earlier partitions
-    start_in = (
-        np.array([np.nan if incoming is None else incoming.get(k, np.nan) for k in keys]) if len(s) else np.zeros(0)
-    )
-    b = np.where(anchor[first], sbase[first], np.where(stream[first], start_in[first], np.nan))
-    move = s["move"].to_numpy()
-    cs = np.cumsum(move)
-    before = cs - move - (cs[first] - move[first])  # bytes moved earlier in the segment
-    keep = ~anchor  # the moving calls
-    pos.loc[s.index.to_numpy()[keep]] = (b + before)[keep]
-    if carry is not None and len(s):
-        for i in np.flatnonzero(np.r_[stream[1:], True]):  # last row of each stream
-            moved = before[i] + move[i]  # bytes moved in the stream's last segment
-            # the last segment starts at the stream's last anchor, or at its start if it has none
-            carry[keys[i]] = (True, sbase[first[i]] + moved) if anchor[first[i]] else (False, moved)
-    return pos
+_place_requests = access.place_requests
 
 
 def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
@@ -343,23 +265,10 @@ def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
 
 
 def _stream_carry(df: pd.DataFrame, ctx: dict) -> dict:
-    carry: dict = {}
-    io = _io_rows(df, ctx)
-    if len(io):
-        _place_requests(io, None, carry)
-    return carry
+    return access.stream_carry(_io_rows(df, ctx))
 
 
-def stream_positions(carries: List[dict]) -> List[dict]:
-    """Prefix scan over the partitions' stream carries (in partition order): per partition, the
-    file position (bytes) each ``(host, pid, fd)`` stream has when the partition begins."""
-    pos: dict = {}
-    out = []
-    for c in carries:
-        out.append(dict(pos))
-        for k, (anchored, v) in c.items():
-            pos[k] = v if anchored else pos.get(k, np.nan) + v
-    return out
+stream_positions = access.stream_positions
 
 
 def _bins_of(ts: np.ndarray, t0: int, t1: int, bins: int) -> np.ndarray:
