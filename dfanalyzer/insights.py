@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .engine import access, timebins
+from .engine.events import select_frame
 from .engine.intervals import merge_unions, union_intervals, union_measure
 from .engine.intervals import unions_by as _unions_by
 from .engine.reduce import tree_reduce
@@ -43,7 +44,6 @@ from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this
     READ_NAMES,
     WRITE_NAMES,
 )
-from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -257,10 +257,7 @@ _place_requests = access.place_requests
 
 
 def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     return x[_isin(x["cat"], ctx["io_cats"])]
 
 
@@ -360,15 +357,14 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     }
     if df.empty:
         return out
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x, xcalls = select_frame(df)
     if x.empty:
         return out
     n, h, t0, t1 = out["n"], out["hist"], ctx["t0"], ctx["t1"]
     cat_io = _isin(x["cat"], ctx["io_cats"])
     io = x[cat_io]
+    w = xcalls[cat_io]  # calls per row: an aggregated record counts its dft_cnt calls
+    agg = w > 1
     name = io["name"].astype(object)
     size = io["size"].to_numpy(dtype=float, na_value=np.nan)
     has_size = ~np.isnan(size)
@@ -380,9 +376,9 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     ts = io["ts"].to_numpy(dtype=np.int64)
     dur = io["dur"].to_numpy(dtype=np.int64)
     b = _bins_of(ts, t0, t1, bins)
-    small = (is_r | is_w) & (np.nan_to_num(size, nan=np.inf) < ctx["small_bytes"])
+    small = (is_r | is_w) & (np.nan_to_num(size / w, nan=np.inf) < ctx["small_bytes"])  # per-call size
     pos = _place_requests(io, ctx.get("stream_start")).to_numpy(dtype=float)
-    placed = (is_r | is_w) & ~np.isnan(pos)
+    placed = (is_r | is_w) & ~np.isnan(pos) & ~agg  # a record of several calls has no single position
     misal = placed & (np.mod(np.nan_to_num(pos), ctx["alignment"]) != 0)
     start = np.nan_to_num(pos).astype(np.int64)
     end = start + np.nan_to_num(size).astype(np.int64)
@@ -410,10 +406,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         r = (sdf["start"] < prev_end).to_numpy()
         rand[sdf["row"].to_numpy()[r]] = True
         streams = g.agg(first_start=("start", "first"), first_bin=("bin", "first"), last_end=("end", "last"))
-    n["reads"] = int(is_r.sum())
-    n["writes"] = int(is_w.sum())
-    n["small_reads"] = int((small & is_r).sum())
-    n["small_writes"] = int((small & is_w).sum())
+    n["reads"] = int(w[is_r].sum())
+    n["writes"] = int(w[is_w].sum())
+    n["small_reads"] = int(w[small & is_r].sum())
+    n["small_writes"] = int(w[small & is_w].sum())
     n["placed"] = int(placed.sum())
     n["misaligned"] = int(misal.sum())
     n["random_reads"] = int((rand & is_r).sum())
@@ -423,10 +419,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     n["bytes_stdio"] = int(moved[is_stdio].sum())
     n["io_time"] = int(dur.sum())
     n["meta_time"] = int(dur[is_meta].sum())
-    n["opens"] = int(is_open.sum())
+    n["opens"] = int(w[is_open].sum())
     n["placed_read_bytes"] = int(moved[placed & is_r].sum())
     n["unplaced_read_bytes"] = int(moved[~placed & is_r].sum())
-    h["small"] = _hist(b[small], bins)
+    h["small"] = _hist(b[small], bins, w[small])
     h["misaligned"] = _hist(b[misal], bins)
     h["random"] = _hist(b[rand], bins)
     h["meta_time"] = _hist(b[is_meta], bins, dur[is_meta])
@@ -444,10 +440,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         fdf = pd.DataFrame(
             {
                 "fname": fname.to_numpy()[has_f],
-                "reads": is_r[has_f],
-                "writes": is_w[has_f],
-                "small_reads": (small & is_r)[has_f],
-                "small_writes": (small & is_w)[has_f],
+                "reads": (w * is_r)[has_f],
+                "writes": (w * is_w)[has_f],
+                "small_reads": (w * (small & is_r))[has_f],
+                "small_writes": (w * (small & is_w))[has_f],
                 "placed": placed[has_f],
                 "misaligned": misal[has_f],
                 "random_reads": (rand & is_r)[has_f],
@@ -457,7 +453,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "stdio_bytes": (moved * is_stdio)[has_f],
                 "meta_time": (dur * is_meta)[has_f],
                 "io_time": dur[has_f],
-                "opens": is_open[has_f],
+                "opens": (w * is_open)[has_f],
                 "placed_read_bytes": (moved * (placed & is_r))[has_f],
                 "checkpoint_bytes": (moved * in_ck)[has_f],
             }
@@ -502,8 +498,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     xdur = x["dur"].to_numpy(dtype=np.int64)
     n["compute_time"] = int(xdur[is_compute].sum())
     n["fetch_wait"] = int(xdur[is_fetch].sum())
-    n["fetch_count"] = int(is_fetch.sum())
-    n["samples"] = int(is_sample.sum())
+    n["fetch_count"] = int(xcalls[is_fetch].sum())
+    n["samples"] = int(xcalls[is_sample].sum())
     h["fetch_wait"] = _hist(_bins_of(xts[is_fetch], t0, t1, bins), bins, xdur[is_fetch])
     xsize = x["size"].to_numpy(dtype=float, na_value=0.0).astype(np.int64)
     pdf = pd.DataFrame(
@@ -514,8 +510,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
             "meta_time": 0,
             "compute_time": xdur * is_compute,
             "fetch_wait": xdur * is_fetch,
-            "fetch_count": is_fetch.astype(np.int64),
-            "samples": is_sample.astype(np.int64),
+            "fetch_count": xcalls * is_fetch,
+            "samples": xcalls * is_sample,
             "sample_time": xdur * is_sample,
             "app_io_time": xdur * is_app,
             "bytes": xsize * cat_io,
@@ -537,7 +533,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         ~cat_io & xname.str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool)
     )
     u["checkpoint"] = union_intervals(xts[is_ck], xte[is_ck])
-    n["checkpoint_events"] = int(is_ck.sum())
+    n["checkpoint_events"] = int(xcalls[is_ck].sum())
     top = ctx["top"]
     if is_fetch.any():
         step = None
@@ -1405,10 +1401,7 @@ def run_rules(facts: Facts, cfg: dict) -> InsightReport:
 # ----------------------------------------------------------------------------- driver
 def _windows_partial(df: pd.DataFrame, names: Sequence[str]) -> tuple:
     """(min ts, max te, window rows) of one partition: rows whose name is in ``names``."""
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     if x.empty:
         return None, None, None
     w = x[_isin(x["name"], names)]
@@ -1494,10 +1487,7 @@ def compute_insights(analyzer, config=None) -> InsightReport:
 
 
 def _checkpoint_union(df: pd.DataFrame, ctx: dict):
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     if x.empty:
         return _EMPTY, _EMPTY
     cat_io = _isin(x["cat"], ctx["io_cats"])

@@ -135,3 +135,19 @@ def calls(dft_cnt: Optional[np.ndarray], agg: np.ndarray) -> np.ndarray:
         return np.ones(agg.size, dtype=np.int64)
     n = dft_cnt.astype(np.int64)
     return np.where(agg & (n >= 1), n, 1)
+
+
+def select_frame(df: pd.DataFrame) -> Tuple[pd.DataFrame, np.ndarray]:
+    """The events of a pandas partition and their calls: ``(rows, calls)``, ``rows`` the
+    DataFrame of the event rows (order kept) and ``calls`` int64 aligned with it."""
+    if len(df) == 0:
+        return df, np.zeros(0, dtype=np.int64)
+    ph, ph_cats = codes(df["ph"])
+    cat, cat_cats = codes(df["cat"])
+    keep = event_mask(ph, ph_cats, cat, cat_cats)
+    agg = aggregated(ph, ph_cats)[keep]
+    x = df if keep.all() else df[keep]
+    cnt = None
+    if agg.any() and "dft_cnt" in df.columns:
+        cnt = pd.to_numeric(x["dft_cnt"], errors="coerce").fillna(1).to_numpy(dtype=np.float64)
+    return x, calls(cnt, agg)
