@@ -44,6 +44,7 @@ from . import schema as _schema
 from . import summary as _summary
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
+from .records import BatchInfo, FileStats, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
@@ -306,7 +307,7 @@ def _load_task(
     """
     from . import reader
 
-    path, first, last, nbytes, nlines = batch
+    path, first, last = batch[:3]
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
@@ -316,36 +317,25 @@ def _load_task(
             ev = apply_query(ev, query)
         if keep_args is not None:  # the summary's aggregated-record columns are always kept
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = {
-            "rows": int(len(ev)),
-            "schema": frame_schema(ev),
-            "skipped_lines": int(b.skipped_lines),
-            "lost_bytes": int(b.lost_bytes),
-            "lost_lines": int(getattr(b, "lost_lines", 0)),
-            "unresolved_hashes": int(getattr(b, "unresolved_hashes", 0)),
-            "warnings": [str(w) for w in b.warnings],
-            "error": None,
-        }
+        info = BatchInfo(
+            rows=int(len(ev)),
+            schema=frame_schema(ev),
+            skipped_lines=int(b.skipped_lines),
+            lost_bytes=int(b.lost_bytes),
+            lost_lines=int(getattr(b, "lost_lines", 0)),
+            unresolved_hashes=int(getattr(b, "unresolved_hashes", 0)),
+            warnings=[str(w) for w in b.warnings],
+        )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
     except Exception as exc:
-        info = {
-            "rows": 0,
-            "schema": {},
-            "skipped_lines": int(nlines),
-            "lost_bytes": int(nbytes),
-            "lost_lines": 0,
-            "unresolved_hashes": 0,
-            "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
-            "error": f"{type(exc).__name__}: {exc}",
-        }
-        return None, pd.DataFrame(), info
+        return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
 
 
 def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
     """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
 
-    ``info["files"]`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
+    ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
     (``rows`` after ``query``, as in :func:`_load_task`).
     """
     from . import reader
@@ -370,46 +360,18 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             ev = ev.drop(columns=["_dfa_file"])
         if keep_args is not None:  # as in _load_task
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = {
-            "rows": int(len(ev)),
-            "schema": frame_schema(ev),
-            "skipped_lines": int(b.skipped_lines),
-            "lost_bytes": int(b.lost_bytes),
-            "warnings": [],
-            "error": None,
-            "files": files,
-        }
+        info = BatchInfo(
+            rows=int(len(ev)),
+            schema=frame_schema(ev),
+            skipped_lines=int(b.skipped_lines),
+            lost_bytes=int(b.lost_bytes),
+            files=[FileStats.from_reader(f) for f in files],
+        )
         return ev, b.metadata, info
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
-        files = [
-            {
-                "path": p,
-                "error": msg,
-                "kind": None,
-                "lines": 0,
-                "compressed_bytes": 0,
-                "uncompressed_bytes": 0,
-                "checkpoints": 0,
-                "rows": 0,
-                "skipped_lines": 0,
-                "lost_bytes": 0,
-                "lost_lines": 0,
-                "unresolved_hashes": 0,
-                "warnings": [f"{p}: not loaded: {msg}"],
-            }
-            for p in paths
-        ]
-        info = {
-            "rows": 0,
-            "schema": {},
-            "skipped_lines": 0,
-            "lost_bytes": 0,
-            "warnings": [],
-            "error": msg,
-            "files": files,
-        }
-        return None, pd.DataFrame(), info
+        files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
+        return None, pd.DataFrame(), BatchInfo(error=msg, files=files)
 
 
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
@@ -475,21 +437,18 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
         r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(_summary.AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
-        info = {
-            "rows": cols.rows,
-            "schema": {k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
-            "skipped_lines": int(r["skipped_lines"]),
-            "lost_bytes": lost_bytes,
-            "lost_lines": lost_lines,
-            "unresolved_hashes": int(r["unresolved_hashes"]),
-            "warnings": [str(w) for w in warnings],
-            "error": None,
-        }
+        info = BatchInfo(
+            rows=cols.rows,
+            schema={k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
+            skipped_lines=int(r["skipped_lines"]),
+            lost_bytes=lost_bytes,
+            lost_lines=lost_lines,
+            unresolved_hashes=int(r["unresolved_hashes"]),
+            warnings=[str(w) for w in warnings],
+        )
         md = reader.metadata_frame(r["metadata"]) if len(r["metadata"]["name"]) else None
-    except Exception:  # reported exactly as _load_task reports it
-        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
-        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
-        return part, md, info
+    except Exception as exc:  # reported exactly as _load_task reports it, without loading it again
+        return _summary.Partial(), pd.DataFrame(), BatchInfo.failed(batch, exc)
     return _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats), md, info
 
 
@@ -797,11 +756,11 @@ class DFAnalyzer:
         infos = c.gather(info_f)
         del info_f
         self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
-        schema = union_schema([i["schema"] for i in infos])
+        schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
         # aligned to the union schema on the worker that holds them, persisted
-        rows = [i["rows"] for i in infos]
+        rows = [i.rows for i in infos]
         total = sum(rows)
         row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
@@ -860,60 +819,34 @@ class DFAnalyzer:
 
     def _build_stats(self, infos, partitions: int) -> None:
         indexes, batches = self._indexes, self._batches
-        per = {
-            i["path"]: {
-                "path": i["path"],
-                "kind": i["kind"],
-                "lines": i["lines"],
-                "events": 0,
-                "compressed_bytes": i["compressed_bytes"],
-                "uncompressed_bytes": i["uncompressed_bytes"],
-                "checkpoints": len(i["checkpoints"]),
-                "skipped_lines": 0,
-                "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
-                "lost_lines": 0,
-                "unresolved_hashes": 0,
-                "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
-            }
-            for i in indexes
-        }
+        per: Dict[str, FileStats] = {}
         for i in indexes:
+            err = i["error"]
             keep = i.get("keep")
-            per[i["path"]]["skipped_checkpoints"] = 0 if keep is None else len(keep) - sum(keep)
+            fs = per[i["path"]] = FileStats(
+                path=i["path"],
+                kind=i["kind"],
+                lines=i["lines"],
+                compressed_bytes=i["compressed_bytes"],
+                uncompressed_bytes=i["uncompressed_bytes"],
+                checkpoints=len(i["checkpoints"]),
+                skipped_checkpoints=0 if keep is None else len(keep) - sum(keep),
+                lost_bytes=i["compressed_bytes"] if err else 0,
+                warnings=[f"{i['path']}: not indexed: {err}"] if err else [],
+            )
             for lines, nbytes in i.get("skipped_lost", ()):  # lost regions a filter skipped
-                per[i["path"]]["lost_lines"] += lines
-                per[i["path"]]["lost_bytes"] += nbytes
-            per[i["path"]]["warnings"].extend(i.get("warnings", []))
+                fs.lost_lines += lines
+                fs.lost_bytes += nbytes
+            fs.warnings.extend(i.get("warnings", []))
         for b, info in zip(batches, infos):
-            p = per[b[0]]
-            p["events"] += info["rows"]
-            p["skipped_lines"] += info["skipped_lines"]
-            p["lost_bytes"] += info["lost_bytes"]
-            p["lost_lines"] += info.get("lost_lines", 0)
-            p["unresolved_hashes"] += info.get("unresolved_hashes", 0)
-            p["warnings"].extend(info["warnings"])
+            per[b[0]].add(info)
         for info in infos[len(batches) :]:  # groups of small files
-            for f in info["files"]:
-                err = f["error"]
-                per[f["path"]] = {
-                    "path": f["path"],
-                    "kind": f["kind"],
-                    "lines": f["lines"],
-                    "events": f["rows"],
-                    "compressed_bytes": f["compressed_bytes"],
-                    "uncompressed_bytes": f["uncompressed_bytes"],
-                    "checkpoints": f["checkpoints"],
-                    "skipped_lines": f["skipped_lines"],
-                    "skipped_checkpoints": 0,
-                    "lost_bytes": f["lost_bytes"] + (f["compressed_bytes"] if err else 0),
-                    "lost_lines": f["lost_lines"],
-                    "unresolved_hashes": f["unresolved_hashes"],
-                    "warnings": list(f["warnings"]) + ([f"{f['path']}: not loaded: {err}"] if err else []),
-                }
+            for f in info.files:
+                per[f.path] = f
         per = {f: per[f] for f in self.files if f in per}  # in file order
         self._notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
         self._notes += [w for i in indexes for w in i.get("warnings", [])]
-        df = pd.DataFrame(list(per.values()))
+        df = stats_frame(list(per.values()))
         self._stats = {
             "files": len(self.files),
             "events": int(df["events"].sum()),
