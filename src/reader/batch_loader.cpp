@@ -56,18 +56,28 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
   FileContext ctx = idx->context;
-  if (!ctx.scanned && ctx.hostname.empty() && first > 0) {
-    // The file's identity lives in its head (checkpoint 0), outside this batch.
-    std::shared_ptr<const FileContext> head = head_context(*idx);
-    ctx.merge(*head);
-  }
   Parser parser;
   parser.set_args_projection(args);
   b.columns.reserve_rows = lines;
   parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
-  if (!idx->context.scanned && (b.columns.unresolved_hashes > 0 || rows_without_host(b.columns) > 0)) {
-    // Hashes or the host defined elsewhere in the file: complete the file's context once (stored
-    // in the index), then re-parse.
+  bool reparse = false;
+  if (b.columns.unresolved_hashes > 0) {
+    reparse = !idx->context.scanned;  // hashes defined outside this batch
+  } else if (rows_without_host(b.columns) > 0) {
+    // Events without their own host take the file's: the one this batch met, else the file
+    // head's (checkpoint 0, read once per file in this process), else the whole file's.
+    std::string host = ctx.hostname;
+    if (host.empty() && first > 0) host = head_context(*idx)->hostname;
+    if (!host.empty()) {
+      int32_t code = b.columns.hostname.intern(host);
+      for (int32_t& c : b.columns.hostname.codes)
+        if (c < 0) c = code;
+    } else {
+      reparse = !idx->context.scanned;
+    }
+  }
+  if (reparse) {
+    // Complete the file's context once (stored in the index), then parse again with it.
     IndexInfo full_idx = *idx;
     ensure_context(full_idx);
     b.columns = EventColumns{};
