@@ -43,6 +43,9 @@ import pandas as pd
 from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
+from .engine.reduce import tree_reduce
+from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
+from .records import BatchInfo, FileStats, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
@@ -305,7 +308,7 @@ def _load_task(
     """
     from . import reader
 
-    path, first, last, nbytes, nlines = batch
+    path, first, last = batch[:3]
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
@@ -316,37 +319,26 @@ def _load_task(
             ev = apply_query(ev, query)
         if keep_args is not None:  # the summary's aggregated-record columns are always kept
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = {
-            "rows": int(len(ev)),
-            "schema": frame_schema(ev),
-            "skipped_lines": int(b.skipped_lines),
-            "lost_bytes": int(b.lost_bytes),
-            "lost_lines": int(getattr(b, "lost_lines", 0)),
-            "unresolved_hashes": int(getattr(b, "unresolved_hashes", 0)),
-            "warnings": [str(w) for w in b.warnings],
-            "error": None,
-            "span": span,
-        }
+        info = BatchInfo(
+            rows=int(len(ev)),
+            schema=frame_schema(ev),
+            skipped_lines=int(b.skipped_lines),
+            lost_bytes=int(b.lost_bytes),
+            lost_lines=int(getattr(b, "lost_lines", 0)),
+            unresolved_hashes=int(getattr(b, "unresolved_hashes", 0)),
+            warnings=[str(w) for w in b.warnings],
+            span=span,
+        )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
-    except Exception as exc:  # the batch's lines are lost (not "skipped": none was parsed)
-        info = {
-            "rows": 0,
-            "schema": {},
-            "skipped_lines": 0,
-            "lost_bytes": int(nbytes),
-            "lost_lines": int(nlines),
-            "unresolved_hashes": 0,
-            "warnings": [f"{path}: checkpoints {first}-{last} not loaded: {type(exc).__name__}: {exc}"],
-            "error": f"{type(exc).__name__}: {exc}",
-        }
-        return None, pd.DataFrame(), info
+    except Exception as exc:
+        return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
 
 
 def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
     """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
 
-    ``info["files"]`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
+    ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
     (``rows`` after ``query``, as in :func:`_load_task`).
     """
     from . import reader
@@ -373,46 +365,18 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             ev = ev.drop(columns=["_dfa_file"])
         if keep_args is not None:  # as in _load_task
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = {
-            "rows": int(len(ev)),
-            "schema": frame_schema(ev),
-            "skipped_lines": int(b.skipped_lines),
-            "lost_bytes": int(b.lost_bytes),
-            "warnings": [],
-            "error": None,
-            "files": files,
-        }
+        info = BatchInfo(
+            rows=int(len(ev)),
+            schema=frame_schema(ev),
+            skipped_lines=int(b.skipped_lines),
+            lost_bytes=int(b.lost_bytes),
+            files=[FileStats.from_reader(f) for f in files],
+        )
         return ev, b.metadata, info
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
-        files = [
-            {
-                "path": p,
-                "error": msg,
-                "kind": None,
-                "lines": 0,
-                "compressed_bytes": 0,
-                "uncompressed_bytes": 0,
-                "checkpoints": 0,
-                "rows": 0,
-                "skipped_lines": 0,
-                "lost_bytes": 0,
-                "lost_lines": 0,
-                "unresolved_hashes": 0,
-                "warnings": [f"{p}: not loaded: {msg}"],
-            }
-            for p in paths
-        ]
-        info = {
-            "rows": 0,
-            "schema": {},
-            "skipped_lines": 0,
-            "lost_bytes": 0,
-            "warnings": [],
-            "error": msg,
-            "files": files,
-        }
-        return None, pd.DataFrame(), info
+        files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
+        return None, pd.DataFrame(), BatchInfo(error=msg, files=files)
 
 
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
@@ -478,23 +442,20 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
         r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(_summary.AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
-        info = {
-            "rows": cols.rows,
-            "schema": {k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
-            "skipped_lines": int(r["skipped_lines"]),
-            "lost_bytes": lost_bytes,
-            "lost_lines": lost_lines,
-            "unresolved_hashes": int(r["unresolved_hashes"]),
-            "warnings": [str(w) for w in warnings],
-            "error": None,
-        }
+        info = BatchInfo(
+            rows=cols.rows,
+            schema={k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
+            skipped_lines=int(r["skipped_lines"]),
+            lost_bytes=lost_bytes,
+            lost_lines=lost_lines,
+            unresolved_hashes=int(r["unresolved_hashes"]),
+            warnings=[str(w) for w in warnings],
+        )
         md = reader.metadata_frame(r["metadata"]) if len(r["metadata"]["name"]) else None
-    except Exception:  # reported exactly as _load_task reports it
-        ev, md, info = _load_task(batch, index_dir, keep_args=frozenset())
-        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
-        return part, md, info
+    except Exception as exc:  # reported exactly as _load_task reports it, without loading it again
+        return _summary.Partial(), pd.DataFrame(), BatchInfo.failed(batch, exc)
     part = _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats)
-    info["span"] = None if part.min_ts is None else (part.min_ts, part.max_te)  # input sanity (dfanalyzer.sanity)
+    info.span = None if part.min_ts is None else (part.min_ts, part.max_te)  # input sanity (dfanalyzer.sanity)
     return part, md, info
 
 
@@ -503,6 +464,11 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
     ev, md, info = _load_files_task(paths, keep_args=frozenset(), query=query)
     part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
     return part, md, info
+
+
+def _submitter(client):
+    """engine.reduce.tree_reduce's ``submit`` on a distributed client (impure: results kept)."""
+    return lambda fn, *args: client.submit(fn, *args, pure=False)
 
 
 def _summary_partial(df, io_cats, compute_cats, app_io_cats):
@@ -581,9 +547,9 @@ class DFAnalyzer:
         file_pattern,
         index_dir: Optional[str] = None,
         batch_size_mb: float = 16,
-        io_cats: Sequence[str] = ("POSIX", "STDIO"),
-        compute_cats: Sequence[str] = ("compute",),
-        app_io_cats: Sequence[str] = ("reader",),
+        io_cats: Sequence[str] = IO_CATS,
+        compute_cats: Sequence[str] = COMPUTE_CATS,
+        app_io_cats: Sequence[str] = APP_IO_CATS,
         partition_size_mb: float = 128,
         args: Optional[Sequence[str]] = None,
         client=None,
@@ -797,11 +763,11 @@ class DFAnalyzer:
         infos = c.gather(info_f)
         del info_f
         self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
-        schema = union_schema([i["schema"] for i in infos])
+        schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
         # aligned to the union schema on the worker that holds them, persisted
-        rows = [i["rows"] for i in infos]
+        rows = [i.rows for i in infos]
         total = sum(rows)
         row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
@@ -830,9 +796,11 @@ class DFAnalyzer:
         self._ensure_loaded()
         return self._events
 
-    @property
-    def _final(self) -> list:
-        """The futures of the held partitions of :attr:`events`, in order."""
+    def partitions(self) -> list:
+        """The distributed futures of the held partitions of :attr:`events`, in order (each a
+        pandas DataFrame on the cluster of :attr:`client`): what an engine metric
+        (``dfanalyzer.engine.reduce``) runs its partials on without building a collection graph.
+        Loads the events on first use; empty after :meth:`close`."""
         self._ensure_loaded()
         return self._final_parts
 
@@ -858,62 +826,36 @@ class DFAnalyzer:
 
     def _build_stats(self, infos, partitions: int) -> None:
         indexes, batches = self._indexes, self._batches
-        per = {
-            i["path"]: {
-                "path": i["path"],
-                "kind": i["kind"],
-                "lines": i["lines"],
-                "events": 0,
-                "compressed_bytes": i["compressed_bytes"],
-                "uncompressed_bytes": i["uncompressed_bytes"],
-                "checkpoints": len(i["checkpoints"]),
-                "skipped_lines": 0,
-                "lost_bytes": i["compressed_bytes"] if i["error"] else 0,
-                "lost_lines": 0,
-                "unresolved_hashes": 0,
-                "warnings": [f"{i['path']}: not indexed: {i['error']}"] if i["error"] else [],
-            }
-            for i in indexes
-        }
+        per: Dict[str, FileStats] = {}
         for i in indexes:
+            err = i["error"]
             keep = i.get("keep")
-            per[i["path"]]["skipped_checkpoints"] = 0 if keep is None else len(keep) - sum(keep)
+            fs = per[i["path"]] = FileStats(
+                path=i["path"],
+                kind=i["kind"],
+                lines=i["lines"],
+                compressed_bytes=i["compressed_bytes"],
+                uncompressed_bytes=i["uncompressed_bytes"],
+                checkpoints=len(i["checkpoints"]),
+                skipped_checkpoints=0 if keep is None else len(keep) - sum(keep),
+                lost_bytes=i["compressed_bytes"] if err else 0,
+                warnings=[f"{i['path']}: not indexed: {err}"] if err else [],
+            )
             for lines, nbytes in i.get("skipped_lost", ()):  # lost regions a filter skipped
-                per[i["path"]]["lost_lines"] += lines
-                per[i["path"]]["lost_bytes"] += nbytes
-            per[i["path"]]["warnings"].extend(i.get("warnings", []))
+                fs.lost_lines += lines
+                fs.lost_bytes += nbytes
+            fs.warnings.extend(i.get("warnings", []))
         for b, info in zip(batches, infos):
-            p = per[b[0]]
-            p["events"] += info["rows"]
-            p["skipped_lines"] += info["skipped_lines"]
-            p["lost_bytes"] += info["lost_bytes"]
-            p["lost_lines"] += info.get("lost_lines", 0)
-            p["unresolved_hashes"] += info.get("unresolved_hashes", 0)
-            p["warnings"].extend(info["warnings"])
+            per[b[0]].add(info)
         for info in infos[len(batches) :]:  # groups of small files
-            for f in info["files"]:
-                err = f["error"]
-                per[f["path"]] = {
-                    "path": f["path"],
-                    "kind": f["kind"],
-                    "lines": f["lines"],
-                    "events": f["rows"],
-                    "compressed_bytes": f["compressed_bytes"],
-                    "uncompressed_bytes": f["uncompressed_bytes"],
-                    "checkpoints": f["checkpoints"],
-                    "skipped_lines": f["skipped_lines"],
-                    "skipped_checkpoints": 0,
-                    "lost_bytes": f["lost_bytes"] + (f["compressed_bytes"] if err else 0),
-                    "lost_lines": f["lost_lines"],
-                    "unresolved_hashes": f["unresolved_hashes"],
-                    "warnings": list(f["warnings"]) + ([f"{f['path']}: not loaded: {err}"] if err else []),
-                }
+            for f in info.files:
+                per[f.path] = f
         per = {f: per[f] for f in self.files if f in per}  # in file order
         self._notes = [f"{d}: the same file as {k} (device and inode); loaded once" for d, k in self.duplicates]
         self._spans = _sanity.spans_from_infos(batches, infos)  # per-file time ranges (dfanalyzer.sanity)
         self._sanity = None
         self._notes += [w for i in indexes for w in i.get("warnings", [])]
-        df = pd.DataFrame(list(per.values()))
+        df = stats_frame(list(per.values()))
         self._stats = {
             "files": len(self.files),
             "events": int(df["events"].sum()),
@@ -995,10 +937,9 @@ class DFAnalyzer:
         else:
             c = self.client
             # futures straight on the held partitions: no collection graph to build or optimise
-            level = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self._final]
-            while len(level) > 1:
-                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-            result = c.submit(_summary_finish, level[0], self.skipped_files(), pure=False).result()
+            leaves = [c.submit(_summary_partial, f, io, cp, app, pure=False) for f in self.partitions()]
+            root = tree_reduce(leaves, _summary_combine, submit=_submitter(c)) if leaves else _summary.Partial()
+            result = c.submit(_summary_finish, root, self.skipped_files(), pure=False).result()
         result.warnings = self.input_warnings()
         if show:
             if console is None:
@@ -1044,9 +985,7 @@ class DFAnalyzer:
             self._metadata = None
             level = c.map(_pick, futs, [0] * len(futs))
             del futs
-            while len(level) > 1:
-                level = [c.submit(_summary_combine, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-            part = level[0].result() if level else _summary.Partial()
+            part = tree_reduce(level, _summary_combine, submit=_submitter(c)).result() if level else _summary.Partial()
         self._build_stats(infos, partitions=0)
         return part
 

@@ -22,6 +22,8 @@ import os
 import sys
 from typing import List, Optional
 
+from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
+
 
 def _cats(text: str) -> tuple:
     return tuple(c for c in (s.strip() for s in text.split(",")) if c)
@@ -406,9 +408,9 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
         help="files of at most MB compressed MiB are read whole in groups, without index files "
         "(0: index every file on its own)",
     )
-    s.add_argument("--io-cats", type=_cats, default=("POSIX", "STDIO"), help="I/O categories (comma separated)")
-    s.add_argument("--compute-cats", type=_cats, default=("compute",), help="compute categories")
-    s.add_argument("--app-io-cats", type=_cats, default=("reader",), help="application I/O categories")
+    s.add_argument("--io-cats", type=_cats, default=IO_CATS, help="I/O categories (comma separated)")
+    s.add_argument("--compute-cats", type=_cats, default=COMPUTE_CATS, help="compute categories")
+    s.add_argument("--app-io-cats", type=_cats, default=APP_IO_CATS, help="application I/O categories")
     s.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     s.add_argument(
         "--filter",

@@ -32,7 +32,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from .summary import TRACER_CAT, merge_unions, union_intervals, union_measure
+from .engine import access, timebins
+from .engine.events import select_frame
+from .engine.intervals import merge_unions, union_intervals, union_measure
+from .engine.intervals import unions_by as _unions_by
+from .engine.reduce import tree_reduce
+from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this module's API)
+    DATA_NAMES,
+    FSEEK_NAMES,
+    LSEEK_NAMES,
+    OPEN_NAMES,
+    POSITIONAL_NAMES,
+    READ_NAMES,
+    WRITE_NAMES,
+)
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -51,17 +64,6 @@ __all__ = [
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "insights.yaml")
 SEVERITIES = ("high", "warn", "info", "ok")
 
-# Call families (the preload's event names, docs/preload.md).
-READ_NAMES = frozenset("read pread pread64 readv preadv preadv64 preadv2 preadv64v2 fread".split())
-WRITE_NAMES = frozenset("write pwrite pwrite64 writev pwritev pwritev64 pwritev2 pwritev64v2 fwrite".split())
-POSITIONAL_NAMES = frozenset(n for n in READ_NAMES | WRITE_NAMES if n.startswith("p"))
-OPEN_NAMES = frozenset("open open64 openat openat64 creat creat64 fopen fopen64 freopen freopen64".split())
-LSEEK_NAMES = frozenset(("lseek", "lseek64"))
-FSEEK_NAMES = frozenset(("fseek", "fseeko", "fseeko64"))
-# Kernel-side copies (calls.def RET_COPY): size = bytes read from fname and written to args.out_fname.
-COPY_NAMES = frozenset("copy_file_range sendfile sendfile64 splice".split())
-# Calls that move or sync data; every other I/O call is a metadata call (open, close, stat, seek, ...).
-DATA_NAMES = READ_NAMES | WRITE_NAMES | COPY_NAMES | frozenset("fsync fdatasync msync mmap mmap64 munmap".split())
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -261,136 +263,30 @@ def _isin(col: pd.Series, values) -> np.ndarray:
     return np.asarray(col.isin(list(values)), dtype=bool)
 
 
-def _place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Optional[dict] = None) -> pd.Series:
-    """File offset (bytes, float with NaN = unknown) of each read/write row of ``io``.
-
-    ``pread``-family calls carry their offset. For ``read``/``write``/``fread``/``fwrite`` the
-    position is reconstructed per ``(hostname, pid, fd)`` stream in ``ts`` order: an open sets it
-    to 0, ``lseek`` to its result, ``fseek(…, SEEK_SET)`` to its offset (any other ``fseek`` makes
-    it unknown), and every non-positional read/write advances it by the bytes moved. Requests
-    before the first such anchor of a stream in this partition start from ``incoming[(host, pid,
-    fd)]`` (the position the earlier partitions left, see :func:`stream_positions`), else stay
-    unknown (``NaN``). When ``carry`` is a dict it receives, per stream of this partition,
-    ``(anchored, value)``: the absolute end position (NaN if unknown) when the stream has an
-    anchor here, else the bytes it moved (a delta to add to the incoming position).
-    """
-    name = io["name"].astype(object)
-    rw = name.isin(READ_NAMES | WRITE_NAMES).to_numpy()
-    pos = pd.Series(np.nan, index=io.index, dtype=float)
-    positional = name.isin(POSITIONAL_NAMES).to_numpy() & io["offset"].notna().to_numpy()
-    pos[positional] = io["offset"][positional].astype(float)
-    if "fd" not in io.columns:
-        return pos
-    anchor_open = name.isin(OPEN_NAMES).to_numpy()
-    anchor_lseek = name.isin(LSEEK_NAMES).to_numpy()
-    anchor_fseek = name.isin(FSEEK_NAMES).to_numpy()
-    fd = pd.to_numeric(io["fd"].astype(object), errors="coerce").to_numpy(dtype=float)
-    ret = (
-        pd.to_numeric(io["ret"].astype(object), errors="coerce").to_numpy(dtype=float)
-        if "ret" in io.columns
-        else np.full(len(io), np.nan)
-    )
-    fd = np.where(anchor_open & np.isnan(fd), ret, fd)  # open: the new fd is the result
-    moving = rw & ~name.isin(POSITIONAL_NAMES).to_numpy()
-    rel = (moving | anchor_open | anchor_lseek | anchor_fseek) & ~np.isnan(fd)
-    if not (moving & rel).any() and carry is None:
-        return pos
-    s = io.loc[rel, ["hostname", "pid", "ts"]].copy()
-    s["fd"] = fd[rel]
-    s["order"] = np.arange(len(s))
-    base = np.full(len(s), np.nan)
-    is_anchor = (anchor_open | anchor_lseek | anchor_fseek)[rel]
-    base[anchor_open[rel]] = 0.0
-    lk = anchor_lseek[rel]
-    base[lk] = np.where(ret[rel][lk] >= 0, ret[rel][lk], np.nan)
-    fk = anchor_fseek[rel]
-    if fk.any():
-        whence = (
-            pd.to_numeric(io.loc[rel, "whence"].astype(object), errors="coerce").to_numpy(dtype=float)
-            if "whence" in io.columns
-            else np.full(len(s), np.nan)
-        )
-        off = io.loc[rel, "offset"].to_numpy(dtype=float, na_value=np.nan)
-        base[fk] = np.where((whence[fk] == 0) & (ret[rel][fk] == 0), off[fk], np.nan)
-    size = io.loc[rel, "size"].to_numpy(dtype=float, na_value=0.0)
-    s["move"] = np.where(moving[rel], size, 0.0)
-    s["base"] = base
-    s["anchor"] = is_anchor
-    s["host"] = s["hostname"].astype(object)
-    s = s.sort_values(["host", "pid", "fd", "ts", "order"], kind="stable")
-    stream = (s["host"].ne(s["host"].shift()) | s["pid"].ne(s["pid"].shift()) | s["fd"].ne(s["fd"].shift())).to_numpy()
-    anchor = s["anchor"].to_numpy(dtype=bool)
-    seg = np.cumsum(stream | anchor)  # 1, 2, ...: a segment starts at a new stream or an anchor
-    first = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])[seg - 1]  # first row of each row's segment
-    sbase = s["base"].to_numpy()
-    keys = list(zip(s["host"].to_numpy(), s["pid"].to_numpy(), s["fd"].to_numpy()))
-    # a stream's first segment without an anchor continues from the earlier partitions
-    start_in = (
-        np.array([np.nan if incoming is None else incoming.get(k, np.nan) for k in keys]) if len(s) else np.zeros(0)
-    )
-    b = np.where(anchor[first], sbase[first], np.where(stream[first], start_in[first], np.nan))
-    move = s["move"].to_numpy()
-    cs = np.cumsum(move)
-    before = cs - move - (cs[first] - move[first])  # bytes moved earlier in the segment
-    keep = ~anchor  # the moving calls
-    pos.loc[s.index.to_numpy()[keep]] = (b + before)[keep]
-    if carry is not None and len(s):
-        for i in np.flatnonzero(np.r_[stream[1:], True]):  # last row of each stream
-            moved = before[i] + move[i]  # bytes moved in the stream's last segment
-            # the last segment starts at the stream's last anchor, or at its start if it has none
-            carry[keys[i]] = (True, sbase[first[i]] + moved) if anchor[first[i]] else (False, moved)
-    return pos
+_place_requests = access.place_requests
 
 
 def _io_rows(df: pd.DataFrame, ctx: dict) -> pd.DataFrame:
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     return x[_isin(x["cat"], ctx["io_cats"])]
 
 
 def _stream_carry(df: pd.DataFrame, ctx: dict) -> dict:
-    carry: dict = {}
-    io = _io_rows(df, ctx)
-    if len(io):
-        _place_requests(io, None, carry)
-    return carry
+    return access.stream_carry(_io_rows(df, ctx))
 
 
-def stream_positions(carries: List[dict]) -> List[dict]:
-    """Prefix scan over the partitions' stream carries (in partition order): per partition, the
-    file position (bytes) each ``(host, pid, fd)`` stream has when the partition begins."""
-    pos: dict = {}
-    out = []
-    for c in carries:
-        out.append(dict(pos))
-        for k, (anchored, v) in c.items():
-            pos[k] = v if anchored else pos.get(k, np.nan) + v
-    return out
+stream_positions = access.stream_positions
 
 
 def _bins_of(ts: np.ndarray, t0: int, t1: int, bins: int) -> np.ndarray:
-    span = max(1, t1 - t0)
-    return np.clip(((ts.astype(np.int64) - t0) * bins) // span, 0, bins - 1).astype(np.int64)
+    """Evidence bin of each ``ts`` (engine.timebins: the time view's edges)."""
+    return timebins.start_bins(ts, timebins.edges(t0, t1, bins))
 
 
 def _hist(b: np.ndarray, bins: int, w=None) -> np.ndarray:
     if b.size == 0:
         return np.zeros(bins, dtype=np.int64)
     return np.bincount(b, weights=w, minlength=bins).astype(np.int64)
-
-
-def _unions_by(keys: pd.Series, starts: np.ndarray, ends: np.ndarray) -> Dict[Any, Tuple[np.ndarray, np.ndarray]]:
-    out = {}
-    if len(starts) == 0:
-        return out
-    codes, uniq = pd.factorize(keys)
-    order = np.argsort(codes, kind="stable")
-    cut = np.flatnonzero(np.diff(codes[order])) + 1
-    for grp in np.split(order, cut):
-        out[uniq[codes[grp[0]]]] = union_intervals(starts[grp], ends[grp])
-    return out
 
 
 FILE_COLS = (
@@ -481,15 +377,14 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     }
     if df.empty:
         return out
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x, xcalls = select_frame(df)
     if x.empty:
         return out
     n, h, t0, t1 = out["n"], out["hist"], ctx["t0"], ctx["t1"]
     cat_io = _isin(x["cat"], ctx["io_cats"])
     io = x[cat_io]
+    w = xcalls[cat_io]  # calls per row: an aggregated record counts its dft_cnt calls
+    agg = w > 1
     name = io["name"].astype(object)
     size = io["size"].to_numpy(dtype=float, na_value=np.nan)
     has_size = ~np.isnan(size)
@@ -501,9 +396,9 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     ts = io["ts"].to_numpy(dtype=np.int64)
     dur = io["dur"].to_numpy(dtype=np.int64)
     b = _bins_of(ts, t0, t1, bins)
-    small = (is_r | is_w) & (np.nan_to_num(size, nan=np.inf) < ctx["small_bytes"])
+    small = (is_r | is_w) & (np.nan_to_num(size / w, nan=np.inf) < ctx["small_bytes"])  # per-call size
     pos = _place_requests(io, ctx.get("stream_start")).to_numpy(dtype=float)
-    placed = (is_r | is_w) & ~np.isnan(pos)
+    placed = (is_r | is_w) & ~np.isnan(pos) & ~agg  # a record of several calls has no single position
     misal = placed & (np.mod(np.nan_to_num(pos), ctx["alignment"]) != 0)
     start = np.nan_to_num(pos).astype(np.int64)
     end = start + np.nan_to_num(size).astype(np.int64)
@@ -531,10 +426,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         r = (sdf["start"] < prev_end).to_numpy()
         rand[sdf["row"].to_numpy()[r]] = True
         streams = g.agg(first_start=("start", "first"), first_bin=("bin", "first"), last_end=("end", "last"))
-    n["reads"] = int(is_r.sum())
-    n["writes"] = int(is_w.sum())
-    n["small_reads"] = int((small & is_r).sum())
-    n["small_writes"] = int((small & is_w).sum())
+    n["reads"] = int(w[is_r].sum())
+    n["writes"] = int(w[is_w].sum())
+    n["small_reads"] = int(w[small & is_r].sum())
+    n["small_writes"] = int(w[small & is_w].sum())
     n["placed"] = int(placed.sum())
     n["misaligned"] = int(misal.sum())
     n["random_reads"] = int((rand & is_r).sum())
@@ -544,7 +439,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     n["bytes_stdio"] = int(moved[is_stdio].sum())
     n["io_time"] = int(dur.sum())
     n["meta_time"] = int(dur[is_meta].sum())
-    n["opens"] = int(is_open.sum())
+    n["opens"] = int(w[is_open].sum())
     n["placed_read_bytes"] = int(moved[placed & is_r].sum())
     n["unplaced_read_bytes"] = int(moved[~placed & is_r].sum())
     # --- floors (issue 20): time of the requests a rule is about
@@ -552,7 +447,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     n["misaligned_time"] = int(dur[misal].sum())
     n["stdio_time"] = int(dur[is_stdio].sum())
     # ---
-    h["small"] = _hist(b[small], bins)
+    h["small"] = _hist(b[small], bins, w[small])
     h["misaligned"] = _hist(b[misal], bins)
     h["random"] = _hist(b[rand], bins)
     h["meta_time"] = _hist(b[is_meta], bins, dur[is_meta])
@@ -570,10 +465,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         fdf = pd.DataFrame(
             {
                 "fname": fname.to_numpy()[has_f],
-                "reads": is_r[has_f],
-                "writes": is_w[has_f],
-                "small_reads": (small & is_r)[has_f],
-                "small_writes": (small & is_w)[has_f],
+                "reads": (w * is_r)[has_f],
+                "writes": (w * is_w)[has_f],
+                "small_reads": (w * (small & is_r))[has_f],
+                "small_writes": (w * (small & is_w))[has_f],
                 "placed": placed[has_f],
                 "misaligned": misal[has_f],
                 "random_reads": (rand & is_r)[has_f],
@@ -583,7 +478,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "stdio_bytes": (moved * is_stdio)[has_f],
                 "meta_time": (dur * is_meta)[has_f],
                 "io_time": dur[has_f],
-                "opens": is_open[has_f],
+                "opens": (w * is_open)[has_f],
                 "placed_read_bytes": (moved * (placed & is_r))[has_f],
                 "checkpoint_bytes": (moved * in_ck)[has_f],
                 "read_time": (dur * is_r)[has_f],
@@ -632,8 +527,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     xdur = x["dur"].to_numpy(dtype=np.int64)
     n["compute_time"] = int(xdur[is_compute].sum())
     n["fetch_wait"] = int(xdur[is_fetch].sum())
-    n["fetch_count"] = int(is_fetch.sum())
-    n["samples"] = int(is_sample.sum())
+    n["fetch_count"] = int(xcalls[is_fetch].sum())
+    n["samples"] = int(xcalls[is_sample].sum())
     h["fetch_wait"] = _hist(_bins_of(xts[is_fetch], t0, t1, bins), bins, xdur[is_fetch])
     xsize = x["size"].to_numpy(dtype=float, na_value=0.0).astype(np.int64)
     pdf = pd.DataFrame(
@@ -644,8 +539,8 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
             "meta_time": 0,
             "compute_time": xdur * is_compute,
             "fetch_wait": xdur * is_fetch,
-            "fetch_count": is_fetch.astype(np.int64),
-            "samples": is_sample.astype(np.int64),
+            "fetch_count": xcalls * is_fetch,
+            "samples": xcalls * is_sample,
             "sample_time": xdur * is_sample,
             "app_io_time": xdur * is_app,
             "bytes": xsize * cat_io,
@@ -667,7 +562,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
         ~cat_io & xname.str.contains(ctx["checkpoint_pattern"], regex=True, na=False).to_numpy(dtype=bool)
     )
     u["checkpoint"] = union_intervals(xts[is_ck], xte[is_ck])
-    n["checkpoint_events"] = int(is_ck.sum())
+    n["checkpoint_events"] = int(xcalls[is_ck].sum())
     top = ctx["top"]
     if is_fetch.any():
         step = None
@@ -815,8 +710,8 @@ class Facts:
 
     def window(self, i: int) -> dict:
         """Bin ``i`` as ``{"start_s", "end_s"}`` (seconds since the first event)."""
-        span = max(1, self.t1 - self.t0)
-        return {"start_s": round(span * i / self.bins / 1e6, 6), "end_s": round(span * (i + 1) / self.bins / 1e6, 6)}
+        e = timebins.edges(self.t0, self.t1, self.bins)
+        return {"start_s": round((e[i] - self.t0) / 1e6, 6), "end_s": round((e[i + 1] - self.t0) / 1e6, 6)}
 
     def rel(self, ts_us: int) -> float:
         return round((int(ts_us) - self.t0) / 1e6, 6)
@@ -1673,10 +1568,7 @@ def run_rules(facts: Facts, cfg: dict) -> InsightReport:
 # ----------------------------------------------------------------------------- driver
 def _windows_partial(df: pd.DataFrame, names: Sequence[str]) -> tuple:
     """(min ts, max te, window rows) of one partition: rows whose name is in ``names``."""
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     if x.empty:
         return None, None, None
     w = x[_isin(x["name"], names)]
@@ -1721,7 +1613,7 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     c = analyzer.client
     cats = cfg["categories"]
     names = list(cats["epoch_names"]) + list(cats["epoch_fallback_names"])
-    parts = analyzer._final
+    parts = analyzer.partitions()
     pre = c.gather([c.submit(_windows_partial, p, names, pure=False) for p in parts])
     t0s = [a for a, _, _ in pre if a is not None]
     if not t0s:
@@ -1755,19 +1647,14 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     # file positions carried across partitions (a prefix scan), so no read is left unplaced
     # because its open or lseek fell in an earlier partition
     starts = stream_positions(c.gather([c.submit(_stream_carry, p, ctx, pure=False) for p in parts]))
-    level = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
-    while len(level) > 1:
-        level = [c.submit(combine_facts, *level[i : i + 8], pure=False) for i in range(0, len(level), 8)]
-    root = level[0].result()
+    leaves = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
+    root = tree_reduce(leaves, combine_facts, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()
     facts = finish_facts(root, t0, t1, bins, epochs)
     return run_rules(facts, cfg)
 
 
 def _checkpoint_union(df: pd.DataFrame, ctx: dict):
-    x = df[
-        (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-        & (df["cat"] != TRACER_CAT).to_numpy(dtype=bool, na_value=True)
-    ]
+    x = select_frame(df)[0]
     if x.empty:
         return _EMPTY, _EMPTY
     cat_io = _isin(x["cat"], ctx["io_cats"])

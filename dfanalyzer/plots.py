@@ -1,13 +1,16 @@
 """Timeline plots of I/O behaviour (paper Figures 8a and 8b), matplotlib with the Agg canvas.
 
-The job's time span ``[min(ts), max(te))`` is cut into ``bins`` equal bins. Every I/O event
-(cat in ``io_cats``) is attributed to the bin holding its start ``ts``. Per bin, computed as
-exact per-partition histograms summed on the cluster (no event leaves its worker):
+The job's time span ``[min(ts), max(te))`` is cut into ``bins`` bins by the engine's one time
+binning (``dfanalyzer.engine.timebins``, the same edges as the time view). Per bin, computed as
+per-partition sums on the cluster (no event leaves its worker), over the I/O events (cat in
+``io_cats``, events as in ``engine.events``):
 
-* ``bytes``: sum of ``size`` (bytes moved);
-* ``io_time``: sum of ``dur`` of the I/O events, seconds (time spent in I/O by all processes);
+* ``bytes``: ``size`` split over the bins an event's ``[ts, te)`` overlaps, in proportion to
+  the overlap, in whole bytes (every event's shares sum to its size);
+* ``io_time``: ``dur`` split the same way, seconds (time spent in I/O by all processes);
 * ``bandwidth``: ``bytes / bin width``, MiB/s (aggregate I/O bandwidth seen by the application);
-* ``xfer_mean`` / ``xfer_max``: mean and largest ``size`` of the events that moved bytes.
+* ``xfer_mean`` / ``xfer_max``: mean and largest per-call ``size`` of the calls that moved bytes,
+  in the bin of their ``ts``.
 
 Files written by :func:`plot_timeline`: ``io_bandwidth_time.png`` (Fig. 8a: bandwidth and I/O
 time over time) and ``transfer_size.png`` (Fig. 8b: transfer size over time).
@@ -21,33 +24,40 @@ from typing import Dict, List, Sequence
 import numpy as np
 import pandas as pd
 
+from .engine import timebins
+from .engine.reduce import run_metric
+from .views import _Cols, _span
+
 __all__ = ["timeline_partial", "combine_timelines", "timeline", "render_timeline", "plot_timeline"]
 
 FILES = ("io_bandwidth_time.png", "transfer_size.png")
 
 
 def timeline_partial(df: pd.DataFrame, t0: int, t1: int, bins: int, io_cats: Sequence[str]) -> Dict[str, np.ndarray]:
-    """Per-bin sums for one partition: ``bytes``, ``dur`` (µs), ``n_sized``, ``xfer_max`` (int64 arrays)."""
+    """Per-bin sums for one partition over ``engine.timebins.edges(t0, t1, bins)``: ``bytes`` and
+    ``dur`` (µs) of the I/O events split over the bins their ``[ts, te)`` overlaps (as the time
+    view), ``n_sized`` (calls with a size) and ``xfer_max`` (largest per-call size) in the bin of
+    their ``ts``; int64 arrays. Events as in engine.events (aggregated records weigh dft_cnt)."""
     out = {k: np.zeros(bins, dtype=np.int64) for k in ("bytes", "dur", "n_sized", "xfer_max")}
-    if df.empty:
+    c = _Cols(df)
+    if c.n == 0:
         return out
-    io = np.asarray(df["cat"].isin(list(io_cats)), dtype=bool)
-    io = io & (df["ph"] == "X").to_numpy(dtype=bool, na_value=False)
-    if not io.any():
+    io = np.flatnonzero(c.cat_mask(io_cats))
+    if io.size == 0:
         return out
-    ts = df["ts"].to_numpy(dtype=np.int64)[io]
-    dur = df["dur"].to_numpy(dtype=np.int64)[io]
-    size = df["size"][io]
-    span = max(1, t1 - t0)
-    b = np.clip(((ts - t0) * bins) // span, 0, bins - 1).astype(np.int64)
-    out["dur"] = np.bincount(b, weights=dur, minlength=bins).astype(np.int64)
-    has = size.notna().to_numpy(dtype=bool)
+    e = timebins.edges(t0, t1, bins)
+    ts, te = c.ts[io], c.te[io]
+    ev, b, ov = timebins.split(ts, te, e)
+    out["dur"] = np.bincount(b, weights=ov, minlength=bins).astype(np.int64)
+    size, has = c.nullable("size")
+    size, has = size[io], has[io]
     if has.any():
-        sz = size.to_numpy(dtype=np.float64, na_value=0)[has].astype(np.int64)
-        bb = b[has]
-        out["bytes"] = np.bincount(bb, weights=sz, minlength=bins).astype(np.int64)
-        out["n_sized"] = np.bincount(bb, minlength=bins).astype(np.int64)
-        np.maximum.at(out["xfer_max"], bb, sz)
+        nbytes = timebins.split_amounts(np.where(has, size, 0), ev, ov, te - ts)
+        out["bytes"] = np.bincount(b, weights=nbytes, minlength=bins).astype(np.int64)
+        calls = c.calls[io][has]
+        sb = timebins.start_bins(ts[has], e)
+        out["n_sized"] = np.bincount(sb, weights=calls, minlength=bins).astype(np.int64)
+        np.maximum.at(out["xfer_max"], sb, size[has] // calls)
     return out
 
 
@@ -68,30 +78,26 @@ def timeline(analyzer, bins: int = 100) -> pd.DataFrame:
     ``bytes``, ``io_time`` (s), ``bandwidth`` (MiB/s), ``xfer_mean`` and ``xfer_max`` (bytes;
     NaN where no bytes moved). Raises ``ValueError`` when there are no events.
     """
-    from dask import delayed
-
     if bins < 1:
         raise ValueError(f"bins must be >= 1, got {bins}")
     ev = analyzer.events
-    t0, t1 = analyzer.client.compute([ev["ts"].min(), ev["te"].max()], sync=True)
-    if pd.isna(t0):
+    t0, t1 = _span(ev, client=analyzer.client)
+    if t0 is None:
         raise ValueError("no events to plot")
-    t0, t1 = int(t0), int(t1)
-    leaves = [delayed(timeline_partial)(p, t0, t1, bins, analyzer.io_cats) for p in ev.to_delayed()]
-    level = leaves
-    while len(level) > 1:
-        level = [delayed(combine_timelines)(*level[i : i + 8]) for i in range(0, len(level), 8)]
-    h = analyzer.client.compute(level[0], sync=True)
-    width_s = max(1, t1 - t0) / bins / 1e6
+    h = run_metric(
+        ev, timeline_partial, combine_timelines, lambda x: x, t0, t1, bins, analyzer.io_cats, client=analyzer.client
+    )
+    e = timebins.edges(t0, t1, bins)
+    width_s = np.diff(e) / 1e6
     n = h["n_sized"]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, h["bytes"] / np.maximum(n, 1), np.nan)
     return pd.DataFrame(
         {
-            "start": np.arange(bins) * width_s,
+            "start": (e[:-1] - t0) / 1e6,
             "bytes": h["bytes"],
             "io_time": h["dur"] / 1e6,
-            "bandwidth": h["bytes"] / width_s / 2**20,
+            "bandwidth": h["bytes"] / np.maximum(width_s, 1e-6) / 2**20,
             "xfer_mean": mean,
             "xfer_max": np.where(n > 0, h["xfer_max"], np.nan),
         }

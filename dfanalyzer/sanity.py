@@ -67,16 +67,17 @@ def _merge(a: Optional[Tuple[int, int]], b: Optional[Tuple[int, int]]) -> Option
     return min(a[0], b[0]), max(a[1], b[1])
 
 
-def spans_from_infos(batches: Sequence[tuple], infos: Sequence[dict]) -> Dict[str, Tuple[int, int]]:
-    """``{path: (min ts, max te)}`` from the load tasks' infos: ``info["span"]`` of each batch
-    (``batches[i][0]`` is its path) and ``f["span"]`` of each file of a small-file group (the
-    infos after the batches'). Files without events are left out."""
+def spans_from_infos(batches: Sequence[tuple], infos: Sequence) -> Dict[str, Tuple[int, int]]:
+    """``{path: (min ts, max te)}`` from the load tasks' :class:`dfanalyzer.records.BatchInfo`:
+    ``info.span`` of each batch (``batches[i][0]`` is its path) and ``f.span`` of each file
+    (:class:`~dfanalyzer.records.FileStats`) of a small-file group (the infos after the
+    batches'). Files without events are left out."""
     out: Dict[str, Optional[Tuple[int, int]]] = {}
     for b, info in zip(batches, infos):
-        out[b[0]] = _merge(out.get(b[0]), _tuple(info.get("span")))
+        out[b[0]] = _merge(out.get(b[0]), _tuple(info.span))
     for info in infos[len(batches) :]:
-        for f in info.get("files", ()):
-            out[f["path"]] = _merge(out.get(f["path"]), _tuple(f.get("span")))
+        for f in info.files or ():
+            out[f.path] = _merge(out.get(f.path), _tuple(f.span))
     return {k: v for k, v in out.items() if v is not None}
 
 

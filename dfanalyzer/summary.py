@@ -24,10 +24,25 @@ histogram, with numpy's own interpolation formula, so they are bit-identical to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 import pandas as pd
+
+from .engine.events import AGGREGATE_COLUMNS, FrameColumns, ReaderColumns, aggregated, calls, event_mask
+from .engine.events import lut as _lut
+from .engine.intervals import (
+    EMPTY,
+    Union,
+    difference_measure,
+    histogram_percentiles,
+    merge_histograms,
+    merge_unions,
+    union_intervals,
+    union_measure,
+)
+from .engine.reduce import FAN_IN, Folder
+from .engine.vocabulary import TRACER_CATEGORY as TRACER_CAT  # the tracer's own records, never events
 
 __all__ = [
     "Summary",
@@ -44,11 +59,11 @@ __all__ = [
     "finish",
     "TRACER_CAT",
     "AGGREGATE_COLUMNS",
+    "FrameColumns",
+    "ReaderColumns",
 ]
 
-TRACER_CAT = "dftracer"  # the tracer's own category (start/end records), never an application event
-_EMPTY = np.empty(0, dtype=np.int64)
-Union = Tuple[np.ndarray, np.ndarray]
+_EMPTY = EMPTY
 TIME_KEYS = (
     "total",
     "app_io",
@@ -60,105 +75,6 @@ TIME_KEYS = (
     "unoverlapped_compute",
 )
 SIZE_KEYS = ("min", "p25", "mean", "median", "p75", "max")
-#: Args columns of aggregated records that the summary reads (kept even when the analyzer drops
-#: args columns): calls per record and the per-call extremes of ``ret`` and ``size``.
-AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
-EVENT_PHASES = ("X", "A")  # complete events and aggregated records
-
-
-# ----------------------------------------------------------------------------- interval unions
-def union_intervals(starts, ends) -> Union:
-    """Union of half-open intervals ``[starts[i], ends[i])`` (int64 µs).
-
-    Returns ``(starts, ends)``: sorted, disjoint, non-touching int64 arrays. Empty intervals
-    (``end <= start``) are dropped. Starts and ends are sorted independently (no argsort): with
-    both sorted, a gap lies between ``ends[i]`` and ``starts[i + 1]`` exactly when
-    ``starts[i + 1] > ends[i]`` (the first i + 1 intervals, whichever they are, have all ended
-    there and no other has begun). O(n log n) in numpy, no Python loop over intervals; sorted
-    runs (one process's intervals, or unions being merged) sort in about linear time.
-    """
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    keep = e > s
-    if not keep.all():
-        s, e = s[keep], e[keep]
-    if s.size == 0:
-        return _EMPTY, _EMPTY
-    s = np.sort(s, kind="stable")  # timsort: linear on already sorted runs
-    e = np.sort(e, kind="stable")
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    np.greater(s[1:], e[:-1], out=new[1:])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
-
-
-def merge_unions(*unions: Union) -> Union:
-    """Union of several interval unions (each as returned by :func:`union_intervals`)."""
-    parts = [u for u in unions if u[0].size]
-    if not parts:
-        return _EMPTY, _EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    return union_intervals(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-
-
-def union_measure(u: Union) -> int:
-    """Total length of a union, µs (exact integer)."""
-    return int((u[1] - u[0]).sum())
-
-
-def difference_measure(a: Union, b: Union) -> int:
-    """Measure of ``a \\ b`` in µs: ``|a ∪ b| - |b|`` (exact integer)."""
-    return union_measure(merge_unions(a, b)) - union_measure(b)
-
-
-# ----------------------------------------------------------------------------- histograms
-def merge_histograms(*hists: Tuple[np.ndarray, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """Merge ``(values, counts)`` histograms; result sorted by value, values distinct."""
-    parts = [h for h in hists if h[0].size]
-    if not parts:
-        return _EMPTY, _EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    v = np.concatenate([p[0] for p in parts])
-    c = np.concatenate([p[1] for p in parts])
-    uniq, inv = np.unique(v, return_inverse=True)
-    return uniq, np.bincount(inv, weights=None if c.size == 0 else c, minlength=uniq.size).astype(np.int64)
-
-
-def _lerp(a: float, b: float, t: float) -> float:
-    # numpy's _lerp (numpy/lib/_function_base_impl.py), scalar form, so results match bit for bit
-    diff = b - a
-    if t >= 0.5:
-        return float(b - diff * (1 - t))
-    return float(a + diff * t)
-
-
-def histogram_percentiles(values: np.ndarray, counts: np.ndarray, qs: Sequence[float]) -> List[float]:
-    """Exact percentiles (``qs`` in [0, 1]) of the multiset given as a sorted histogram.
-
-    Same result as ``numpy.percentile(expanded, 100 * q)`` with the default linear method.
-    Raises ``ValueError`` on an empty histogram.
-    """
-    n = int(counts.sum())
-    if n == 0:
-        raise ValueError("percentile of an empty histogram")
-    cum = np.cumsum(counts)
-    vals = values.astype(np.float64)
-    out = []
-    for q in qs:
-        virtual = (n - 1) * q  # numpy's "linear" get_virtual_index (not the generic alpha/beta form:
-        # that rounds differently, e.g. q=0.99)
-        lo = int(np.floor(virtual))
-        t = virtual - lo
-        lo = min(max(lo, 0), n - 1)
-        hi = min(lo + 1, n - 1)
-        a = vals[int(np.searchsorted(cum, lo, side="right"))]
-        b = vals[int(np.searchsorted(cum, hi, side="right"))]
-        out.append(_lerp(a, b, t))
-    return out
 
 
 # ----------------------------------------------------------------------------- partials
@@ -182,92 +98,12 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
 
 
-def _codes(col: pd.Series) -> Tuple[np.ndarray, list]:
-    """Integer codes (int64, -1 = null) and their values as str, for a categorical or text column."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy().astype(np.int64), [str(x) for x in col.cat.categories]
-    codes, uniq = pd.factorize(col.to_numpy(dtype=object))
-    return codes.astype(np.int64), [str(x) for x in uniq]
-
-
-def _lut(cats: list, values: Iterable[str]) -> np.ndarray:
-    """Boolean lookup table indexed by code + 1 (index 0 is the null code -1): category in ``values``."""
-    want = set(values)
-    return np.array([False] + [c in want for c in cats], dtype=bool)
-
-
 def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """One row index (from ``rows``) per distinct value of ``key`` (``key[i]`` belongs to ``rows[i]``)."""
     codes, uniq = pd.factorize(key)
     rep = np.empty(len(uniq), dtype=np.int64)
     rep[codes] = rows
     return rep
-
-
-class FrameColumns:
-    """The columns :func:`partial_from_columns` reads, taken from a pandas DataFrame of events."""
-
-    def __init__(self, df: pd.DataFrame):
-        self.df = df
-        self.rows = len(df)
-
-    def codes(self, key: str) -> Tuple[np.ndarray, list]:
-        """Integer codes (int64, -1 = null) and their str values of a categorical/text column."""
-        return _codes(self.df[key])
-
-    def ints(self, key: str) -> np.ndarray:
-        """A non-null integer column as int64."""
-        return self.df[key].to_numpy(dtype=np.int64)
-
-    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
-        """``size`` as int64 (0 where null) and its validity mask (bool)."""
-        size = self.df["size"]
-        has = size.notna().to_numpy(dtype=bool)
-        if size.dtype.kind == "f":
-            return size.to_numpy(dtype=np.float64, na_value=0).astype(np.int64), has
-        return size.to_numpy(dtype=np.int64, na_value=0), has
-
-    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
-        """Args column ``key`` as float64 (``fill`` where null or not a number), None if absent."""
-        if key not in self.df.columns:
-            return None
-        col = pd.to_numeric(self.df[key], errors="coerce")
-        return col.fillna(fill).to_numpy(dtype=np.float64)
-
-
-class ReaderColumns:
-    """The same columns straight from a ``dfanalyzer._reader.load_batch`` result (NumPy views of
-    the C++ buffers: no DataFrame is built). Args columns other than :data:`AGGREGATE_COLUMNS`
-    are never touched (the streamed summary asks the reader not to build them: ``columns=``)."""
-
-    def __init__(self, r: dict):
-        self.core = r["core"]
-        self.args = {key: (dtype, payload) for key, dtype, payload in r["args"] if key in AGGREGATE_COLUMNS}
-        self.rows = int(r["rows"])
-
-    def codes(self, key: str) -> Tuple[np.ndarray, list]:
-        codes, cats = self.core[key]
-        return codes.astype(np.int64), list(cats)
-
-    def ints(self, key: str) -> np.ndarray:
-        return np.asarray(self.core[key], dtype=np.int64)
-
-    def sizes(self) -> Tuple[np.ndarray, np.ndarray]:
-        values, null = self.core["size"]
-        return np.asarray(values, dtype=np.int64), ~np.asarray(null, dtype=bool)
-
-    def numeric(self, key: str, fill: int) -> Optional[np.ndarray]:
-        got = self.args.get(key)
-        if got is None:
-            return None
-        dtype, payload = got
-        if dtype == "string":  # numbers written as text: pandas' coercion, as FrameColumns
-            from .schema import categorical
-
-            col = pd.to_numeric(pd.Series(categorical(*payload)), errors="coerce")
-            return col.fillna(fill).to_numpy(dtype=np.float64)
-        values, null = payload
-        return np.where(null, np.float64(fill), values.astype(np.float64))
 
 
 def partition_partial(df: pd.DataFrame, io_cats, compute_cats, app_io_cats) -> Partial:
@@ -307,7 +143,7 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
         return p
     ph, ph_cats = cols.codes("ph")
     cat, cat_cats = cols.codes("cat")
-    keep = _lut(ph_cats, EVENT_PHASES)[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
+    keep = event_mask(ph, ph_cats, cat, cat_cats)
     rows = None if keep.all() else np.flatnonzero(keep)
 
     def take(a: np.ndarray) -> np.ndarray:
@@ -316,7 +152,7 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
     cat = take(cat)
     if cat.size == 0:
         return p
-    agg = take(_lut(ph_cats, ("A",))[ph + 1])
+    agg = take(aggregated(ph, ph_cats))
     calls = _calls(cols, agg, take) if agg.any() else None  # calls per row (None: one each)
     p.events = int(cat.size if calls is None else calls.sum())
     ts = take(cols.ints("ts"))
@@ -396,9 +232,9 @@ def _int_column(cols, key: str, take, fill: int) -> np.ndarray:
 
 
 def _calls(cols, agg: np.ndarray, take) -> np.ndarray:
-    """Calls per kept row: ``dft_cnt`` for aggregated rows (1 when absent or < 1), else 1."""
-    n = _int_column(cols, "dft_cnt", take, 1)
-    return np.where(agg & (n >= 1), n, 1)
+    """Calls per kept row (engine.events.calls)."""
+    col = cols.numeric("dft_cnt", 1)
+    return calls(None if col is None else take(col), agg)
 
 
 def _aggregated_sizes(cols, take, agg, calls, sv):
@@ -537,31 +373,12 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
     return out
 
 
-class PartialFolder:
-    """Merges partials as they arrive (:meth:`add`), ``fan_in`` at a time per level, so that a
-    streamed summary holds at most ``fan_in - 1`` partials per level (log_fan_in of the batches
-    levels) instead of every batch's partial; :meth:`result` merges what is left. The result is
-    the same as :func:`combine_partials` of all of them (the merge is exact, associative and
-    commutative)."""
+class PartialFolder(Folder):
+    """A streaming :class:`~dfanalyzer.engine.reduce.Folder` of summary partials: ``add`` them
+    as they arrive, ``result()`` is :func:`combine_partials` of all of them."""
 
-    def __init__(self, fan_in: int = 8):
-        self.fan_in = max(2, int(fan_in))
-        self.levels: List[List[Partial]] = []
-
-    def add(self, part: Partial) -> None:
-        level = 0
-        while True:
-            if level == len(self.levels):
-                self.levels.append([])
-            self.levels[level].append(part)
-            if len(self.levels[level]) < self.fan_in:
-                return
-            part = combine_partials(self.levels[level])
-            self.levels[level] = []
-            level += 1
-
-    def result(self) -> Partial:
-        return combine_partials([p for level in self.levels for p in level])
+    def __init__(self, fan_in: int = FAN_IN):
+        super().__init__(lambda *parts: combine_partials(parts), fan_in)
 
 
 # ----------------------------------------------------------------------------- result

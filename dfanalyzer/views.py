@@ -8,7 +8,10 @@ result reaches the client. Interval unions and exact percentiles reuse
 :func:`dfanalyzer.summary.union_intervals` / :func:`~dfanalyzer.summary.merge_unions` /
 :func:`~dfanalyzer.summary.histogram_percentiles`.
 
-Events are the rows with ``ph == "X"`` and ``cat != "dftracer"`` (as in the summary). Units:
+Events are those of :mod:`dfanalyzer.engine.events`, as in the summary: rows with ``ph`` ``"X"``
+or ``"A"`` whose category is not the tracer's, and every count (``count``, ``ops``, ``events``)
+counts calls: an aggregated record weighs ``dft_cnt`` (its calls take its mean duration and
+size in the histograms and size buckets; it has no single offset, so no access-pattern step). Units:
 timestamps and durations in µs in the trace; the views report times in seconds (``*_s``) or µs
 (``*_us``), bytes in bytes, bandwidth in MiB/s (2**20 bytes per second). Every metric is
 defined in ``docs/analyzer.md`` ("Views").
@@ -22,15 +25,37 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
-from .summary import (
-    TRACER_CAT,
-    _codes,
-    _lut,
+from .engine import timebins
+from .engine.events import aggregated, event_mask
+from .engine.events import calls as _calls_of
+from .engine.events import codes as _codes
+from .engine.events import lut as _lut
+from .engine.intervals import (
+    difference,
+    grouped_unions,
     histogram_percentiles,
+    intersect,
+    measure_within,
     merge_histograms,
     merge_unions,
     union_intervals,
     union_measure,
+)
+from .engine.reduce import run_metric
+from .engine.vocabulary import (
+    APP_IO_CATS,
+    CHECKPOINT_CATS,
+    COMPUTE_CATS,
+    COMPUTE_EVENTS_CATS,
+    DEFAULT_LAYERS,
+    EPOCH_EVENTS,
+    EVAL_EVENTS,
+    FETCH_EVENTS,
+    IO_CATS,
+    READ_NAMES,
+    TRAIN_EVENTS,
+    WRITE_NAMES,
+    spans_others,
 )
 
 __all__ = [
@@ -52,35 +77,9 @@ __all__ = [
     "parents_from_metadata",
 ]
 
-IO_CATS = ("POSIX", "STDIO")
-COMPUTE_CATS = ("compute",)
-APP_IO_CATS = ("reader",)
 MIB = float(2**20)
 _EMPTY = np.empty(0, dtype=np.int64)
 _EMPTY_U = (_EMPTY, _EMPTY)
-
-#: Built-in category -> layer mapping: DLIO 2.0.0's categories, the ``ai`` API's categories
-#: (dftracer/_api.py) and the tracer's POSIX/STDIO. A category not listed is its own layer.
-DEFAULT_LAYERS: Dict[str, str] = {
-    "POSIX": "POSIX",
-    "STDIO": "STDIO",
-    # application (Python) I/O: DLIO readers and data loader, ai.data / ai.dataloader
-    "reader": "app_io",
-    "data_loader": "app_io",
-    "data": "app_io",
-    "dataloader": "app_io",
-    # compute: DLIO's framework compute, ai.compute, the summary's compute category
-    "ai_framework": "compute",
-    "compute": "compute",
-    # checkpointing, communication, device transfers (ai API)
-    "checkpoint": "checkpoint",
-    "comm": "comm",
-    "device": "device",
-    # the training loop itself: DLIO's benchmark driver, ai.pipeline, ai root
-    "dlio_benchmark": "pipeline",
-    "pipeline": "pipeline",
-    "ai_root": "pipeline",
-}
 
 #: Request-size histogram buckets (Darshan's): (label, lower bound in bytes); a bucket holds sizes
 #: from its bound up to the next one; K = 1024, M = 2**20, G = 2**30.
@@ -98,40 +97,12 @@ SIZE_BUCKETS: Tuple[Tuple[str, int], ...] = (
 )
 _SIZE_EDGES = np.array([e for _, e in SIZE_BUCKETS], dtype=np.int64)
 
-# ai API and DLIO 2.0.0 event names used by the epoch view (category, name)
-EPOCH_EVENTS = (("pipeline", "epoch.block"), ("pipeline", "epoch"))
-TRAIN_EVENTS = (("pipeline", "train"), ("dlio_benchmark", "DLIOBenchmark._train"))
-FETCH_EVENTS = (
-    ("dataloader", "fetch.iter"),
-    ("dataloader", "fetch"),
-    ("dlio_benchmark", "_train.iter"),
-    ("dlio_benchmark", "loop.iter"),
-)
-COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
-CHECKPOINT_CATS = ("checkpoint",)
-EVAL_EVENTS = (("pipeline", "evaluate"), ("dlio_benchmark", "DLIOBenchmark._eval"))
-
 
 # ============================================================================ execution
 def _run(events, partial: Callable, combine: Callable, finish: Callable, *args, client=None):
-    """Run ``finish(combine(partial(p) for p in partitions))`` exactly, as a tree on the cluster.
-
-    ``events`` is a Dask DataFrame (partials run where its partitions live; ``combine`` gets a
-    list in partition order, fan-in 8) or a pandas DataFrame (computed here).
-    """
-    if isinstance(events, pd.DataFrame):
-        return finish(combine([partial(events, *args)]))
-    from dask import delayed
-
-    level = [delayed(partial)(p, *args) for p in events.to_delayed()]
-    if not level:
-        return finish(combine([]))
-    while len(level) > 1:
-        level = [delayed(combine)(level[i : i + 8]) for i in range(0, len(level), 8)]
-    root = delayed(finish)(delayed(combine)(level))
-    if client is not None:
-        return client.compute(root, sync=True)
-    return root.compute()
+    """``finish`` of the tree reduction of ``partial`` over the partitions (engine.reduce.run_metric);
+    the views' ``combine`` takes a list of partials in partition order."""
+    return run_metric(events, partial, lambda *parts: combine(list(parts)), finish, *args, client=client)
 
 
 def _span(events, client=None) -> Tuple[Optional[int], Optional[int]]:
@@ -153,7 +124,8 @@ def _span(events, client=None) -> Tuple[Optional[int], Optional[int]]:
 
 
 class _Cols:
-    """Numpy columns of the events of one partition (``ph == "X"``, ``cat != "dftracer"``), lazily."""
+    """Numpy columns of the events of one partition (engine.events: ``ph`` X or A, not the
+    tracer's category), lazily; ``calls`` weighs each row."""
 
     def __init__(self, df: pd.DataFrame):
         self.df = df
@@ -163,11 +135,23 @@ class _Cols:
         else:
             ph, ph_cats = _codes(df["ph"])
             cat, cat_cats = _codes(df["cat"])
-            keep = _lut(ph_cats, ("X",))[ph + 1] & ~_lut(cat_cats, (TRACER_CAT,))[cat + 1]
-            self.rows = np.flatnonzero(keep)
+            self.rows = np.flatnonzero(event_mask(ph, ph_cats, cat, cat_cats))
             self.n = int(self.rows.size)
             self._cat = (cat[self.rows], cat_cats)
+            self.agg = aggregated(ph, ph_cats)[self.rows]
         self._cache = {}
+        if self.n == 0:
+            self.agg = np.zeros(0, dtype=bool)
+
+    @property
+    def calls(self) -> np.ndarray:
+        """Calls per kept row (int64): ``dft_cnt`` of an aggregated record, else 1."""
+        if "#calls" not in self._cache:
+            cnt = None
+            if self.agg.any() and "dft_cnt" in self.df.columns:
+                cnt = pd.to_numeric(self.df["dft_cnt"], errors="coerce").fillna(1).to_numpy(dtype=np.float64)[self.rows]
+            self._cache["#calls"] = _calls_of(cnt, self.agg)
+        return self._cache["#calls"]
 
     def codes(self, col: str) -> Tuple[np.ndarray, list]:
         """(codes of the kept rows, values by code); code -1 is null."""
@@ -255,56 +239,6 @@ def _dur_hist(d: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return v.astype(np.int64), n.astype(np.int64)
 
 
-def _measure_within(u, a: int, b: int) -> int:
-    """|u ∩ [a, b)| µs for a union ``u``."""
-    s, e = u
-    if s.size == 0 or b <= a:
-        return 0
-    lo = int(np.searchsorted(e, a, side="right"))
-    hi = int(np.searchsorted(s, b, side="left"))
-    if hi <= lo:
-        return 0
-    ss = np.maximum(s[lo:hi], a)
-    ee = np.minimum(e[lo:hi], b)
-    return int(np.clip(ee - ss, 0, None).sum())
-
-
-def _intersect(a, b):
-    """Intersection of two unions (a union)."""
-    if a[0].size == 0 or b[0].size == 0:
-        return _EMPTY_U
-    # |a ∩ b| by sweeping: intervals of b clipped to each run of a
-    s = np.concatenate([a[0], b[0]])
-    e = np.concatenate([a[1], b[1]])
-    pts = np.unique(np.concatenate([s, e]))
-    if pts.size < 2:
-        return _EMPTY_U
-    lo, hi = pts[:-1], pts[1:]
-    mid_in_a = _covered(a, lo)
-    mid_in_b = _covered(b, lo)
-    both = mid_in_a & mid_in_b
-    return union_intervals(lo[both], hi[both])
-
-
-def _covered(u, x: np.ndarray) -> np.ndarray:
-    """x[i] lies in union u (half-open intervals)."""
-    i = np.searchsorted(u[0], x, side="right") - 1
-    ok = i >= 0
-    out = np.zeros(x.size, dtype=bool)
-    out[ok] = x[ok] < u[1][i[ok]]
-    return out
-
-
-def _difference(a, b):
-    """a \\ b as a union."""
-    if a[0].size == 0 or b[0].size == 0:
-        return a
-    pts = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
-    lo, hi = pts[:-1], pts[1:]
-    keep = _covered(a, lo) & ~_covered(b, lo)
-    return union_intervals(lo[keep], hi[keep])
-
-
 def _percentiles(hist) -> List[float]:
     vals, cnts = hist
     if vals.size == 0:
@@ -362,33 +296,6 @@ class _Group:
             self.rand += 1
 
 
-_READ_NAMES = frozenset(
-    ("read", "pread", "pread64", "readv", "preadv", "preadv2", "fread", "fgets", "getc", "fgetc", "fscanf")
-)
-_WRITE_NAMES = frozenset(
-    ("write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite", "fputs", "fputc", "fprintf")
-)
-
-
-def _grouped_unions(g: np.ndarray, ts: np.ndarray, te: np.ndarray, k: int) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Per group ordinal ``0..k-1`` (``g``), the union of its intervals; one numpy union for all
-    groups: group ``i``'s intervals are shifted by ``i * S`` (``S`` > the span) so they never meet."""
-    base = int(ts.min())
-    span = int(te.max()) - base + 1
-    if k * span >= 2**62:  # shift would overflow: one union per group
-        return [union_intervals(ts[g == i], te[g == i]) for i in range(k)]
-    shift = g.astype(np.int64) * span - base
-    us, ue = union_intervals(ts + shift, te + shift)
-    grp = us // span
-    cut = np.searchsorted(grp, np.arange(k + 1))
-    out = []
-    for i in range(k):
-        a, z = cut[i], cut[i + 1]
-        off = i * span - base
-        out.append((us[a:z] - off, ue[a:z] - off))
-    return out
-
-
 def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
@@ -411,18 +318,22 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
     has = has_all[rows]
     sz = np.where(has, size_all[rows], 0)
     first = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
-    count = np.diff(np.r_[first, rows.size])
+    # an aggregated record counts as its dft_cnt calls, each of its mean duration and size
+    weighted = bool(c.agg[rows].any())
+    w = c.calls[rows] if weighted else None
+    count = np.add.reduceat(w, first) if weighted else np.diff(np.r_[first, rows.size])
     dur_sum = np.add.reduceat(dur, first)
     nbytes = np.add.reduceat(sz, first)
-    sized = np.add.reduceat(has.astype(np.int64), first)
+    sized = np.add.reduceat(has * w if weighted else has.astype(np.int64), first)
     max_te = np.maximum.reduceat(te, first)
-    unions = _grouped_unions(gi, ts, te, k)
+    unions = grouped_unions(gi, ts, te, k)
     # exact histograms of dur per group: distinct (group, dur) pairs
-    ho = np.lexsort((dur, gi))
-    hg, hd = gi[ho], dur[ho]
+    pdur = dur // w if weighted else dur
+    ho = np.lexsort((pdur, gi))
+    hg, hd = gi[ho], pdur[ho]
     new = np.r_[True, (hg[1:] != hg[:-1]) | (hd[1:] != hd[:-1])]
     hf = np.flatnonzero(new)
-    hn = np.diff(np.r_[hf, hg.size]).astype(np.int64)
+    hn = np.add.reduceat(w[ho], hf).astype(np.int64) if weighted else np.diff(np.r_[hf, hg.size]).astype(np.int64)
     hcut = np.searchsorted(hg[hf], np.arange(k + 1))
     hvals = hd[hf]
     if detail:
@@ -431,17 +342,18 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         npk = max(1, len(pkeys))
         pairs = np.unique(gi.astype(np.int64) * npk + pr)
         pcut = np.searchsorted(pairs // npk, np.arange(k + 1))
-        b = np.clip(np.searchsorted(_SIZE_EDGES, sz, side="right") - 1, 0, len(_SIZE_EDGES) - 1)
+        psz = sz // w if weighted else sz
+        b = np.clip(np.searchsorted(_SIZE_EDGES, psz, side="right") - 1, 0, len(_SIZE_EDGES) - 1)
         buckets = np.zeros((k, len(_SIZE_EDGES)), dtype=np.int64)
-        np.add.at(buckets, (gi[has], b[has]), 1)
+        np.add.at(buckets, (gi[has], b[has]), w[has] if weighted else 1)
         nm, nu = c.codes("name")
-        is_read = _lut(nu, _READ_NAMES)[nm[rows] + 1]
-        is_write = _lut(nu, _WRITE_NAMES)[nm[rows] + 1]
+        is_read = _lut(nu, READ_NAMES)[nm[rows] + 1]
+        is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
         read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
         # access pattern: data operations with an offset, per thread, in trace (row) order
         off_all, has_off = c.nullable("offset")
-        dm = has & has_off[rows]
+        dm = has & has_off[rows] & ~c.agg[rows]  # an aggregated record has no single offset
         seq = np.zeros(k, dtype=np.int64)
         consec = np.zeros(k, dtype=np.int64)
         rand = np.zeros(k, dtype=np.int64)
@@ -711,13 +623,14 @@ def _procs_partial(df, io_cats, compute_cats, app_io_cats):
     io_m, cp_m, app_m = c.cat_mask(io_cats), c.cat_mask(compute_cats), c.cat_mask(app_io_cats)
     ts, te, tid = c.ts, c.te, c.ints("tid")
     size, has = c.nullable("size")
+    calls = c.calls
     for code, rows in _segments(pk):
         p = _Proc()
-        p.events = int(rows.size)
+        p.events = int(calls[rows].sum())
         p.min_ts, p.max_te = int(ts[rows].min()), int(te[rows].max())
         p.threads = set(np.unique(tid[rows]).tolist())
         r = rows[io_m[rows]]
-        p.io_events = int(r.size)
+        p.io_events = int(calls[r].sum())
         p.bytes = int(size[r][has[r]].sum())
         p.io = union_intervals(ts[r], te[r])
         r = rows[cp_m[rows]]
@@ -869,23 +782,8 @@ def parents_from_metadata(metadata: pd.DataFrame) -> Dict[int, int]:
 
 
 # ---------------------------------------------------------------------------- time windows
-def _edges(t0: int, t1: int, bins: int) -> np.ndarray:
-    span = max(1, t1 - t0)
-    return t0 + (np.arange(bins + 1, dtype=np.int64) * span) // bins
-
-
-def _split(ts: np.ndarray, te: np.ndarray, edges: np.ndarray):
-    """Pieces of intervals cut at bin edges: ``(event index, bin, overlap µs)``; a zero-length
-    interval gives one piece of length 0 in the bin of its ``ts``."""
-    nb = edges.size - 1
-    b0 = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, nb - 1)
-    b1 = np.clip(np.searchsorted(edges, np.maximum(te - 1, ts), side="right") - 1, 0, nb - 1)
-    n = (b1 - b0 + 1).astype(np.int64)
-    ev = np.repeat(np.arange(ts.size, dtype=np.int64), n)
-    first = np.repeat(np.cumsum(n) - n, n)
-    b = np.repeat(b0, n) + (np.arange(ev.size, dtype=np.int64) - first)
-    ov = np.minimum(te[ev], edges[b + 1]) - np.maximum(ts[ev], edges[b])
-    return ev, b, np.maximum(ov, 0)
+_edges = timebins.edges
+_split = timebins.split
 
 
 def _time_partial(df, edges, io_cats, compute_cats, by_process):
@@ -911,7 +809,7 @@ def _time_partial(df, edges, io_cats, compute_cats, by_process):
         return out
     ev, b, ov = _split(ts[r], te[r], edges)
     out["io_us"] = np.bincount(b, weights=ov, minlength=nb).astype(np.int64)
-    out["ops"] = np.bincount(np.clip(np.searchsorted(edges, ts[r], side="right") - 1, 0, nb - 1), minlength=nb)
+    out["ops"] = np.bincount(timebins.start_bins(ts[r], edges), weights=c.calls[r], minlength=nb).astype(np.int64)
     size, has = c.nullable("size")
     d = (te[r] - ts[r])[ev]
     frac = np.where(d > 0, ov / np.maximum(d, 1), 1.0)  # zero-length: all bytes to the ts bin
@@ -942,23 +840,17 @@ def _bins_for(t0, t1, bins, window_us):
     if bins is not None and window_us is not None:
         raise ValueError("give bins or window_us, not both")
     if window_us is not None:
-        if window_us <= 0:
-            raise ValueError(f"window_us must be > 0, got {window_us}")
-        bins = max(1, -(-(t1 - t0) // int(window_us)))
-        return t0 + np.arange(bins + 1, dtype=np.int64) * int(window_us)
-    bins = 100 if bins is None else int(bins)
-    if bins < 1:
-        raise ValueError(f"bins must be >= 1, got {bins}")
-    return _edges(t0, t1, bins)
+        return timebins.window_edges(t0, t1, int(window_us))
+    return timebins.edges(t0, t1, 100 if bins is None else int(bins))
 
 
 def _time_finish(p, edges):
     nb = edges.size - 1
     width = np.diff(edges)
-    io_busy = np.array([_measure_within(p["io"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
-    cp_busy = np.array([_measure_within(p["cp"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
-    both = _intersect(p["io"], p["cp"])
-    ov = np.array([_measure_within(both, int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    io_busy = np.array([measure_within(p["io"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    cp_busy = np.array([measure_within(p["cp"], int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
+    both = intersect(p["io"], p["cp"])
+    ov = np.array([measure_within(both, int(edges[i]), int(edges[i + 1])) for i in range(nb)], dtype=np.int64)
     t0 = int(edges[0])
     w_s = np.maximum(width, 1) * 1e-6
     io_us = p["io_us"] if p["io_us"] is not None else np.zeros(nb, dtype=np.int64)
@@ -1099,16 +991,16 @@ def _tag_finish(p, key):
     rows = {}
     for v, g in p["groups"].items():
         span = g.union
-        io_in = _intersect(p["io"], span)
-        cp_in = _intersect(p["cp"], span)
+        io_in = intersect(p["io"], span)
+        cp_in = intersect(p["cp"], span)
         rows[v] = {
             "events": g.count,
             "time_s": g.dur_sum * 1e-6,
             "span_s": union_measure(span) * 1e-6,
             "io_time_s": union_measure(io_in) * 1e-6,
-            "app_io_time_s": union_measure(_intersect(p["app"], span)) * 1e-6,
+            "app_io_time_s": union_measure(intersect(p["app"], span)) * 1e-6,
             "compute_time_s": union_measure(cp_in) * 1e-6,
-            "unoverlapped_io_s": union_measure(_difference(io_in, cp_in)) * 1e-6,
+            "unoverlapped_io_s": union_measure(difference(io_in, cp_in)) * 1e-6,
             "start_s": g.min_ts,
             "end_s": g.max_te,
         }
@@ -1227,9 +1119,9 @@ def _epoch_finish(p):
     for k in range(n):
         iv = [v[k] for v in per_proc.values() if len(v) > k]
         span = union_intervals(np.array([a for a, _ in iv]), np.array([b for _, b in iv]))
-        inside = {name: _intersect(p[name], span) for name in ("io", "fetch", "cp", "ckpt", "eval")}
+        inside = {name: intersect(p[name], span) for name in ("io", "fetch", "cp", "ckpt", "eval")}
         train_iv = [(a, b) for _, a, b in p["train"]]
-        train = _intersect(
+        train = intersect(
             union_intervals(
                 np.array([a for a, _ in train_iv], dtype=np.int64), np.array([b for _, b in train_iv], dtype=np.int64)
             ),
@@ -1246,9 +1138,9 @@ def _epoch_finish(p):
             "io_s": union_measure(inside["io"]) * 1e-6,
             "checkpoint_s": union_measure(inside["ckpt"]) * 1e-6,
             "eval_s": union_measure(inside["eval"]) * 1e-6,
-            "fetch_unoverlapped_s": union_measure(_difference(inside["fetch"], inside["cp"])) * 1e-6,
-            "io_unoverlapped_s": union_measure(_difference(inside["io"], inside["cp"])) * 1e-6,
-            "other_s": union_measure(_difference(span, busy)) * 1e-6,
+            "fetch_unoverlapped_s": union_measure(difference(inside["fetch"], inside["cp"])) * 1e-6,
+            "io_unoverlapped_s": union_measure(difference(inside["io"], inside["cp"])) * 1e-6,
+            "other_s": union_measure(difference(span, busy)) * 1e-6,
             "source": src,
         }
     return _frame(rows, "epoch", _EPOCH_COLUMNS, sort=None)
@@ -1274,14 +1166,22 @@ def epoch_view(events, io_cats: Sequence[str] = IO_CATS, client=None) -> pd.Data
 
 # ---------------------------------------------------------------------------- layers
 def _layer_partial(df):
+    """(category, spans others) -> [events, dur sum, union]: regions that span other work
+    (vocabulary.spans_others: ``*.block``, ``epoch``, ...) are kept apart from their category."""
     c = _Cols(df)
     out = {}
     if c.n == 0:
         return out
     cc, cu = c.codes("cat")
+    nm, nu = c.codes("name")
+    spanning = np.array([False] + [spans_others(str(n)) for n in nu], dtype=bool)[nm + 1]
     ts, te, dur = c.ts, c.te, c.dur
-    for code, rows in _segments(cc):
-        out[cu[code]] = [int(rows.size), int(dur[rows].sum()), union_intervals(ts[rows], te[rows])]
+    for code, rows in _segments(cc * 2 + spanning):
+        out[(cu[code // 2], bool(code % 2))] = [
+            int(c.calls[rows].sum()),
+            int(dur[rows].sum()),
+            union_intervals(ts[rows], te[rows]),
+        ]
     return out
 
 
@@ -1299,12 +1199,14 @@ def _layer_combine(parts):
 
 def _layer_finish(cats, mapping):
     layers: Dict[str, list] = {}
-    members: Dict[str, list] = {}
-    for cat, (n, d, u) in cats.items():
+    members: Dict[str, set] = {}
+    for (cat, spanning), (n, d, u) in cats.items():
         lay = mapping.get(cat, cat)
         if lay is None:
             continue
-        members.setdefault(lay, []).append(cat)
+        if spanning:  # a container of other work: the training loop's structure, never its category's time
+            lay = "pipeline"
+        members.setdefault(lay, set()).add(cat)
         if lay in layers:
             o = layers[lay]
             layers[lay] = [o[0] + n, o[1] + d, merge_unions(o[2], u)]
@@ -1333,7 +1235,10 @@ def layer_view(events, mapping: Optional[Mapping[str, Optional[str]]] = None, cl
     """Time split per layer, sorted by ``time_s``.
 
     ``mapping`` (category -> layer name, or None to drop a category) is applied over
-    :data:`DEFAULT_LAYERS`; a category in neither is its own layer. Index ``layer``; columns
+    :data:`DEFAULT_LAYERS`; a category in neither is its own layer. Regions that span other work
+    (``*.block`` loops, ``epoch``, ``train``, ...: ``engine.vocabulary.spans_others``) are
+    containers, never time of their category's layer: they count in the ``pipeline`` layer.
+    Index ``layer``; columns
     ``categories`` (its categories, comma separated), ``events``, ``time_s`` (measure of the
     union of its intervals, s), ``dur_sum_s`` (summed ``dur``), ``unoverlapped_s`` (its time
     when no other layer is in flight: ``|L \\ ∪ others|``), ``share`` (``time_s`` / measure of

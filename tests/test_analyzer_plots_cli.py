@@ -22,6 +22,7 @@ def test_timeline_partial_exact():
             "size": pd.array([100, None, 7, 300, 50], dtype="Int64"),
         }
     )
+    df["te"] = df["ts"] + df["dur"]  # a core column of the events frame
     h = plots.timeline_partial(df, 0, 100, 4, ("POSIX", "STDIO"))
     assert h["bytes"].tolist() == [100, 0, 300, 50]
     assert h["dur"].tolist() == [10, 0, 7, 1]
@@ -29,6 +30,11 @@ def test_timeline_partial_exact():
     assert h["xfer_max"].tolist() == [100, 0, 300, 50]
     both = plots.combine_timelines(h, h)
     assert both["bytes"].tolist() == [200, 0, 600, 100] and both["xfer_max"].tolist() == [100, 0, 300, 50]
+    # a call crossing bin edges: its bytes and time split by overlap, its size counted at its start
+    df.loc[0, ["dur", "te"]] = [50, 50]
+    h = plots.timeline_partial(df, 0, 100, 4, ("POSIX", "STDIO"))
+    assert h["bytes"].tolist() == [50, 50, 300, 50] and h["dur"].tolist() == [30, 25, 7, 1]
+    assert h["xfer_max"].tolist() == [100, 0, 300, 50]
 
 
 def test_plot_timeline_writes_pngs(tmp_path, fake_reader, dask_client):  # noqa: F811

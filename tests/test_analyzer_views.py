@@ -402,3 +402,43 @@ def test_cli_help_lists_every_command():
     assert r.returncode == 0
     for cmd in ("summary", "functions", "files", "processes", "timeline", "tags", "epochs", "layers", "compare"):
         assert f"dfanalyzer {cmd} " in r.stdout
+
+
+def test_layer_view_spanning_regions_are_never_their_layers_time():
+    # the README's ai example: fetch.block (cat dataloader) spans the whole loop body, the reads
+    # and the compute; only the fetch.iter waits are application I/O
+    rows = [
+        dict(name="fetch.block", cat="dataloader", pid=1, ts=0, dur=1000),
+        dict(name="fetch.iter", cat="dataloader", pid=1, ts=0, dur=10),
+        dict(name="fetch.iter", cat="dataloader", pid=1, ts=500, dur=10),
+        dict(name="compute", cat="compute", pid=1, ts=10, dur=490),
+        dict(name="epoch", cat="pipeline", pid=1, ts=0, dur=1000),
+    ]
+    lv = V.layer_view(frame(rows))
+    assert lv.loc["app_io", "time_s"] == 20 * 1e-6 and lv.loc["app_io", "events"] == 2
+    assert lv.loc["pipeline", "events"] == 2 and lv.loc["pipeline", "categories"] == "dataloader,pipeline"
+    assert lv.loc["compute", "time_s"] == 490 * 1e-6
+
+
+def test_views_count_calls_of_aggregated_records_as_the_summary():
+    # one aggregated record of 5 reads of 100 B (500 B, 50 µs in all) and two complete reads
+    rows = [
+        dict(name="read", cat="POSIX", pid=1, ts=0, dur=50, size=500, ph="A", fname="/f"),
+        dict(name="read", cat="POSIX", pid=1, ts=100, dur=10, size=100, offset=0, fname="/f", ph="X"),
+        dict(name="read", cat="POSIX", pid=2, ts=200, dur=30, size=300, offset=0, fname="/f", ph="X"),
+        dict(name="epoch", cat="pipeline", pid=1, ts=0, dur=300, ph="M"),  # not an event
+    ]
+    df = frame(rows)
+    df["dft_cnt"] = pd.array([5, None, None, None], dtype="Int64")
+    from dfanalyzer import summary as S
+
+    s = S.finish(S.partition_partial(df, ("POSIX",), (), ()), [])
+    assert s.events == 7 and s.functions["read"]["count"] == 7
+    fm = V.function_metrics(df)
+    assert fm.loc["read", "count"] == 7 and fm.loc["read", "bytes"] == 900
+    assert fm.loc["read", "p50_us"] == 10  # five calls of 10 µs, one of 10, one of 30
+    fv = V.file_view(df)
+    assert fv.loc["/f", "ops"] == 7 and fv.loc["/f", "size_100_1K"] == 7 and fv.loc["/f", "size_0_100"] == 0
+    pv = V.process_view(df)
+    assert pv.loc[("h", 1), "events"] == 6 and pv.loc[("h", 2), "events"] == 1
+    assert V.layer_view(df).loc["POSIX", "events"] == 7

@@ -1,9 +1,46 @@
 // Batch loader (batch_loader.h): range read + parse, with the whole-file context rule.
 #include "batch_loader.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 
 namespace dftracer::reader {
+namespace {
+
+// The file's identity (its hostname, and the FH/HH/SH records written with it) is a property of
+// the whole file, not of one batch: the tracer writes it in the file's first lines. A batch that
+// starts later learns it from checkpoint 0, read once per file version in this process.
+using FileKey = std::tuple<std::string, int64_t, int64_t, uint64_t, uint64_t>;  // path size mtime dev ino
+std::mutex g_head_mu;
+std::map<FileKey, std::shared_ptr<const FileContext>> g_heads;
+
+std::shared_ptr<const FileContext> head_context(const IndexInfo& idx) {
+  FileKey key{idx.path, idx.size, idx.mtime_ns, idx.dev, idx.ino};
+  {
+    std::lock_guard<std::mutex> lk(g_head_mu);
+    auto it = g_heads.find(key);
+    if (it != g_heads.end()) return it->second;
+  }
+  auto head = std::make_shared<FileContext>();
+  if (!idx.checkpoints.empty() && !(idx.checkpoints[0].flags & kLost)) {
+    RangeData r = read_checkpoints(idx, 0, 0);
+    collect_context(r.data.data(), r.data.size(), *head);
+    if (head->hostname.empty() && head->hh.size() == 1) head->hostname = head->hh.begin()->second;
+  }
+  std::lock_guard<std::mutex> lk(g_head_mu);
+  if (g_heads.size() >= 256) g_heads.clear();
+  g_heads[key] = head;
+  return head;
+}
+
+int64_t rows_without_host(const EventColumns& c) {
+  return int64_t(std::count(c.hostname.codes.begin(), c.hostname.codes.end(), -1));
+}
+
+}  // namespace
 
 ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir,
                        const ArgsProjection& args) {
@@ -23,8 +60,24 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
   parser.set_args_projection(args);
   b.columns.reserve_rows = lines;
   parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
-  if (b.columns.unresolved_hashes > 0 && !idx->context.scanned) {
-    // Hashes defined outside this batch: complete the file's context once, then re-parse.
+  bool reparse = false;
+  if (b.columns.unresolved_hashes > 0) {
+    reparse = !idx->context.scanned;  // hashes defined outside this batch
+  } else if (rows_without_host(b.columns) > 0) {
+    // Events without their own host take the file's: the one this batch met, else the file
+    // head's (checkpoint 0, read once per file in this process), else the whole file's.
+    std::string host = ctx.hostname;
+    if (host.empty() && first > 0) host = head_context(*idx)->hostname;
+    if (!host.empty()) {
+      int32_t code = b.columns.hostname.intern(host);
+      for (int32_t& c : b.columns.hostname.codes)
+        if (c < 0) c = code;
+    } else {
+      reparse = !idx->context.scanned;
+    }
+  }
+  if (reparse) {
+    // Complete the file's context once (stored in the index), then parse again with it.
     IndexInfo full_idx = *idx;
     ensure_context(full_idx);
     b.columns = EventColumns{};

@@ -20,12 +20,15 @@ struct ParsedBatch {
 };
 
 // Checkpoints [first, last] (inclusive) of `trace` parsed into columns, through the process's
-// index cache (open_index). Rule for DFTracer v1 hashed traces: the batch is parsed with the
-// context known so far; when some fhash/hhash stays unresolved and the file's context is not
-// complete, the whole file's FH/HH/SH records are collected once (ensure_context) and the batch
-// is parsed again with them. `args` names the args columns to build (default all; reader.h,
-// ArgsProjection): rows, core columns and counts are the same whatever it is. Throws ReaderError
-// (unreadable trace or index) and std::out_of_range (checkpoints outside the index).
+// index cache (open_index). The file's identity is carried into every batch: an event without
+// its own host (args.hostname, a resolved args.hhash) gets the file's hostname, the one this
+// batch's metadata names, else the one of the file's head (checkpoint 0: the tracer writes its
+// hostname record first), whatever batch it lands in. When some fhash/hhash stays unresolved, or
+// no host is known, and the file's context is not complete, the whole file's context is
+// collected once (ensure_context, stored in the index) and the batch is parsed again with it.
+// `args` names the args columns to build (default all; reader.h, ArgsProjection): rows, core
+// columns and counts are the same whatever it is. Throws ReaderError (unreadable trace or
+// index) and std::out_of_range (checkpoints outside the index).
 ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, const std::string& index_dir = "",
                        const ArgsProjection& args = {});
 // Same, parsed into `out` (empty on entry): no move of the finished columns (moving a DictColumn

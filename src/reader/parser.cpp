@@ -1135,6 +1135,7 @@ void collect_context(const char* buf, size_t len, FileContext& ctx) {
     if (name == "FH") ctx.fh[vtxt] = std::string(k);
     else if (name == "HH") ctx.hh[vtxt] = std::string(k);
     else if (name == "SH") ctx.sh[vtxt] = std::string(k);
+    else if (name == "hostname" && ctx.hostname.empty()) ctx.hostname = vtxt;  // as Impl::metadata
   }
 }
 

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../format/event.h"
 #include "batch_loader.h"
 #include "reader.h"
 
@@ -250,6 +251,31 @@ py::dict load_files_py(const std::vector<std::string>& paths, const py::object& 
   return out;
 }
 
+// The event name the preload records for an intercepted symbol: the _FORTIFY_SOURCE entry
+// points (__read_chk, __open_2, ...) record the plain name (src/preload/posix.cpp, stdio.cpp).
+std::string event_name_of(std::string_view sym) {
+  bool fortify = sym.size() > 2 && sym.substr(0, 2) == "__" &&
+                 ((sym.size() > 4 && sym.substr(sym.size() - 4) == "_chk") ||
+                  (sym.size() > 2 && sym.substr(sym.size() - 2) == "_2"));
+  if (!fortify) return std::string(sym);
+  sym.remove_prefix(2);
+  sym.remove_suffix(sym.substr(sym.size() - 2) == "_2" ? 2 : 4);
+  return std::string(sym);
+}
+
+// src/format/calls.def as Python rows: the analyzer's call vocabulary is derived from it
+// (dfanalyzer/engine/vocabulary.py), never restated.
+py::list call_table() {
+  py::list out;
+#define DFT_CALL(interface, name, ret, params, bytes) \
+  out.append(py::dict(py::arg("interface") = #interface, py::arg("symbol") = #name, \
+                      py::arg("event") = event_name_of(#name), py::arg("ret") = #ret, py::arg("params") = #params, \
+                      py::arg("bytes") = #bytes));
+#include "../format/calls.def"
+#undef DFT_CALL
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_reader, m) {
@@ -353,4 +379,13 @@ PYBIND11_MODULE(_reader, m) {
       [](const std::string& path, const py::object& index_dir) { return index_path_for(path, opt(index_dir)); },
       py::arg("path"), py::arg("index_dir") = py::none());
   m.attr("INDEX_FORMAT_VERSION") = kIndexFormatVersion;
+  m.def("call_table", &call_table,
+        "The intercepted calls of src/format/calls.def, in order: dicts interface (POSIX, STDIO, PROCESS), "
+        "symbol, event (the name the preload records), ret, params (C types), bytes (RET, RET_TIMES_SIZE, NONE, "
+        "NO_EVENT).");
+  m.def(
+      "byte_rule", [](const std::string& name) { return int(size_kind_of(name)); }, py::arg("name"),
+      "The reader's byte rule for an event name: 0 none, 1 args.ret, 2 args.ret * args.size (calls.def plus "
+      "the names other tracers record).");
+  m.attr("TRACER_CATEGORY") = std::string(dftracer::format::kTracerCategory);
 }

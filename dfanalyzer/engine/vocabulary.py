@@ -1,0 +1,155 @@
+"""The engine's vocabulary: which calls and categories mean what, in one place.
+
+* The **call families** are derived from the call table ``src/format/calls.def`` through the
+  reader binding (``dfanalyzer._reader.call_table()``, built from the same X-macro as the reader's
+  byte rule), so a call added there flows into every analysis. Derivation rules:
+
+  - a *byte call* moves bytes (``bytes`` is ``RET`` or ``RET_TIMES_SIZE``);
+  - its *direction* is in its name: ``read`` (read, pread64, readv, preadv64v2, fread, ...) or
+    ``write``; a byte call with neither (e.g. a copy) is a data call without a direction;
+  - a byte call is *positional* when one of its parameters is an ``off_t``/``off64_t`` (it
+    carries its own ``offset`` and does not move the file position);
+  - *open* calls create a position at 0 (open, openat, creat, fopen, freopen and their ``64``
+    forms); *seek* calls set it (POSIX ``lseek``: the result is the new position; STDIO
+    ``fseek``/``fseeko``: by ``whence``); *tell* calls report it (STDIO ``ftell``/``ftello``);
+  - *sync/map* calls (``fsync``, ``fdatasync``, ``msync``, ``mmap``, ``munmap``) move or commit
+    data without a byte count; every other POSIX/STDIO event is a *metadata* call.
+
+  Names are the names the preload records (``event``: ``__read_chk`` records ``read``).
+* The **tracer category** (``TRACER_CATEGORY``, from ``src/format/event.h`` through the binding).
+* The **category defaults** of ``DFAnalyzer``/the CLI and the **layer map**.
+* The **AI vocabulary**: the ``ai`` API's and DLIO 2.0.0's event names for epochs, training,
+  evaluation, the trainer's wait for the next batch (*fetch wait*) and the regions that *span*
+  others (``*.block`` loops, ``epoch``, ``train``, ...): a spanning region is a container, never
+  time spent in its own layer (``layers()``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Tuple
+
+from .. import _reader
+
+__all__ = [
+    "Call",
+    "CALLS",
+    "TRACER_CATEGORY",
+    "BYTE_NAMES",
+    "READ_NAMES",
+    "WRITE_NAMES",
+    "POSITIONAL_NAMES",
+    "OPEN_NAMES",
+    "LSEEK_NAMES",
+    "FSEEK_NAMES",
+    "TELL_NAMES",
+    "SYNC_NAMES",
+    "DATA_NAMES",
+    "IO_CATS",
+    "COMPUTE_CATS",
+    "APP_IO_CATS",
+    "DEFAULT_LAYERS",
+    "EPOCH_EVENTS",
+    "TRAIN_EVENTS",
+    "EVAL_EVENTS",
+    "FETCH_EVENTS",
+    "COMPUTE_EVENTS_CATS",
+    "CHECKPOINT_CATS",
+    "spans_others",
+]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One row of ``src/format/calls.def``: interface (POSIX, STDIO, PROCESS), libc symbol, the
+    event name the preload records, return type, parameter types and byte rule (RET,
+    RET_TIMES_SIZE, NONE, NO_EVENT)."""
+
+    interface: str
+    symbol: str
+    event: str
+    ret: str
+    params: str
+    bytes: str
+
+
+CALLS: Tuple[Call, ...] = tuple(Call(**row) for row in _reader.call_table())
+TRACER_CATEGORY: str = _reader.TRACER_CATEGORY
+
+_EVENTS = [c for c in CALLS if c.bytes != "NO_EVENT"]
+_OFFSET_PARAM = re.compile(r"\boff(64)?_t\b")
+_OPEN = re.compile(r"(open|openat|creat|fopen|freopen)(64)?")
+
+
+def _names(pred) -> FrozenSet[str]:
+    return frozenset(c.event for c in _EVENTS if pred(c))
+
+
+BYTE_NAMES = _names(lambda c: c.bytes in ("RET", "RET_TIMES_SIZE"))
+READ_NAMES = frozenset(n for n in BYTE_NAMES if "read" in n)
+WRITE_NAMES = frozenset(n for n in BYTE_NAMES if "write" in n)
+POSITIONAL_NAMES = _names(lambda c: c.event in BYTE_NAMES and bool(_OFFSET_PARAM.search(c.params)))
+OPEN_NAMES = _names(lambda c: c.interface in ("POSIX", "STDIO") and bool(_OPEN.fullmatch(c.event)))
+LSEEK_NAMES = _names(lambda c: c.interface == "POSIX" and "seek" in c.event)
+FSEEK_NAMES = _names(lambda c: c.interface == "STDIO" and "seek" in c.event)
+TELL_NAMES = _names(lambda c: c.interface == "STDIO" and "tell" in c.event)
+SYNC_NAMES = _names(
+    lambda c: c.interface == "POSIX" and ("sync" in c.event or "mmap" in c.event or "munmap" == c.event)
+)
+#: Calls that move or commit data; every other POSIX/STDIO event is a metadata call.
+DATA_NAMES = BYTE_NAMES | SYNC_NAMES
+
+# ----------------------------------------------------------------------------- categories
+#: Defaults of DFAnalyzer(io_cats=, compute_cats=, app_io_cats=) and the CLI's --*-cats.
+IO_CATS: Tuple[str, ...] = ("POSIX", "STDIO")
+COMPUTE_CATS: Tuple[str, ...] = ("compute",)
+APP_IO_CATS: Tuple[str, ...] = ("reader",)
+
+#: Built-in category -> layer mapping: DLIO 2.0.0's categories, the ``ai`` API's categories
+#: (dftracer/_ai.py) and the tracer's POSIX/STDIO. A category not listed is its own layer.
+DEFAULT_LAYERS: Dict[str, str] = {
+    "POSIX": "POSIX",
+    "STDIO": "STDIO",
+    # application (Python) I/O: DLIO readers and data loader, ai.data / ai.dataloader
+    "reader": "app_io",
+    "data_loader": "app_io",
+    "data": "app_io",
+    "dataloader": "app_io",
+    # compute: DLIO's framework compute, ai.compute, the summary's compute category
+    "ai_framework": "compute",
+    "compute": "compute",
+    # checkpointing, communication, device transfers (ai API)
+    "checkpoint": "checkpoint",
+    "comm": "comm",
+    "device": "device",
+    # the training loop itself: DLIO's benchmark driver, ai.pipeline, ai root
+    "dlio_benchmark": "pipeline",
+    "pipeline": "pipeline",
+    "ai_root": "pipeline",
+}
+
+# ----------------------------------------------------------------------------- AI events
+# (category, name) pairs as the ai API (dftracer/_ai.py, _regions.py) and DLIO 2.0.0 write them.
+EPOCH_EVENTS = (("pipeline", "epoch.block"), ("pipeline", "epoch"))
+TRAIN_EVENTS = (("pipeline", "train"), ("dlio_benchmark", "DLIOBenchmark._train"))
+EVAL_EVENTS = (("pipeline", "evaluate"), ("dlio_benchmark", "DLIOBenchmark._eval"))
+#: The trainer waiting for the next batch: one event per iteration of the data loader's loop.
+FETCH_EVENTS = (
+    ("dataloader", "fetch.iter"),
+    ("dataloader", "fetch"),
+    ("dlio_benchmark", "_train.iter"),
+    ("dlio_benchmark", "loop.iter"),
+)
+COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
+CHECKPOINT_CATS = ("checkpoint",)
+
+#: ai regions that contain other work (a whole loop, an epoch, a training or evaluation run):
+#: ``<region>.block`` of the ai API's loops, and the pipeline stages.
+_SPANNING = frozenset(n for _, n in EPOCH_EVENTS + TRAIN_EVENTS + EVAL_EVENTS) | {"test", "ai_root"}
+
+
+def spans_others(name: str) -> bool:
+    """True for a region that spans other work (``*.block``, ``epoch``, ``train``, ...): its
+    interval is a container, not time spent in its category's layer."""
+    return name.endswith(".block") or name in _SPANNING
