@@ -419,11 +419,12 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "row": np.flatnonzero(placed),
             }
         )
+        # engine.access's "stream" ordering of the placed requests
         sdf = sdf.sort_values(["host", "pid", "fname", "dir", "ts", "row"], kind="stable")
         key = ["host", "pid", "fname", "dir"]
         g = sdf.groupby(key, sort=False, dropna=False)
         prev_end = g["end"].shift()
-        r = (sdf["start"] < prev_end).to_numpy()
+        r = access.step_kinds(sdf["start"].to_numpy(), prev_end.to_numpy())[2] & prev_end.notna().to_numpy()
         rand[sdf["row"].to_numpy()[r]] = True
         streams = g.agg(first_start=("start", "first"), first_bin=("bin", "first"), last_end=("end", "last"))
     n["reads"] = int(w[is_r].sum())
@@ -618,7 +619,7 @@ def _merge_streams(a: pd.DataFrame, b: pd.DataFrame, t: int):
     both = a.index.intersection(b.index)
     rand = None
     if len(both):
-        r = b.loc[both, "first_start"].to_numpy() < a.loc[both, "last_end"].to_numpy()
+        r = access.step_kinds(b.loc[both, "first_start"].to_numpy(), a.loc[both, "last_end"].to_numpy())[2]
         rand = pd.DataFrame({"bin": b.loc[both, "first_bin"].to_numpy()[r]}, index=both[r])
     merged = pd.concat([a, b.drop(both)])
     merged.loc[both, "last_end"] = b.loc[both, "last_end"]

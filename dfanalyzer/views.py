@@ -25,7 +25,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
-from .engine import timebins
+from .engine import access, timebins
 from .engine.events import aggregated, event_mask
 from .engine.events import calls as _calls_of
 from .engine.events import codes as _codes
@@ -284,16 +284,8 @@ class _Group:
         self.procs = set()
         self.buckets = np.zeros(len(_SIZE_EDGES), dtype=np.int64)
         self.seq = self.consec = self.rand = 0
-        # access-pattern boundary state: (host, pid, tid) -> (first offset, last end offset)
+        # access-pattern boundary state (engine.access.thread_steps): (host, pid, tid) -> (first offset, last end)
         self.ends = {}
-
-    def _count_step(self, prev_end: int, off: int) -> None:
-        if off == prev_end:
-            self.consec += 1
-        if off >= prev_end:
-            self.seq += 1
-        else:
-            self.rand += 1
 
 
 def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
@@ -351,31 +343,14 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
         read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
-        # access pattern: data operations with an offset, per thread, in trace (row) order
+        # access pattern: engine.access's "thread" ordering of the requests with an offset
         off_all, has_off = c.nullable("offset")
         dm = has & has_off[rows] & ~c.agg[rows]  # an aggregated record has no single offset
-        seq = np.zeros(k, dtype=np.int64)
-        consec = np.zeros(k, dtype=np.int64)
-        rand = np.zeros(k, dtype=np.int64)
-        ends: List[dict] = [dict() for _ in range(k)]
-        if dm.any():
-            r2, g2, p2 = rows[dm], gi[dm], pr[dm]
-            t2 = c.ints("tid")[r2]
-            o2 = off_all[r2]
-            e2 = o2 + sz[dm]
-            ao = np.lexsort((r2, t2, p2, g2))
-            r2, g2, p2, t2, o2, e2 = r2[ao], g2[ao], p2[ao], t2[ao], o2[ao], e2[ao]
-            same = (g2[1:] == g2[:-1]) & (p2[1:] == p2[:-1]) & (t2[1:] == t2[:-1])
-            step_g = g2[1:][same]
-            o_next, prev_end = o2[1:][same], e2[:-1][same]
-            consec = np.bincount(step_g[o_next == prev_end], minlength=k).astype(np.int64)
-            fwd = o_next >= prev_end
-            seq = np.bincount(step_g[fwd], minlength=k).astype(np.int64)
-            rand = np.bincount(step_g[~fwd], minlength=k).astype(np.int64)
-            starts = np.flatnonzero(np.r_[True, ~same])
-            stops = np.r_[starts[1:], g2.size] - 1
-            for a, z in zip(starts.tolist(), stops.tolist()):
-                ends[int(g2[a])][(pkeys[int(p2[a])], int(t2[a]))] = (int(o2[a]), int(e2[z]))
+        r2 = rows[dm]
+        o2 = off_all[r2]
+        consec, seq, rand, ends = access.thread_steps(
+            gi[dm], pr[dm], pkeys, c.ints("tid")[r2] if dm.any() else _EMPTY, r2, o2, o2 + sz[dm], k
+        )
     for i in range(k):
         g = _Group()
         f = first[i]
@@ -423,13 +398,9 @@ def _merge_groups(parts: Sequence[Dict]) -> Dict:
             m.seq += g.seq
             m.consec += g.consec
             m.rand += g.rand
-            for t, (f, last) in g.ends.items():  # g follows the earlier parts in trace order
-                if t in m.ends:
-                    f0, l0 = m.ends[t]
-                    m._count_step(l0, f)
-                    m.ends[t] = (f0, last)
-                else:
-                    m.ends[t] = (f, last)
+            # g follows the earlier parts in trace order: one step per thread stream in both
+            c, s, r = access.join_step_ends(m.ends, g.ends)
+            m.consec, m.seq, m.rand = m.consec + c, m.seq + s, m.rand + r
         out[k] = m
     return out
 
