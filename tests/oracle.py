@@ -908,12 +908,15 @@ class Oracle:
         return out
 
     # -- AI-workflow rules -----------------------------------------------------------------
-    FETCH_NAMES = ("fetch.iter", "_train.iter", "loop.iter")
+    FETCH_NAMES = ("fetch.iter", "fetch", "_train.iter", "loop.iter")
+    # docs/analyzer.md "Layers": regions that span other work are never app I/O
+    SPANNING = ("epoch", "train", "evaluate", "test", "ai_root", "DLIOBenchmark._train", "DLIOBenchmark._eval")
 
     def ai_metrics(self) -> Dict[str, dict]:
         e = self.ev
         comp_cats = set(self.compute_cats) | {"compute", "ai_framework"}
-        app_cats = set(self.app_io_cats) | {"reader", "data", "data_loader"}
+        app_cats = set(self.app_io_cats) | {"reader", "data_loader", "data", "dataloader"}
+        spanning = e["name"].isin(self.SPANNING) | e["name"].astype(str).str.endswith(".block")
         fetch = e[e["name"].isin(self.FETCH_NAMES)]
         comp = e[e["cat"].isin(comp_cats)]
         wait, cdur, nb = int(fetch["dur"].sum()), int(comp["dur"].sum()), int(fetch["cnt"].sum())
@@ -937,7 +940,7 @@ class Oracle:
                 lb = a.get("epoch", k)
                 w = wins.setdefault(lb, [t, te])
                 w[0], w[1] = min(w[0], t), max(w[1], te)
-        io_u = merge(u_of(self.io), u_of(e[e["cat"].isin(app_cats)]), u_of(fetch))
+        io_u = merge(u_of(self.io), u_of(e[e["cat"].isin(app_cats) & ~spanning]), u_of(fetch))
         cp_u = u_of(comp)
         shares = []
         for s0, e0 in wins.values():
@@ -958,7 +961,7 @@ class Oracle:
                 if g["cat"].isin(comp_cats).any() or g["name"].isin(self.FETCH_NAMES).any():
                     continue
                 smp = g[g["name"].isin(self.SAMPLE_NAMES)]
-                work = g[g["cat"].isin(set(self.io_cats) | app_cats)]
+                work = g[g["cat"].isin(self.io_cats) | (g["cat"].isin(app_cats) & ~spanning.loc[g.index])]
                 if len(smp):
                     busy.append(int(smp["dur"].sum()))
                 elif len(work):

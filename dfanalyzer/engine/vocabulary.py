@@ -54,6 +54,10 @@ __all__ = [
     "TRAIN_EVENTS",
     "EVAL_EVENTS",
     "FETCH_EVENTS",
+    "FETCH_WAIT_NAMES",
+    "APP_IO_LAYER_CATS",
+    "SAMPLE_NAMES",
+    "AI_CATEGORIES",
     "COMPUTE_EVENTS_CATS",
     "CHECKPOINT_CATS",
     "spans_others",
@@ -143,6 +147,25 @@ FETCH_EVENTS = (
 )
 COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
 CHECKPOINT_CATS = ("checkpoint",)
+#: Names of the fetch-wait events (insights match fetch waits by name).
+FETCH_WAIT_NAMES: Tuple[str, ...] = tuple(dict.fromkeys(n for _, n in FETCH_EVENTS))
+#: Categories of the ``app_io`` layer: application (Python) I/O everywhere (layers, insights).
+APP_IO_LAYER_CATS: Tuple[str, ...] = tuple(c for c, layer in DEFAULT_LAYERS.items() if layer == "app_io")
+#: One event per sample read (ai.data.item, DLIO's and PyTorch's __getitem__).
+SAMPLE_NAMES = ("item", "TorchDataset.__getitem__", "__getitem__")
+
+#: Defaults of ``insights.yaml``'s ``categories`` (a user config may override any key there):
+#: the one AI vocabulary the epochs and layers views and the insights share.
+AI_CATEGORIES: Dict[str, object] = {
+    "compute": list(COMPUTE_EVENTS_CATS),
+    "app_io": list(APP_IO_LAYER_CATS),
+    "fetch_wait_names": list(FETCH_WAIT_NAMES),
+    "epoch_names": list(dict.fromkeys(n for _, n in EPOCH_EVENTS)),
+    "epoch_fallback_names": [n for _, n in reversed(TRAIN_EVENTS)],
+    "sample_names": list(SAMPLE_NAMES),
+    "checkpoint_cats": list(CHECKPOINT_CATS),
+    "checkpoint_name_pattern": "(?i)checkpoint",
+}
 
 #: ai regions that contain other work (a whole loop, an epoch, a training or evaluation run):
 #: ``<region>.block`` of the ai API's loops, and the pipeline stages.
