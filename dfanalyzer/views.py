@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .engine import access, timebins
-from .engine.events import aggregated, event_mask
+from .engine.events import aggregated, copy_sides, event_mask
 from .engine.events import calls as _calls_of
 from .engine.events import codes as _codes
 from .engine.events import lut as _lut
@@ -47,6 +47,7 @@ from .engine.vocabulary import (
     CHECKPOINT_CATS,
     COMPUTE_CATS,
     COMPUTE_EVENTS_CATS,
+    COPY_NAMES,
     DEFAULT_LAYERS,
     EPOCH_EVENTS,
     EVAL_EVENTS,
@@ -288,10 +289,14 @@ class _Group:
         self.ends = {}
 
 
-def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
+def _group_partial(
+    c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool, copy_out: Optional[np.ndarray] = None
+) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
-    ``detail`` adds processes, request-size buckets, read/write bytes and access-pattern counts.
+    ``detail`` adds processes, request-size buckets, read/write bytes and access-pattern counts;
+    ``copy_out`` (bool over the frame's rows, engine.events.copy_sides) marks the out sides of
+    kernel copies: a copy's bytes are read bytes, on its out side written bytes.
     Vectorised over groups (sorts and ``reduceat``); only the small results loop over groups.
     """
     out = {}
@@ -341,6 +346,11 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         nm, nu = c.codes("name")
         is_read = _lut(nu, READ_NAMES)[nm[rows] + 1]
         is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
+        if copy_out is not None:
+            is_copy = _lut(nu, COPY_NAMES)[nm[rows] + 1]
+            out_side = copy_out[c.rows][rows]
+            is_read = is_read | (is_copy & ~out_side)
+            is_write = is_write | (is_copy & out_side)
         read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
         # access pattern: engine.access's "thread" ordering of the requests with an offset
@@ -505,11 +515,12 @@ _FILE_COLUMNS = [
 
 
 def _files_partial(df, cats):
+    df, copy_out = copy_sides(df)  # a kernel copy is an event of its in and of its out file
     c = _Cols(df)
     sel = c.cat_mask(cats)
     fc, fu = c.codes("fname")
     span = (int(c.ts.min()), int(c.te.max())) if c.n else (None, None)
-    return span, _group_partial(c, sel, fc, fu, True)
+    return span, _group_partial(c, sel, fc, fu, True, copy_out)
 
 
 def _span_merge(spans):

@@ -36,7 +36,11 @@ def test_families_follow_the_table():
     assert V.OPEN_NAMES >= {"open", "open64", "openat", "creat", "fopen", "freopen64"}
     assert not V.OPEN_NAMES & {"opendir", "fdopendir", "fdopen"}
     assert V.LSEEK_NAMES == {"lseek", "lseek64"} and V.FSEEK_NAMES == {"fseek", "fseeko", "fseeko64"}
-    assert V.DATA_NAMES == byte | {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
+    # kernel copies (RET_COPY): data calls, read from fname and written to out_fname
+    copies = {_event(r[1]) for r in rows if r[4] == "RET_COPY"}
+    assert V.COPY_NAMES == copies == {"copy_file_range", "sendfile", "sendfile64", "splice"}
+    assert not copies & (V.READ_NAMES | V.WRITE_NAMES | V.POSITIONAL_NAMES)
+    assert V.DATA_NAMES == byte | copies | {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
     # the preload never records these: no family holds them
     assert not (V.READ_NAMES | V.WRITE_NAMES) & {"fgets", "getc", "fgetc", "fscanf", "fputs", "fputc", "fprintf"}
 

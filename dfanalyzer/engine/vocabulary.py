@@ -6,7 +6,10 @@
 
   - a *byte call* moves bytes (``bytes`` is ``RET`` or ``RET_TIMES_SIZE``);
   - its *direction* is in its name: ``read`` (read, pread64, readv, preadv64v2, fread, ...) or
-    ``write``; a byte call with neither (e.g. a copy) is a data call without a direction;
+    ``write``;
+  - a *copy* (``bytes`` is ``RET_COPY``: copy_file_range, sendfile, sendfile64, splice) moves
+    ``args.ret`` bytes in the kernel: read from its ``fname`` and written to its ``out_fname``
+    (per-file metrics count it on both sides, :func:`dfanalyzer.engine.events.copy_sides`);
   - a byte call is *positional* when one of its parameters is an ``off_t``/``off64_t`` (it
     carries its own ``offset`` and does not move the file position);
   - *open* calls create a position at 0 (open, openat, creat, fopen, freopen and their ``64``
@@ -45,6 +48,7 @@ __all__ = [
     "FSEEK_NAMES",
     "TELL_NAMES",
     "SYNC_NAMES",
+    "COPY_NAMES",
     "DATA_NAMES",
     "IO_CATS",
     "COMPUTE_CATS",
@@ -101,8 +105,10 @@ TELL_NAMES = _names(lambda c: c.interface == "STDIO" and "tell" in c.event)
 SYNC_NAMES = _names(
     lambda c: c.interface == "POSIX" and ("sync" in c.event or "mmap" in c.event or "munmap" == c.event)
 )
+#: Kernel-side copies: bytes read from ``fname`` and written to ``out_fname``.
+COPY_NAMES = _names(lambda c: c.bytes == "RET_COPY")
 #: Calls that move or commit data; every other POSIX/STDIO event is a metadata call.
-DATA_NAMES = BYTE_NAMES | SYNC_NAMES
+DATA_NAMES = BYTE_NAMES | COPY_NAMES | SYNC_NAMES
 
 # ----------------------------------------------------------------------------- categories
 #: Defaults of DFAnalyzer(io_cats=, compute_cats=, app_io_cats=) and the CLI's --*-cats.
