@@ -38,6 +38,7 @@ from .engine.intervals import merge_unions, union_intervals, union_measure
 from .engine.intervals import unions_by as _unions_by
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this module's API)
+    AI_CATEGORIES,
     DATA_NAMES,
     FSEEK_NAMES,
     LSEEK_NAMES,
@@ -45,6 +46,7 @@ from .engine.vocabulary import (  # noqa: F401  (READ_NAMES ... are part of this
     POSITIONAL_NAMES,
     READ_NAMES,
     WRITE_NAMES,
+    spans_others,
 )
 
 __all__ = [
@@ -101,6 +103,8 @@ def load_config(config=None) -> dict:
 
     with open(DEFAULT_CONFIG, encoding="utf-8") as f:
         cfg = yaml.safe_load(f)
+    # the AI vocabulary's defaults are the engine's (one definition with the views)
+    cfg["categories"] = {**copy.deepcopy(AI_CATEGORIES), **(cfg.get("categories") or {})}
     if config is None:
         return cfg
     if isinstance(config, (str, os.PathLike)):
@@ -419,11 +423,12 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
                 "row": np.flatnonzero(placed),
             }
         )
+        # engine.access's "stream" ordering of the placed requests
         sdf = sdf.sort_values(["host", "pid", "fname", "dir", "ts", "row"], kind="stable")
         key = ["host", "pid", "fname", "dir"]
         g = sdf.groupby(key, sort=False, dropna=False)
         prev_end = g["end"].shift()
-        r = (sdf["start"] < prev_end).to_numpy()
+        r = access.step_kinds(sdf["start"].to_numpy(), prev_end.to_numpy())[2] & prev_end.notna().to_numpy()
         rand[sdf["row"].to_numpy()[r]] = True
         streams = g.agg(first_start=("start", "first"), first_bin=("bin", "first"), last_end=("end", "last"))
     n["reads"] = int(w[is_r].sum())
@@ -519,7 +524,10 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
     cat = x["cat"]
     xname = x["name"].astype(object)
     is_compute = _isin(cat, ctx["compute_cats"])
-    is_app = _isin(cat, ctx["app_io_cats"])
+    # app I/O as in layers(): a region that spans others (fetch.block, epoch, ...) is a container
+    is_app = (
+        _isin(cat, ctx["app_io_cats"]) & ~xname.isin([n for n in xname.unique() if spans_others(str(n))]).to_numpy()
+    )
     is_fetch = xname.isin(ctx["fetch_names"]).to_numpy()
     is_sample = xname.isin(ctx["sample_names"]).to_numpy()
     xts = x["ts"].to_numpy(dtype=np.int64)
@@ -618,7 +626,7 @@ def _merge_streams(a: pd.DataFrame, b: pd.DataFrame, t: int):
     both = a.index.intersection(b.index)
     rand = None
     if len(both):
-        r = b.loc[both, "first_start"].to_numpy() < a.loc[both, "last_end"].to_numpy()
+        r = access.step_kinds(b.loc[both, "first_start"].to_numpy(), a.loc[both, "last_end"].to_numpy())[2]
         rand = pd.DataFrame({"bin": b.loc[both, "first_bin"].to_numpy()[r]}, index=both[r])
     merged = pd.concat([a, b.drop(both)])
     merged.loc[both, "last_end"] = b.loc[both, "last_end"]

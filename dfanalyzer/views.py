@@ -25,8 +25,8 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import pandas as pd
 
-from .engine import timebins
-from .engine.events import aggregated, event_mask
+from .engine import access, timebins
+from .engine.events import aggregated, copy_sides, event_mask
 from .engine.events import calls as _calls_of
 from .engine.events import codes as _codes
 from .engine.events import lut as _lut
@@ -47,6 +47,7 @@ from .engine.vocabulary import (
     CHECKPOINT_CATS,
     COMPUTE_CATS,
     COMPUTE_EVENTS_CATS,
+    COPY_NAMES,
     DEFAULT_LAYERS,
     EPOCH_EVENTS,
     EVAL_EVENTS,
@@ -284,22 +285,18 @@ class _Group:
         self.procs = set()
         self.buckets = np.zeros(len(_SIZE_EDGES), dtype=np.int64)
         self.seq = self.consec = self.rand = 0
-        # access-pattern boundary state: (host, pid, tid) -> (first offset, last end offset)
+        # access-pattern boundary state (engine.access.thread_steps): (host, pid, tid) -> (first offset, last end)
         self.ends = {}
 
-    def _count_step(self, prev_end: int, off: int) -> None:
-        if off == prev_end:
-            self.consec += 1
-        if off >= prev_end:
-            self.seq += 1
-        else:
-            self.rand += 1
 
-
-def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool) -> Dict:
+def _group_partial(
+    c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, detail: bool, copy_out: Optional[np.ndarray] = None
+) -> Dict:
     """key -> _Group over the rows ``sel`` (bool mask over kept rows) grouped by ``codes``.
 
-    ``detail`` adds processes, request-size buckets, read/write bytes and access-pattern counts.
+    ``detail`` adds processes, request-size buckets, read/write bytes and access-pattern counts;
+    ``copy_out`` (bool over the frame's rows, engine.events.copy_sides) marks the out sides of
+    kernel copies: a copy's bytes are read bytes, on its out side written bytes.
     Vectorised over groups (sorts and ``reduceat``); only the small results loop over groups.
     """
     out = {}
@@ -349,33 +346,21 @@ def _group_partial(c: _Cols, sel: np.ndarray, codes: np.ndarray, keys: list, det
         nm, nu = c.codes("name")
         is_read = _lut(nu, READ_NAMES)[nm[rows] + 1]
         is_write = _lut(nu, WRITE_NAMES)[nm[rows] + 1]
+        if copy_out is not None:
+            is_copy = _lut(nu, COPY_NAMES)[nm[rows] + 1]
+            out_side = copy_out[c.rows][rows]
+            is_read = is_read | (is_copy & ~out_side)
+            is_write = is_write | (is_copy & out_side)
         read_b = np.add.reduceat(np.where(is_read, sz, 0), first)
         write_b = np.add.reduceat(np.where(is_write, sz, 0), first)
-        # access pattern: data operations with an offset, per thread, in trace (row) order
+        # access pattern: engine.access's "thread" ordering of the requests with an offset
         off_all, has_off = c.nullable("offset")
         dm = has & has_off[rows] & ~c.agg[rows]  # an aggregated record has no single offset
-        seq = np.zeros(k, dtype=np.int64)
-        consec = np.zeros(k, dtype=np.int64)
-        rand = np.zeros(k, dtype=np.int64)
-        ends: List[dict] = [dict() for _ in range(k)]
-        if dm.any():
-            r2, g2, p2 = rows[dm], gi[dm], pr[dm]
-            t2 = c.ints("tid")[r2]
-            o2 = off_all[r2]
-            e2 = o2 + sz[dm]
-            ao = np.lexsort((r2, t2, p2, g2))
-            r2, g2, p2, t2, o2, e2 = r2[ao], g2[ao], p2[ao], t2[ao], o2[ao], e2[ao]
-            same = (g2[1:] == g2[:-1]) & (p2[1:] == p2[:-1]) & (t2[1:] == t2[:-1])
-            step_g = g2[1:][same]
-            o_next, prev_end = o2[1:][same], e2[:-1][same]
-            consec = np.bincount(step_g[o_next == prev_end], minlength=k).astype(np.int64)
-            fwd = o_next >= prev_end
-            seq = np.bincount(step_g[fwd], minlength=k).astype(np.int64)
-            rand = np.bincount(step_g[~fwd], minlength=k).astype(np.int64)
-            starts = np.flatnonzero(np.r_[True, ~same])
-            stops = np.r_[starts[1:], g2.size] - 1
-            for a, z in zip(starts.tolist(), stops.tolist()):
-                ends[int(g2[a])][(pkeys[int(p2[a])], int(t2[a]))] = (int(o2[a]), int(e2[z]))
+        r2 = rows[dm]
+        o2 = off_all[r2]
+        consec, seq, rand, ends = access.thread_steps(
+            gi[dm], pr[dm], pkeys, c.ints("tid")[r2] if dm.any() else _EMPTY, r2, o2, o2 + sz[dm], k
+        )
     for i in range(k):
         g = _Group()
         f = first[i]
@@ -423,13 +408,9 @@ def _merge_groups(parts: Sequence[Dict]) -> Dict:
             m.seq += g.seq
             m.consec += g.consec
             m.rand += g.rand
-            for t, (f, last) in g.ends.items():  # g follows the earlier parts in trace order
-                if t in m.ends:
-                    f0, l0 = m.ends[t]
-                    m._count_step(l0, f)
-                    m.ends[t] = (f0, last)
-                else:
-                    m.ends[t] = (f, last)
+            # g follows the earlier parts in trace order: one step per thread stream in both
+            c, s, r = access.join_step_ends(m.ends, g.ends)
+            m.consec, m.seq, m.rand = m.consec + c, m.seq + s, m.rand + r
         out[k] = m
     return out
 
@@ -534,11 +515,12 @@ _FILE_COLUMNS = [
 
 
 def _files_partial(df, cats):
+    df, copy_out = copy_sides(df)  # a kernel copy is an event of its in and of its out file
     c = _Cols(df)
     sel = c.cat_mask(cats)
     fc, fu = c.codes("fname")
     span = (int(c.ts.min()), int(c.te.max())) if c.n else (None, None)
-    return span, _group_partial(c, sel, fc, fu, True)
+    return span, _group_partial(c, sel, fc, fu, True, copy_out)
 
 
 def _span_merge(spans):

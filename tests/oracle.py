@@ -58,11 +58,12 @@ def _bare(name: str) -> str:
 
 
 def _load_byte_rules() -> Dict[str, str]:
-    """bare call name -> "RET" | "RET_TIMES_SIZE", read from the spec file src/format/calls.def."""
+    """bare call name -> "RET" | "RET_TIMES_SIZE" | "RET_COPY", read from the spec file
+    src/format/calls.def (a RET_COPY call moves ``ret`` bytes from ``fname`` to ``out_fname``)."""
     rules = {}
     with open(CALLS_DEF) as f:
         for m in re.finditer(r"^DFT_CALL\(\s*(\w+),\s*(\w+),.*,\s*(\w+)\)\s*$", f.read(), re.M):
-            if m.group(3) in ("RET", "RET_TIMES_SIZE"):
+            if m.group(3) in ("RET", "RET_TIMES_SIZE", "RET_COPY"):
                 rules[_bare(m.group(2))] = m.group(3)
     # spellings of other tracers (DFTracer 1.x/2.x) for calls the preload does not intercept
     rules.update({"read64": "RET", "write64": "RET", "fread_unlocked": "RET_TIMES_SIZE"})
@@ -74,9 +75,10 @@ BYTE_RULES = _load_byte_rules()
 
 
 def direction(name: str) -> Optional[str]:
-    """The direction ("read" or "write") of a call that moves bytes, else None."""
+    """The direction ("read" or "write") of a read/write request, else None (also for a kernel
+    copy: its bytes are read from one file and written to another, see :meth:`Oracle.files`)."""
     b = _bare(str(name))
-    if b not in BYTE_RULES:
+    if b not in BYTE_RULES or BYTE_RULES[b] == "RET_COPY":
         return None
     return "read" if "read" in b else "write"
 
@@ -161,7 +163,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
         size = None
         ret, asz = _int(args.get("ret")), _int(args.get("size"))
         if rule and ret is not None and ret >= 0:
-            if rule == "RET":
+            if rule in ("RET", "RET_COPY"):
                 size = ret
             elif asz is not None:
                 size = ret * asz
@@ -468,11 +470,42 @@ class Oracle:
                     rnd += 1
         return cons, seq, rnd
 
+    def copy_sides(self) -> pd.DataFrame:
+        """The I/O events with, right after each kernel copy (byte rule RET_COPY) that names an
+        ``args.out_fname``, its out side: the same event on ``out_fname`` at ``args.out_offset``.
+        Column ``d``: the direction of the bytes on that row's file (a copy reads its ``fname``
+        and writes its ``out_fname``)."""
+        io = self.io.copy()
+        io["d"] = io["name"].map(direction)
+        copy = io["name"].map(lambda n: BYTE_RULES.get(_bare(str(n))) == "RET_COPY")
+        io.loc[copy, "d"] = "read"
+        outs = []
+        for i, r in io[copy].iterrows():
+            of = r["args"].get("out_fname")
+            if of is None:
+                continue
+            o = r.copy()
+            o["fname"], o["offset"], o["d"] = str(of), _int(r["args"].get("out_offset")), "write"
+            outs.append((i, o))
+        if not outs:
+            return io
+        rows, k = [], 0
+        for i, r in io.iterrows():
+            rows.append(r)
+            while k < len(outs) and outs[k][0] == i:
+                rows.append(outs[k][1])
+                k += 1
+        out = pd.DataFrame(rows).reset_index(drop=True)
+        out["offset"] = out["offset"].astype("Float64")
+        out["size"] = out["size"].astype("Float64")
+        return out
+
     def files(self) -> pd.DataFrame:
-        io = self.io[self.io["fname"].notna()]
+        io = self.copy_sides()
+        io = io[io["fname"].notna()]
         rows = {}
         for fname, g in io.groupby("fname", sort=True):
-            d = g["name"].map(direction)
+            d = g["d"]
             sizes = g["size"].fillna(0).astype("int64")
             busy = measure(u_of(g))
             durs, exact = per_call_durs(g)
@@ -750,7 +783,8 @@ class Oracle:
         tot = int(data["size"].astype("int64").sum())
         out["stdio_share"] = {"stdio_bytes": st, "total_bytes": tot, "stdio_share": round(st / tot, 6) if tot else 0.0}
         meta_names = {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
-        is_meta = d.isna() & ~io["name"].map(lambda n: _bare(n) in meta_names)
+        # a kernel copy (RET_COPY) moves data: not a metadata call
+        is_meta = d.isna() & ~io["name"].map(lambda n: _bare(n) in meta_names or BYTE_RULES.get(_bare(n)) == "RET_COPY")
         io_t, meta_t = int(io["dur"].sum()), int(io[is_meta]["dur"].sum())
         out["metadata_time"] = {
             "meta_time_s": meta_t / 1e6,
@@ -908,12 +942,15 @@ class Oracle:
         return out
 
     # -- AI-workflow rules -----------------------------------------------------------------
-    FETCH_NAMES = ("fetch.iter", "_train.iter", "loop.iter")
+    FETCH_NAMES = ("fetch.iter", "fetch", "_train.iter", "loop.iter")
+    # docs/analyzer.md "Layers": regions that span other work are never app I/O
+    SPANNING = ("epoch", "train", "evaluate", "test", "ai_root", "DLIOBenchmark._train", "DLIOBenchmark._eval")
 
     def ai_metrics(self) -> Dict[str, dict]:
         e = self.ev
         comp_cats = set(self.compute_cats) | {"compute", "ai_framework"}
-        app_cats = set(self.app_io_cats) | {"reader", "data", "data_loader"}
+        app_cats = set(self.app_io_cats) | {"reader", "data_loader", "data", "dataloader"}
+        spanning = e["name"].isin(self.SPANNING) | e["name"].astype(str).str.endswith(".block")
         fetch = e[e["name"].isin(self.FETCH_NAMES)]
         comp = e[e["cat"].isin(comp_cats)]
         wait, cdur, nb = int(fetch["dur"].sum()), int(comp["dur"].sum()), int(fetch["cnt"].sum())
@@ -937,7 +974,7 @@ class Oracle:
                 lb = a.get("epoch", k)
                 w = wins.setdefault(lb, [t, te])
                 w[0], w[1] = min(w[0], t), max(w[1], te)
-        io_u = merge(u_of(self.io), u_of(e[e["cat"].isin(app_cats)]), u_of(fetch))
+        io_u = merge(u_of(self.io), u_of(e[e["cat"].isin(app_cats) & ~spanning]), u_of(fetch))
         cp_u = u_of(comp)
         shares = []
         for s0, e0 in wins.values():
@@ -958,7 +995,7 @@ class Oracle:
                 if g["cat"].isin(comp_cats).any() or g["name"].isin(self.FETCH_NAMES).any():
                     continue
                 smp = g[g["name"].isin(self.SAMPLE_NAMES)]
-                work = g[g["cat"].isin(set(self.io_cats) | app_cats)]
+                work = g[g["cat"].isin(self.io_cats) | (g["cat"].isin(app_cats) & ~spanning.loc[g.index])]
                 if len(smp):
                     busy.append(int(smp["dur"].sum()))
                 elif len(work):

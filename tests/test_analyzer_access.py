@@ -94,3 +94,54 @@ def test_seek_cur_carries_across_partitions():
     p0, p1 = df.iloc[:3], df.iloc[3:]
     starts = access.stream_positions([access.stream_carry(p) for p in (p0, p1)])
     assert access.place_requests(p1, starts[1])[p1["name"] == "fread"].tolist() == [100.0, 250.0]
+
+
+def _steps_by_hand(reqs):
+    """(consecutive, sequential, random) per group of ``(group, proc, tid, start, end)`` requests
+    in trace order: each thread's next request against the end of its previous one."""
+    out, last = {}, {}
+    for g, p, t, s, e in reqs:
+        c = out.setdefault(g, [0, 0, 0])
+        if (g, p, t) in last:
+            prev = last[(g, p, t)]
+            c[0] += s == prev
+            c[1] += s >= prev
+            c[2] += s < prev
+        last[(g, p, t)] = e
+    return out
+
+
+def test_thread_steps_join_across_any_split():
+    """The files view's "thread" ordering: the same steps whole and cut into partitions anywhere
+    (each cut joined by join_step_ends), against a by-hand loop."""
+    rng = np.random.default_rng(7)
+    n, k = 400, 3
+    group = rng.integers(0, k, n)
+    proc = rng.integers(0, 2, n)
+    tid = rng.integers(0, 2, n)
+    size = rng.integers(1, 5, n) * 10
+    start = np.where(rng.random(n) < 0.7, 0, rng.integers(0, 200, n))  # 0: continue (below)
+    # mostly consecutive per thread, some jumps back and forth
+    pos = {}
+    for i in range(n):
+        key = (group[i], proc[i], tid[i])
+        if start[i] == 0:
+            start[i] = pos.get(key, 0)
+        pos[key] = start[i] + size[i]
+    end = start + size
+    keys = [("h", 1), ("h", 2)]
+    truth = _steps_by_hand(zip(group, proc, tid, start, end))
+    for cuts in ([], [1], [137, 138, 300], list(range(0, n, 17))):
+        acc = [dict() for _ in range(k)]
+        tot = np.zeros((k, 3), dtype=np.int64)
+        for a, z in zip([0] + cuts, cuts + [n]):
+            sl = slice(a, z)
+            c, s, r, ends = access.thread_steps(
+                group[sl], proc[sl], keys, tid[sl], np.arange(a, z), start[sl], end[sl], k
+            )
+            tot += np.stack([c, s, r], axis=1)
+            for g in range(k):
+                tot[g] += access.join_step_ends(acc[g], ends[g])
+        for g in range(k):
+            assert list(tot[g]) == truth.get(g, [0, 0, 0]), (cuts, g)
+    assert all(truth[g][2] > 0 and truth[g][0] > 0 for g in range(k))  # both kinds present

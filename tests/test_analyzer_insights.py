@@ -59,14 +59,15 @@ def preads(fname, offsets, size, t=0, dur=10, fd=3):
     return evs
 
 
-def ai_trainer(steps, fetch_us, compute_us, t=0, epoch=None):
-    """fetch.iter (wait) then compute, per step; returns (events, end time)."""
+def ai_trainer(steps, fetch_us, compute_us, t=0, epoch=None, fetch="fetch.iter"):
+    """``fetch`` (wait: ``fetch.iter`` of the ai API's loop or its ``ai.dataloader.fetch`` region)
+    then compute, per step; returns (events, end time)."""
     evs = []
     for s in range(steps):
         a = {"count": s + 1}
         if epoch is not None:
             a["epoch"] = epoch
-        evs.append(("fetch.iter", "dataloader", t, fetch_us, a))
+        evs.append((fetch, "dataloader", t, fetch_us, a))
         t += fetch_us
         evs.append(("compute", "compute", t, compute_us, dict(a, step=s + 1)))
         t += compute_us
@@ -79,6 +80,8 @@ def epochs_trainer(splits, steps=10):
     for e, (f, c) in enumerate(splits, start=1):
         body, end = ai_trainer(steps, f, c, t, epoch=e)
         evs.append(("epoch.block", "pipeline", t, end - t, {"epoch": e}))
+        # the loop over the loader spans the body: a container, never app I/O (io_bound_epochs)
+        evs.append(("fetch.block", "dataloader", t, end - t, {"epoch": e}))
         evs += body
         t = end + 10
     return evs
@@ -213,7 +216,11 @@ SCENARIOS = {
             1: preads("/data/shared.bin", [(4 + i) * MiB for i in range(4)], MiB, dur=55_000),
         },
     ),
-    "dataloader_stall": ({0: ai_trainer(10, 200_000, 200_000)[0]}, {0: ai_trainer(10, 4_000, 200_000)[0]}),
+    # the trigger waits in ai.dataloader.fetch regions (event "fetch"): fetch wait as in epochs()
+    "dataloader_stall": (
+        {0: ai_trainer(10, 200_000, 200_000, fetch="fetch")[0]},
+        {0: ai_trainer(10, 4_000, 200_000, fetch="fetch")[0]},
+    ),
     "io_bound_epochs": (
         {0: epochs_trainer([(160_000, 40_000), (20_000, 180_000)])},
         {0: epochs_trainer([(20_000, 180_000), (20_000, 180_000)])},

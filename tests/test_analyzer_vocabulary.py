@@ -36,7 +36,11 @@ def test_families_follow_the_table():
     assert V.OPEN_NAMES >= {"open", "open64", "openat", "creat", "fopen", "freopen64"}
     assert not V.OPEN_NAMES & {"opendir", "fdopendir", "fdopen"}
     assert V.LSEEK_NAMES == {"lseek", "lseek64"} and V.FSEEK_NAMES == {"fseek", "fseeko", "fseeko64"}
-    assert V.DATA_NAMES == byte | {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
+    # kernel copies (RET_COPY): data calls, read from fname and written to out_fname
+    copies = {_event(r[1]) for r in rows if r[4] == "RET_COPY"}
+    assert V.COPY_NAMES == copies == {"copy_file_range", "sendfile", "sendfile64", "splice"}
+    assert not copies & (V.READ_NAMES | V.WRITE_NAMES | V.POSITIONAL_NAMES)
+    assert V.DATA_NAMES == byte | copies | {"fsync", "fdatasync", "msync", "mmap", "mmap64", "munmap"}
     # the preload never records these: no family holds them
     assert not (V.READ_NAMES | V.WRITE_NAMES) & {"fgets", "getc", "fgetc", "fscanf", "fputs", "fputc", "fprintf"}
 
@@ -51,3 +55,23 @@ def test_byte_rule_matches_families():
 def test_spanning_regions():
     assert V.spans_others("fetch.block") and V.spans_others("epoch") and V.spans_others("train")
     assert not V.spans_others("fetch.iter") and not V.spans_others("read")
+
+
+def test_one_ai_vocabulary():
+    """The insights' AI categories default to the vocabulary the epochs and layers views use."""
+    from dfanalyzer import insights
+
+    cats = insights.load_config()["categories"]
+    assert cats == V.AI_CATEGORIES
+    # fetch wait: the epochs view's (category, name) pairs, by name
+    assert cats["fetch_wait_names"] == ["fetch.iter", "fetch", "_train.iter", "loop.iter"]
+    assert set(cats["fetch_wait_names"]) == {n for _, n in V.FETCH_EVENTS}
+    # app I/O: the app_io layer of layers()
+    assert set(cats["app_io"]) == {c for c, layer in V.DEFAULT_LAYERS.items() if layer == "app_io"}
+    assert set(cats["app_io"]) == {"reader", "data_loader", "data", "dataloader"}
+    assert {n for _, n in V.EPOCH_EVENTS} == set(cats["epoch_names"])
+    assert {n for _, n in V.TRAIN_EVENTS} == set(cats["epoch_fallback_names"])
+    # a user config still overrides one key and keeps the others
+    user = insights.load_config({"categories": {"fetch_wait_names": ["next_batch"]}})["categories"]
+    assert user["fetch_wait_names"] == ["next_batch"] and user["app_io"] == cats["app_io"]
+    assert V.AI_CATEGORIES["fetch_wait_names"] == cats["fetch_wait_names"]  # not mutated

@@ -20,6 +20,20 @@ position stays unknown is *unplaced*; callers count its bytes (insights:
 ``unplaced_read_bytes``). Random vs sequential is then decided per
 ``(hostname, pid, file, direction)`` stream in ``ts`` order: a request that starts before the
 previous one ended is random.
+
+**Steps.** One classification (:func:`step_kinds`) of a *step*, the move from one request
+``[start, end)`` of a stream to the next: *random* when the next request starts before the
+previous one ended, else *sequential*; *consecutive* when it starts exactly where the previous one
+ended. Two orderings of the requests into streams use it:
+
+* ``order="stream"`` (insights, ``random_reads``/``random_writes``): placed requests (the
+  positions of :func:`place_requests`) per ``(hostname, pid, file, direction)`` in ``ts`` order;
+* ``order="thread"`` (the files view's ``consecutive``/``sequential``/``random``,
+  :func:`thread_steps`): requests that carry an ``offset`` (and a ``size``; not aggregated
+  records), per ``(file, hostname, pid, tid)`` in trace (row) order, reads and writes together.
+
+Both carry a stream's first start and last end across partitions, and the join of two consecutive
+partitions adds one step per stream present in both (:func:`join_step_ends`).
 """
 
 from __future__ import annotations
@@ -31,7 +45,17 @@ import pandas as pd
 
 from .vocabulary import FSEEK_NAMES, LSEEK_NAMES, OPEN_NAMES, POSITIONAL_NAMES, READ_NAMES, TELL_NAMES, WRITE_NAMES
 
-__all__ = ["SEEK_SET", "SEEK_CUR", "SEEK_END", "place_requests", "stream_carry", "stream_positions"]
+__all__ = [
+    "SEEK_SET",
+    "SEEK_CUR",
+    "SEEK_END",
+    "place_requests",
+    "stream_carry",
+    "stream_positions",
+    "step_kinds",
+    "thread_steps",
+    "join_step_ends",
+]
 
 SEEK_SET, SEEK_CUR, SEEK_END = 0, 1, 2
 
@@ -138,3 +162,64 @@ def stream_positions(carries: Iterable[dict]) -> List[dict]:
         for k, (anchored, v) in c.items():
             pos[k] = v if anchored else pos.get(k, np.nan) + v
     return out
+
+
+# ----------------------------------------------------------------------------- steps
+def step_kinds(start, prev_end):
+    """Classify steps: ``(consecutive, sequential, random)`` bool arrays for requests starting at
+    ``start`` (bytes) after a request of the same stream that ended at ``prev_end`` (bytes).
+    Random when it starts before the previous one ended; consecutive ones are also sequential."""
+    start = np.asarray(start)
+    prev_end = np.asarray(prev_end)
+    fwd = start >= prev_end
+    return start == prev_end, fwd, ~fwd
+
+
+def thread_steps(group, proc, proc_keys, tid, row, start, end, k: int):
+    """Steps of the ``order="thread"`` streams of one partition.
+
+    ``group`` (int codes 0..k-1, e.g. a file), ``proc`` (int codes into ``proc_keys``, the
+    ``(hostname, pid)`` of each request), ``tid``, ``row`` (trace order) and ``start``/``end`` (bytes) describe the requests
+    that carry an offset. Streams are ``(group, proc, tid)``, each in ``row`` order. Returns
+    ``(consecutive, sequential, random)`` (int64 arrays of length ``k``: steps per group) and,
+    per group, a dict ``(proc, tid) -> (first start, last end)`` for :func:`join_step_ends`.
+    """
+    consec = np.zeros(k, dtype=np.int64)
+    seq = np.zeros(k, dtype=np.int64)
+    rand = np.zeros(k, dtype=np.int64)
+    ends: List[dict] = [dict() for _ in range(k)]
+    group = np.asarray(group)
+    if group.size == 0:
+        return consec, seq, rand, ends
+    proc, tid, row, start, end = (np.asarray(x) for x in (proc, tid, row, start, end))
+    ao = np.lexsort((row, tid, proc, group))
+    g2, p2, t2, o2, e2 = group[ao], proc[ao], tid[ao], start[ao], end[ao]
+    same = (g2[1:] == g2[:-1]) & (p2[1:] == p2[:-1]) & (t2[1:] == t2[:-1])
+    step_g = g2[1:][same]
+    c, f, r = step_kinds(o2[1:][same], e2[:-1][same])
+    consec = np.bincount(step_g[c], minlength=k).astype(np.int64)
+    seq = np.bincount(step_g[f], minlength=k).astype(np.int64)
+    rand = np.bincount(step_g[r], minlength=k).astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, ~same])
+    stops = np.r_[starts[1:], g2.size] - 1
+    for a, z in zip(starts.tolist(), stops.tolist()):
+        ends[int(g2[a])][(proc_keys[int(p2[a])], int(t2[a]))] = (int(o2[a]), int(e2[z]))
+    return consec, seq, rand, ends
+
+
+def join_step_ends(acc: dict, ends: dict):
+    """Append the stream boundaries ``ends`` of a later partition to ``acc`` (both
+    ``stream -> (first start, last end)``, updated in place). Returns the
+    ``(consecutive, sequential, random)`` step counts of the joins (a stream in both)."""
+    consec = seq = rand = 0
+    for t, (first, last) in ends.items():
+        if t in acc:
+            f0, l0 = acc[t]
+            c, s, r = step_kinds(first, l0)
+            consec += int(c)
+            seq += int(s)
+            rand += int(r)
+            acc[t] = (f0, last)
+        else:
+            acc[t] = (first, last)
+    return consec, seq, rand

@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .vocabulary import TRACER_CATEGORY
+from .vocabulary import COPY_NAMES, TRACER_CATEGORY
 
 __all__ = [
     "EVENT_PHASES",
@@ -30,6 +30,7 @@ __all__ = [
     "calls",
     "FrameColumns",
     "ReaderColumns",
+    "copy_sides",
 ]
 
 EVENT_PHASES = ("X", "A")  # complete events and aggregated records
@@ -151,3 +152,29 @@ def select_frame(df: pd.DataFrame) -> Tuple[pd.DataFrame, np.ndarray]:
     if agg.any() and "dft_cnt" in df.columns:
         cnt = pd.to_numeric(x["dft_cnt"], errors="coerce").fillna(1).to_numpy(dtype=np.float64)
     return x, calls(cnt, agg)
+
+
+def copy_sides(df: pd.DataFrame) -> Tuple[pd.DataFrame, np.ndarray]:
+    """Both files of each kernel copy (``vocabulary.COPY_NAMES``) of a partition, for per-file
+    metrics: every copy row with an ``out_fname`` is followed by its *out side*, a copy of the row
+    with ``fname`` = ``out_fname`` and ``offset`` = ``out_offset`` (null when the caller passed
+    none). Returns the frame (fresh RangeIndex; ``df`` itself when it has no copy to split) and a
+    bool array over its rows, True on the out sides: the copy's bytes are read bytes of the row's
+    ``fname`` and written bytes of the out side's."""
+    none = np.zeros(len(df), dtype=bool)
+    if not len(df) or "out_fname" not in df.columns:
+        return df, none
+    out = (df["name"].astype(object).isin(COPY_NAMES) & df["out_fname"].notna()).to_numpy(dtype=bool)
+    if not out.any():
+        return df, none
+    dup = df.iloc[np.flatnonzero(out)].copy()
+    dup["fname"] = dup["out_fname"].astype(object)
+    dup["offset"] = dup["out_offset"] if "out_offset" in dup.columns else np.nan
+    both = pd.concat([df.astype({"fname": object}), dup.astype({"fname": object})], ignore_index=True)
+    if "offset" in both.columns:
+        both["offset"] = pd.to_numeric(both["offset"].astype(object), errors="coerce")
+    # each out side right after its copy: trace order is the row order
+    key = np.r_[np.arange(len(df)) * 2, np.flatnonzero(out) * 2 + 1]
+    order = np.argsort(key, kind="stable")
+    side = np.r_[none, np.ones(int(out.sum()), dtype=bool)][order]
+    return both.iloc[order].reset_index(drop=True), side

@@ -6,7 +6,10 @@
 
   - a *byte call* moves bytes (``bytes`` is ``RET`` or ``RET_TIMES_SIZE``);
   - its *direction* is in its name: ``read`` (read, pread64, readv, preadv64v2, fread, ...) or
-    ``write``; a byte call with neither (e.g. a copy) is a data call without a direction;
+    ``write``;
+  - a *copy* (``bytes`` is ``RET_COPY``: copy_file_range, sendfile, sendfile64, splice) moves
+    ``args.ret`` bytes in the kernel: read from its ``fname`` and written to its ``out_fname``
+    (per-file metrics count it on both sides, :func:`dfanalyzer.engine.events.copy_sides`);
   - a byte call is *positional* when one of its parameters is an ``off_t``/``off64_t`` (it
     carries its own ``offset`` and does not move the file position);
   - *open* calls create a position at 0 (open, openat, creat, fopen, freopen and their ``64``
@@ -45,6 +48,7 @@ __all__ = [
     "FSEEK_NAMES",
     "TELL_NAMES",
     "SYNC_NAMES",
+    "COPY_NAMES",
     "DATA_NAMES",
     "IO_CATS",
     "COMPUTE_CATS",
@@ -54,6 +58,10 @@ __all__ = [
     "TRAIN_EVENTS",
     "EVAL_EVENTS",
     "FETCH_EVENTS",
+    "FETCH_WAIT_NAMES",
+    "APP_IO_LAYER_CATS",
+    "SAMPLE_NAMES",
+    "AI_CATEGORIES",
     "COMPUTE_EVENTS_CATS",
     "CHECKPOINT_CATS",
     "spans_others",
@@ -97,8 +105,10 @@ TELL_NAMES = _names(lambda c: c.interface == "STDIO" and "tell" in c.event)
 SYNC_NAMES = _names(
     lambda c: c.interface == "POSIX" and ("sync" in c.event or "mmap" in c.event or "munmap" == c.event)
 )
+#: Kernel-side copies: bytes read from ``fname`` and written to ``out_fname``.
+COPY_NAMES = _names(lambda c: c.bytes == "RET_COPY")
 #: Calls that move or commit data; every other POSIX/STDIO event is a metadata call.
-DATA_NAMES = BYTE_NAMES | SYNC_NAMES
+DATA_NAMES = BYTE_NAMES | COPY_NAMES | SYNC_NAMES
 
 # ----------------------------------------------------------------------------- categories
 #: Defaults of DFAnalyzer(io_cats=, compute_cats=, app_io_cats=) and the CLI's --*-cats.
@@ -143,6 +153,25 @@ FETCH_EVENTS = (
 )
 COMPUTE_EVENTS_CATS = ("compute", "ai_framework")
 CHECKPOINT_CATS = ("checkpoint",)
+#: Names of the fetch-wait events (insights match fetch waits by name).
+FETCH_WAIT_NAMES: Tuple[str, ...] = tuple(dict.fromkeys(n for _, n in FETCH_EVENTS))
+#: Categories of the ``app_io`` layer: application (Python) I/O everywhere (layers, insights).
+APP_IO_LAYER_CATS: Tuple[str, ...] = tuple(c for c, layer in DEFAULT_LAYERS.items() if layer == "app_io")
+#: One event per sample read (ai.data.item, DLIO's and PyTorch's __getitem__).
+SAMPLE_NAMES = ("item", "TorchDataset.__getitem__", "__getitem__")
+
+#: Defaults of ``insights.yaml``'s ``categories`` (a user config may override any key there):
+#: the one AI vocabulary the epochs and layers views and the insights share.
+AI_CATEGORIES: Dict[str, object] = {
+    "compute": list(COMPUTE_EVENTS_CATS),
+    "app_io": list(APP_IO_LAYER_CATS),
+    "fetch_wait_names": list(FETCH_WAIT_NAMES),
+    "epoch_names": list(dict.fromkeys(n for _, n in EPOCH_EVENTS)),
+    "epoch_fallback_names": [n for _, n in reversed(TRAIN_EVENTS)],
+    "sample_names": list(SAMPLE_NAMES),
+    "checkpoint_cats": list(CHECKPOINT_CATS),
+    "checkpoint_name_pattern": "(?i)checkpoint",
+}
 
 #: ai regions that contain other work (a whole loop, an epoch, a training or evaluation run):
 #: ``<region>.block`` of the ai API's loops, and the pipeline stages.
