@@ -411,6 +411,17 @@ def test_sanity_groups_by_gap():
         }
     )
     assert commands(md) == {"python a.py": 2, "./cm1.exe": 1}
+    # DFTracer 2.2.0 (tests/data/dftracer-v2.2.0/c-agg.pfw): hexadecimal string hashes
+    md = pd.DataFrame(
+        {
+            "name": ["SH", "SH", "start"],
+            "pid": [26927, 26927, 26927],
+            "key": ["./io;/tmp/dft220/data", "io", None],
+            "value": ["480079a3a781ec42", "f9d04d50de100547", None],
+            "args": [None, None, '{"cmd_hash":"480079a3a781ec42","exec_hash":"f9d04d50de100547"}'],
+        }
+    )
+    assert commands(md) == {"./io;/tmp/dft220/data": 1}
 
 
 def _render(renderable) -> str:
