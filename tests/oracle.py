@@ -579,7 +579,12 @@ class Oracle:
             "workers": int(len(workers)),
             "worker_io_imbalance": imb(workers["io_time_s"]),
             "worker_app_io_imbalance": imb(workers["app_io_time_s"]),
-            "slowest_process": df["io_time_s"].idxmax() if len(with_io) else None,
+            # the most I/O time; a tie goes to the smallest (hostname, pid) (docs/analyzer.md)
+            "slowest_process": (
+                min(k for k, v in df["io_time_s"].items() if v == df["io_time_s"].max())
+                if len(with_io) and df["io_time_s"].max() > 0
+                else None
+            ),
         }
         return df
 
