@@ -806,10 +806,19 @@ class Oracle:
                 int(g[g["dirn"] == "read"]["sz"].sum()),
                 int(g[g["dirn"] == "write"]["sz"].sum()),
                 int(g["dur"].sum()),
+                int(g["ts"].min()),  # the process's interval on the file: [first ts, last te]
+                int(g["te"].max()),
             )
         imb_files, max_imb, timbs = 0, None, []
         for procs in fp.values():
-            if len(procs) < 2:  # a shared file: used by at least two processes
+            # a shared file: processes whose intervals overlap (each starts strictly before the
+            # other ends); only those count
+            procs = {
+                k: p
+                for k, p in procs.items()
+                if any(j != k and p[3] < q[4] and q[3] < p[4] for j, q in procs.items())
+            }
+            if len(procs) < 2:
                 continue
             imbs = []
             for j in (0, 1):  # read bytes, written bytes: (max - min) / max over its processes
