@@ -323,14 +323,15 @@ def per_call_sizes(df: pd.DataFrame) -> Tuple[List[float], bool]:
     return vals, exact
 
 
-def per_call_durs(df: pd.DataFrame) -> Tuple[List[float], bool]:
-    vals, exact = [], True
-    for d, c, ex in zip(df["dur"], df["cnt"], df["exact_dur"]):
-        if c == 1 or ex:
-            vals.extend([float(d) / c] * int(c))
-        else:
-            exact = False
-    return vals, exact
+def per_call_durs(df: pd.DataFrame) -> Tuple[List[int], bool]:
+    """The per-call durations of the views' ``dur`` percentiles and ``max_us`` (docs/analyzer.md,
+    views): an aggregated record's ``cnt`` calls enter with its mean duration in integer µs,
+    ``dur // cnt`` (its ``dur_min``/``dur_max`` are not used: the views' numbers of aggregated
+    records are estimates, their counts and ``time_s``/``mean_us`` exact)."""
+    vals = []
+    for d, c in zip(df["dur"], df["cnt"]):
+        vals.extend([int(d) // int(c)] * int(c))
+    return vals, True
 
 
 def _pct(vals, q, exact=True):
@@ -420,7 +421,6 @@ class Oracle:
             count = int(g["cnt"].sum())
             nbytes = int(g["size"].fillna(0).astype("int64").sum())
             busy = measure(u_of(g))
-            dmax = [d for d in g["dur_max"] if d is not None and not (isinstance(d, float) and math.isnan(d))]
             rows[str(name)] = {
                 "count": count,
                 "bytes": nbytes,
@@ -430,7 +430,7 @@ class Oracle:
                 "p50_us": _pct(durs, 50, exact),
                 "p90_us": _pct(durs, 90, exact),
                 "p99_us": _pct(durs, 99, exact),
-                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "max_us": float(max(durs)) if durs else float("nan"),
                 "bandwidth_mib_s": nbytes / 2**20 / (busy * 1e-6) if busy else float("nan"),
                 "time_share": float(g["dur"].sum()) / total_dur if total_dur else float("nan"),
             }
@@ -509,7 +509,6 @@ class Oracle:
             sizes = g["size"].fillna(0).astype("int64")
             busy = measure(u_of(g))
             durs, exact = per_call_durs(g)
-            dmax = [x for x in g["dur_max"] if x is not None and not (isinstance(x, float) and math.isnan(x))]
             cons, seq, rnd = self.access_steps(g)
             nbytes = int(sizes.sum())
             row = {
@@ -524,7 +523,7 @@ class Oracle:
                 "first_s": self.rel(g["ts"].min()),
                 "last_s": self.rel(g["te"].max()),
                 "p50_us": _pct(durs, 50, exact),
-                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "max_us": float(max(durs)) if durs else float("nan"),
                 "consecutive": cons,
                 "sequential": seq,
                 "random": rnd,
