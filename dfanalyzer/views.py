@@ -754,7 +754,8 @@ def process_view(
 
 def parents_from_metadata(metadata: pd.DataFrame) -> Dict[int, int]:
     """``pid -> parent pid`` from ``DFAnalyzer.metadata``: our tracer's ``ppid`` records and the
-    ``ppid`` arg of DFTracer v1's ``start`` record."""
+    ``ppid`` arg of an upstream (DFTracer 1.x, 2.x) ``start`` record. Keyed by pid alone: the
+    metadata frame carries no hostname."""
     import json
 
     out: Dict[int, int] = {}

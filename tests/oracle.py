@@ -105,8 +105,18 @@ def file_lines(path: str) -> List[bytes]:
     return out
 
 
+def _host(args: dict, meta: dict):
+    """A record's hostname: its ``hostname`` arg, else its ``hhash`` through the HH records, else
+    the file's ``hostname`` record."""
+    host = args.get("hostname")
+    if host is None and args.get("hhash") is not None:
+        host = meta["hh"].get(str(args["hhash"]))
+    return meta["hostname"] if host is None else host
+
+
 def load_file(path: str) -> Tuple[List[dict], dict]:
-    """(event rows, file metadata) of one trace file. Metadata: hostname, fh, hh, sh, ppid (pid -> ppid)."""
+    """(event rows, file metadata) of one trace file. Metadata: hostname, fh, hh, sh, ppid
+    (pid -> ppid)."""
     recs = []
     for ln in file_lines(path):
         try:
@@ -116,6 +126,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
         if isinstance(r, dict) and "name" in r:
             recs.append(r)
     meta = {"hostname": None, "fh": {}, "hh": {}, "sh": {}, "ppid": {}}
+    ppids = []  # (0: our ppid record / 1: a start record, args, pid, ppid)
     body = []
     for r in recs:
         ph = r.get("ph")
@@ -136,11 +147,14 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
                 elif name == "hostname" and meta["hostname"] is None:
                     meta["hostname"] = str(v)
                 elif name == "ppid" and _int(r.get("pid")) is not None:
-                    meta["ppid"][r["pid"]] = int(v)
+                    ppids.append((0, args, r["pid"], int(v)))
             if name == "start" and _int(args.get("ppid")) is not None and _int(r.get("pid")) is not None:
-                meta["ppid"].setdefault(r["pid"], args["ppid"])  # DFTracer v1's start record
+                ppids.append((1, args, r["pid"], int(args["ppid"])))  # an upstream (1.x, 2.x) start record
             continue
         body.append(r)
+    # the parent of a pid (docs/analyzer.md, processes(): matched by pid); our ppid record first
+    for _, _args, pid, pp in sorted(ppids, key=lambda t: t[0]):
+        meta["ppid"].setdefault(int(pid), pp)
     rows = []
     for r in body:
         args = r["args"]
@@ -149,11 +163,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
             continue
         ph = r["ph"]
         name = str(r["name"])
-        host = args.get("hostname")
-        if host is None and args.get("hhash") is not None:
-            host = meta["hh"].get(str(args["hhash"]))
-        if host is None:
-            host = meta["hostname"]
+        host = _host(args, meta)
         fname = args.get("fname")
         if fname is None and args.get("fhash") is not None:
             fname = meta["fh"].get(str(args["fhash"]))
@@ -225,7 +235,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
 
 class Trace:
     """All files of a run. ``events``: one row per X/A record (not ``cat`` dftracer), in file and
-    line order; ``ppid``: ``{(hostname, pid): ppid}`` from the metadata."""
+    line order; ``ppid``: ``{pid: ppid}`` from the metadata (matched by pid alone, as documented)."""
 
     def __init__(self, paths: Iterable[str]):
         rows, self.ppid = [], {}
@@ -233,8 +243,7 @@ class Trace:
         for p in self.paths:
             r, meta = load_file(p)
             rows += r
-            for pid, pp in meta["ppid"].items():
-                self.ppid[(meta["hostname"], pid)] = pp
+            self.ppid.update(meta["ppid"])
         cols = ["name", "cat", "ph", "hostname", "fname", "pid", "tid", "ts", "dur", "te", "size", "offset", "cnt"]
         extra = ["exact_size", "exact_dur", "dur_max", "size_bounds", "args", "file"]
         self.all = pd.DataFrame(rows, columns=cols + extra)
@@ -559,7 +568,7 @@ class Oracle:
                 "start_s": self.rel(g["ts"].min()),
                 "end_s": self.rel(g["te"].max()),
                 "threads": int(g["tid"].nunique()),
-                "parent": self.trace.ppid.get((host, int(pid))),
+                "parent": self.trace.ppid.get(int(pid)),
             }
         keys = set(rows)
         for (host, _pid), r in rows.items():
