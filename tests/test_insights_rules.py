@@ -319,7 +319,9 @@ def test_dataloader_run_no_finding_below_floors(dask_client, tmp_path):
     assert nbytes == 3 * sum(64 * 1024 + 512 * i for i in range(64)) == sum(r[3] for r in reads)
     # the program's own report: every sample read once per epoch, by the epoch's workers (a Pool
     # of 2 per epoch; one may get no work, and the OS may reuse a pid in a later epoch)
-    assert sorted((e, n) for e, _, n, _ in reads) == sorted((e, f"sample_{i:03d}.npz") for e in range(3) for i in range(64))
+    assert sorted((e, n) for e, _, n, _ in reads) == sorted(
+        (e, f"sample_{i:03d}.npz") for e in range(3) for i in range(64)
+    )
     workers = {(e, p) for e, p, _, _ in reads}
     assert {e for e, _ in workers} == {0, 1, 2} and len(workers) <= 6
     rep, ev = analyse(prefix + "*.pfw*", dask_client)
