@@ -822,9 +822,7 @@ class Oracle:
             # a shared file: processes whose intervals overlap (each starts strictly before the
             # other ends); only those count
             procs = {
-                k: p
-                for k, p in procs.items()
-                if any(j != k and p[3] < q[4] and q[3] < p[4] for j, q in procs.items())
+                k: p for k, p in procs.items() if any(j != k and p[3] < q[4] and q[3] < p[4] for j, q in procs.items())
             }
             if len(procs) < 2:
                 continue
@@ -864,12 +862,12 @@ class Oracle:
 
     def placed_requests(self) -> pd.DataFrame:
         """Every read/write (non-null size) of the I/O events with its file range: ``start`` is the
-        ``offset`` arg of a positional call (pread*, pwrite*), else the position of its ``(hostname, pid, fd)`` stream replayed in ``ts``
-        order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
+        ``offset`` arg of a positional call (pread*, pwrite*), else the position of its ``(hostname, pid, fd)`` stream replayed in trace
+        (file, line) order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
         position, SEEK_END and close forget it; each non-positional request advances it by its
         bytes); NaN when unknown (unplaced). Columns: fname, hostname, pid, ts, dir, size, cnt, start."""
         io = self.io
-        order = io.assign(_i=np.arange(len(io))).sort_values(["ts", "_i"], kind="stable")
+        order = io  # trace order: file, line (docs/analyzer.md "Request offsets")
         pos: Dict[tuple, int] = {}
         rows = []
         for r in order.itertuples(index=False):
