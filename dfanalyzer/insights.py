@@ -424,7 +424,7 @@ def facts_partial(df: pd.DataFrame, ctx: dict) -> dict:
             }
         )
         # engine.access's "stream" ordering of the placed requests
-        sdf = sdf.sort_values(["host", "pid", "fname", "dir", "ts", "row"], kind="stable")
+        sdf = sdf.sort_values(["host", "pid", "fname", "dir", "row"], kind="stable")
         key = ["host", "pid", "fname", "dir"]
         g = sdf.groupby(key, sort=False, dropna=False)
         prev_end = g["end"].shift()

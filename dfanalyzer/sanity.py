@@ -138,6 +138,15 @@ def time_warning(spans: Dict[str, Tuple[int, int]], gap_s: float = GAP_S) -> Opt
     )
 
 
+def _hash_key(h) -> str:
+    """One spelling of a string hash: DFTracer 1.0.x writes integers (in the ``SH`` value and the
+    ``start`` record's ``cmd_hash``, either as a number or as its decimal text), 2.x hexadecimal
+    text such as ``"480079a3a781ec42"``."""
+    if isinstance(h, float) and h.is_integer():
+        h = int(h)
+    return str(h).strip().lower()
+
+
 def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
     """``{command line: number of processes}`` from the metadata frame (:attr:`DFAnalyzer.metadata`).
 
@@ -157,10 +166,8 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
         sh = md[(name == "SH").to_numpy(dtype=bool)]
         strings = {}
         for k, v in zip(sh["key"].tolist(), sh["value"].tolist()):
-            try:
-                strings[int(v)] = str(k)
-            except (TypeError, ValueError):
-                continue
+            if v is not None and not pd.isna(v):
+                strings[_hash_key(v)] = str(k)
         for pid, args in zip(starts["pid"].tolist(), starts["args"].tolist()):
             if pid in cmd:
                 continue
@@ -168,8 +175,8 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
                 h = json.loads(args).get("cmd_hash") if isinstance(args, str) else None
             except ValueError:
                 h = None
-            if h is not None and int(h) in strings:
-                cmd[pid] = strings[int(h)]
+            if h is not None and _hash_key(h) in strings:
+                cmd[pid] = strings[_hash_key(h)]
     out: Dict[str, int] = {}
     for c in cmd.values():
         out[c] = out.get(c, 0) + 1

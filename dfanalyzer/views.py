@@ -703,7 +703,17 @@ def _process_attrs(df: pd.DataFrame) -> None:
     df.attrs["workers"] = int(len(workers))
     df.attrs["worker_io_imbalance"] = _imbalance(workers["io_time_s"]) if len(workers) else math.nan
     df.attrs["worker_app_io_imbalance"] = _imbalance(workers["app_io_time_s"]) if len(workers) else math.nan
-    df.attrs["slowest_process"] = tuple(df["io_time_s"].idxmax()) if len(df) and df["io_time_s"].max() > 0 else None
+    df.attrs["slowest_process"] = _slowest(df)
+
+
+def _slowest(df: pd.DataFrame):
+    """The ``(hostname, pid)`` with the most ``io_time_s``; on a tie the smallest key (the rows'
+    order comes from the reduction, so ``idxmax`` alone would depend on batch and partition order).
+    None without I/O time."""
+    if not len(df) or not df["io_time_s"].max() > 0:
+        return None
+    top = df.index[(df["io_time_s"] == df["io_time_s"].max()).to_numpy()]
+    return min((str(h), int(p)) for h, p in top)
 
 
 def process_view(
@@ -726,9 +736,9 @@ def process_view(
     a traced process on the same host, e.g. a DataLoader worker, else ``main``).
 
     ``df.attrs``: ``io_imbalance`` (max / mean of ``io_time_s`` over processes with I/O),
-    ``lifetime_imbalance``, ``slowest_process`` (the ``(hostname, pid)`` with the most I/O time),
-    ``workers``, ``worker_io_imbalance`` and ``worker_app_io_imbalance`` (over workers only; NaN
-    when there are none).
+    ``lifetime_imbalance``, ``slowest_process`` (the ``(hostname, pid)`` with the most I/O time,
+    a tie to the smallest key), ``workers``, ``worker_io_imbalance`` and ``worker_app_io_imbalance``
+    (over workers only; NaN when there are none).
     """
     return _run(
         events,
@@ -744,7 +754,8 @@ def process_view(
 
 def parents_from_metadata(metadata: pd.DataFrame) -> Dict[int, int]:
     """``pid -> parent pid`` from ``DFAnalyzer.metadata``: our tracer's ``ppid`` records and the
-    ``ppid`` arg of DFTracer v1's ``start`` record."""
+    ``ppid`` arg of an upstream (DFTracer 1.x, 2.x) ``start`` record. Keyed by pid alone: the
+    metadata frame carries no hostname."""
     import json
 
     out: Dict[int, int] = {}

@@ -105,8 +105,18 @@ def file_lines(path: str) -> List[bytes]:
     return out
 
 
+def _host(args: dict, meta: dict):
+    """A record's hostname: its ``hostname`` arg, else its ``hhash`` through the HH records, else
+    the file's ``hostname`` record."""
+    host = args.get("hostname")
+    if host is None and args.get("hhash") is not None:
+        host = meta["hh"].get(str(args["hhash"]))
+    return meta["hostname"] if host is None else host
+
+
 def load_file(path: str) -> Tuple[List[dict], dict]:
-    """(event rows, file metadata) of one trace file. Metadata: hostname, fh, hh, sh, ppid (pid -> ppid)."""
+    """(event rows, file metadata) of one trace file. Metadata: hostname, fh, hh, sh, ppid
+    (pid -> ppid)."""
     recs = []
     for ln in file_lines(path):
         try:
@@ -116,6 +126,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
         if isinstance(r, dict) and "name" in r:
             recs.append(r)
     meta = {"hostname": None, "fh": {}, "hh": {}, "sh": {}, "ppid": {}}
+    ppids = []  # (0: our ppid record / 1: a start record, args, pid, ppid)
     body = []
     for r in recs:
         ph = r.get("ph")
@@ -136,11 +147,14 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
                 elif name == "hostname" and meta["hostname"] is None:
                     meta["hostname"] = str(v)
                 elif name == "ppid" and _int(r.get("pid")) is not None:
-                    meta["ppid"][r["pid"]] = int(v)
+                    ppids.append((0, args, r["pid"], int(v)))
             if name == "start" and _int(args.get("ppid")) is not None and _int(r.get("pid")) is not None:
-                meta["ppid"].setdefault(r["pid"], args["ppid"])  # DFTracer v1's start record
+                ppids.append((1, args, r["pid"], int(args["ppid"])))  # an upstream (1.x, 2.x) start record
             continue
         body.append(r)
+    # the parent of a pid (docs/analyzer.md, processes(): matched by pid); our ppid record first
+    for _, _args, pid, pp in sorted(ppids, key=lambda t: t[0]):
+        meta["ppid"].setdefault(int(pid), pp)
     rows = []
     for r in body:
         args = r["args"]
@@ -149,11 +163,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
             continue
         ph = r["ph"]
         name = str(r["name"])
-        host = args.get("hostname")
-        if host is None and args.get("hhash") is not None:
-            host = meta["hh"].get(str(args["hhash"]))
-        if host is None:
-            host = meta["hostname"]
+        host = _host(args, meta)
         fname = args.get("fname")
         if fname is None and args.get("fhash") is not None:
             fname = meta["fh"].get(str(args["fhash"]))
@@ -225,7 +235,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
 
 class Trace:
     """All files of a run. ``events``: one row per X/A record (not ``cat`` dftracer), in file and
-    line order; ``ppid``: ``{(hostname, pid): ppid}`` from the metadata."""
+    line order; ``ppid``: ``{pid: ppid}`` from the metadata (matched by pid alone, as documented)."""
 
     def __init__(self, paths: Iterable[str]):
         rows, self.ppid = [], {}
@@ -233,8 +243,7 @@ class Trace:
         for p in self.paths:
             r, meta = load_file(p)
             rows += r
-            for pid, pp in meta["ppid"].items():
-                self.ppid[(meta["hostname"], pid)] = pp
+            self.ppid.update(meta["ppid"])
         cols = ["name", "cat", "ph", "hostname", "fname", "pid", "tid", "ts", "dur", "te", "size", "offset", "cnt"]
         extra = ["exact_size", "exact_dur", "dur_max", "size_bounds", "args", "file"]
         self.all = pd.DataFrame(rows, columns=cols + extra)
@@ -323,14 +332,15 @@ def per_call_sizes(df: pd.DataFrame) -> Tuple[List[float], bool]:
     return vals, exact
 
 
-def per_call_durs(df: pd.DataFrame) -> Tuple[List[float], bool]:
-    vals, exact = [], True
-    for d, c, ex in zip(df["dur"], df["cnt"], df["exact_dur"]):
-        if c == 1 or ex:
-            vals.extend([float(d) / c] * int(c))
-        else:
-            exact = False
-    return vals, exact
+def per_call_durs(df: pd.DataFrame) -> Tuple[List[int], bool]:
+    """The per-call durations of the views' ``dur`` percentiles and ``max_us`` (docs/analyzer.md,
+    views): an aggregated record's ``cnt`` calls enter with its mean duration in integer µs,
+    ``dur // cnt`` (its ``dur_min``/``dur_max`` are not used: the views' numbers of aggregated
+    records are estimates, their counts and ``time_s``/``mean_us`` exact)."""
+    vals = []
+    for d, c in zip(df["dur"], df["cnt"]):
+        vals.extend([int(d) // int(c)] * int(c))
+    return vals, True
 
 
 def _pct(vals, q, exact=True):
@@ -420,7 +430,6 @@ class Oracle:
             count = int(g["cnt"].sum())
             nbytes = int(g["size"].fillna(0).astype("int64").sum())
             busy = measure(u_of(g))
-            dmax = [d for d in g["dur_max"] if d is not None and not (isinstance(d, float) and math.isnan(d))]
             rows[str(name)] = {
                 "count": count,
                 "bytes": nbytes,
@@ -430,7 +439,7 @@ class Oracle:
                 "p50_us": _pct(durs, 50, exact),
                 "p90_us": _pct(durs, 90, exact),
                 "p99_us": _pct(durs, 99, exact),
-                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "max_us": float(max(durs)) if durs else float("nan"),
                 "bandwidth_mib_s": nbytes / 2**20 / (busy * 1e-6) if busy else float("nan"),
                 "time_share": float(g["dur"].sum()) / total_dur if total_dur else float("nan"),
             }
@@ -509,7 +518,6 @@ class Oracle:
             sizes = g["size"].fillna(0).astype("int64")
             busy = measure(u_of(g))
             durs, exact = per_call_durs(g)
-            dmax = [x for x in g["dur_max"] if x is not None and not (isinstance(x, float) and math.isnan(x))]
             cons, seq, rnd = self.access_steps(g)
             nbytes = int(sizes.sum())
             row = {
@@ -524,7 +532,7 @@ class Oracle:
                 "first_s": self.rel(g["ts"].min()),
                 "last_s": self.rel(g["te"].max()),
                 "p50_us": _pct(durs, 50, exact),
-                "max_us": float(max(dmax)) if dmax else float("nan"),
+                "max_us": float(max(durs)) if durs else float("nan"),
                 "consecutive": cons,
                 "sequential": seq,
                 "random": rnd,
@@ -560,7 +568,7 @@ class Oracle:
                 "start_s": self.rel(g["ts"].min()),
                 "end_s": self.rel(g["te"].max()),
                 "threads": int(g["tid"].nunique()),
-                "parent": self.trace.ppid.get((host, int(pid))),
+                "parent": self.trace.ppid.get(int(pid)),
             }
         keys = set(rows)
         for (host, _pid), r in rows.items():
@@ -579,7 +587,12 @@ class Oracle:
             "workers": int(len(workers)),
             "worker_io_imbalance": imb(workers["io_time_s"]),
             "worker_app_io_imbalance": imb(workers["app_io_time_s"]),
-            "slowest_process": df["io_time_s"].idxmax() if len(with_io) else None,
+            # the most I/O time; a tie goes to the smallest (hostname, pid) (docs/analyzer.md)
+            "slowest_process": (
+                min(k for k, v in df["io_time_s"].items() if v == df["io_time_s"].max())
+                if len(with_io) and df["io_time_s"].max() > 0
+                else None
+            ),
         }
         return df
 
@@ -801,10 +814,17 @@ class Oracle:
                 int(g[g["dirn"] == "read"]["sz"].sum()),
                 int(g[g["dirn"] == "write"]["sz"].sum()),
                 int(g["dur"].sum()),
+                int(g["ts"].min()),  # the process's interval on the file: [first ts, last te]
+                int(g["te"].max()),
             )
         imb_files, max_imb, timbs = 0, None, []
         for procs in fp.values():
-            if len(procs) < 2:  # a shared file: used by at least two processes
+            # a shared file: processes whose intervals overlap (each starts strictly before the
+            # other ends); only those count
+            procs = {
+                k: p for k, p in procs.items() if any(j != k and p[3] < q[4] and q[3] < p[4] for j, q in procs.items())
+            }
+            if len(procs) < 2:
                 continue
             imbs = []
             for j in (0, 1):  # read bytes, written bytes: (max - min) / max over its processes
@@ -842,12 +862,12 @@ class Oracle:
 
     def placed_requests(self) -> pd.DataFrame:
         """Every read/write (non-null size) of the I/O events with its file range: ``start`` is the
-        ``offset`` arg of a positional call (pread*, pwrite*), else the position of its ``(hostname, pid, fd)`` stream replayed in ``ts``
-        order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
+        ``offset`` arg of a positional call (pread*, pwrite*), else the position of its ``(hostname, pid, fd)`` stream replayed in trace
+        (file, line) order (an open sets 0, lseek its result, fseek SEEK_SET its offset, SEEK_CUR adds to a known
         position, SEEK_END and close forget it; each non-positional request advances it by its
         bytes); NaN when unknown (unplaced). Columns: fname, hostname, pid, ts, dir, size, cnt, start."""
         io = self.io
-        order = io.assign(_i=np.arange(len(io))).sort_values(["ts", "_i"], kind="stable")
+        order = io  # trace order: file, line (docs/analyzer.md "Request offsets")
         pos: Dict[tuple, int] = {}
         rows = []
         for r in order.itertuples(index=False):

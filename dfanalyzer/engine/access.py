@@ -2,7 +2,7 @@
 
 Requests (the read/write families of :mod:`.vocabulary`) of the ``pread`` family carry their
 ``offset``. For the others (``read``, ``write``, ``readv``, ``fread``, ``fwrite``) the position
-is reconstructed per ``(hostname, pid, fd)`` stream in ``ts`` order:
+is reconstructed per ``(hostname, pid, fd)`` stream in trace (file, line) order:
 
 * an *open* sets it to 0 (its ``fd`` is the call's result);
 * ``lseek`` sets it to its result (any ``whence``: the result is the new position);
@@ -18,8 +18,10 @@ Positions carry across partitions: each partition reports, per stream, where it 
 positions (:func:`stream_positions`), and :func:`place_requests` uses them. A request whose
 position stays unknown is *unplaced*; callers count its bytes (insights:
 ``unplaced_read_bytes``). Random vs sequential is then decided per
-``(hostname, pid, file, direction)`` stream in ``ts`` order: a request that starts before the
-previous one ended is random.
+``(hostname, pid, file, direction)`` stream in trace order: a request that starts before the
+previous one ended is random. Trace order, not ``ts``: the partitions follow it, so a stream
+crossing a cut joins exactly, whatever the batch size (threads sharing a stream write records
+whose ``ts`` order differs from their line order).
 
 **Steps.** One classification (:func:`step_kinds`) of a *step*, the move from one request
 ``[start, end)`` of a stream to the next: *random* when the next request starts before the
@@ -27,7 +29,7 @@ previous one ended, else *sequential*; *consecutive* when it starts exactly wher
 ended. Two orderings of the requests into streams use it:
 
 * ``order="stream"`` (insights, ``random_reads``/``random_writes``): placed requests (the
-  positions of :func:`place_requests`) per ``(hostname, pid, file, direction)`` in ``ts`` order;
+  positions of :func:`place_requests`) per ``(hostname, pid, file, direction)`` in trace order;
 * ``order="thread"`` (the files view's ``consecutive``/``sequential``/``random``,
   :func:`thread_steps`): requests that carry an ``offset`` (and a ``size``; not aggregated
   records), per ``(file, hostname, pid, tid)`` in trace (row) order, reads and writes together.
@@ -118,7 +120,10 @@ def place_requests(io: pd.DataFrame, incoming: Optional[dict] = None, carry: Opt
     s["anchor"] = anchors[rel]
     s["request"] = moving[rel]
     s["host"] = s["hostname"].astype(object)
-    s = s.sort_values(["host", "pid", "fd", "ts", "order"], kind="stable")
+    # trace order (the partition's rows are in file, line order; partitions follow it), not ts:
+    # a stream shared by threads has records whose ts order differs from their line order, and a
+    # ts sort within partitions would make positions depend on where the partitions are cut
+    s = s.sort_values(["host", "pid", "fd", "order"], kind="stable")
     stream = (s["host"].ne(s["host"].shift()) | s["pid"].ne(s["pid"].shift()) | s["fd"].ne(s["fd"].shift())).to_numpy()
     anchor = s["anchor"].to_numpy(dtype=bool)
     seg = np.cumsum(stream | anchor)  # 1, 2, ...: a segment starts at a new stream or an anchor
