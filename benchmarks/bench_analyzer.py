@@ -349,7 +349,8 @@ def _work(tree: str, workload: str, d: str) -> dict:
 
 def _ir(tree: str, workload: str, d: str, tmp: str) -> int:
     """Instructions (callgrind Ir) of one measured ``workload`` run on ``tree``."""
-    out = os.path.join(tmp, f"cg.{os.path.basename(tree.rstrip('/'))}.{workload}.out")
+    name = f"{os.path.basename(os.path.dirname(d.rstrip('/')))}.{os.path.basename(tree.rstrip('/'))}.{workload}"
+    out = os.path.join(tmp, f"cg.{name}.out")
     for p in glob.glob(out + "*"):
         os.unlink(p)
     cmd = [
