@@ -30,6 +30,13 @@ commands: cold (indexes removed) then warm (indexes kept), with each command's w
 time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
 (``--scale-peers`` runs them too, with the in-process warm runs above). ``--ours-only`` runs the
 ``--sources`` sets the same way (ours only, whole commands, cold then warm).
+
+``--compare OLD_TREE NEW_TREE``: two source trees (each built in place), same run, no peers:
+``--workloads`` (summary-cold, summary-warm, views, frame, views-local, frame-local; see
+``_work_main``) on ``--compare-sets NAME=DIR,...`` (``DIR/old`` and ``DIR/new`` hold copies of the
+same traces), ``--repeat`` rounds in alternating order, wall and CPU medians and new ÷ old
+ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one measured run of each
+``--ir-workloads`` (needs ``valgrind`` and a C compiler). Results: ``docs/perf/analyzer.md``.
 """
 
 from __future__ import annotations
