@@ -30,6 +30,13 @@ commands: cold (indexes removed) then warm (indexes kept), with each command's w
 time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
 (``--scale-peers`` runs them too, with the in-process warm runs above). ``--ours-only`` runs the
 ``--sources`` sets the same way (ours only, whole commands, cold then warm).
+
+``--compare OLD_TREE NEW_TREE``: two source trees (each built in place), same run, no peers:
+``--workloads`` (summary-cold, summary-warm, views, frame, views-local, frame-local; see
+``_work_main``) on ``--compare-sets NAME=DIR,...`` (``DIR/old`` and ``DIR/new`` hold copies of the
+same traces), ``--repeat`` rounds in alternating order, wall and CPU medians and new ÷ old
+ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one measured run of each
+``--ir-workloads`` (needs ``valgrind`` and a C compiler). Results: ``docs/perf/analyzer.md``.
 """
 
 from __future__ import annotations
@@ -216,6 +223,227 @@ def held_bytes_per_event(paths, client) -> float:
         return mem / an.stats["events"]
 
 
+# ----------------------------------------------------------------------------- old vs new, same run
+WORKLOADS = ("summary-cold", "summary-warm", "views", "frame", "views-local", "frame-local")
+_CG_SRC = r"""
+#include <valgrind/callgrind.h>
+void cg_on(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void cg_off(void) { CALLGRIND_DUMP_STATS_AT("workload"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def _callgrind_toggle(tmp: str):
+    """A ctypes handle on ``cg_on``/``cg_off`` (callgrind client requests; no-ops outside valgrind)."""
+    import ctypes
+
+    src, so = os.path.join(tmp, "cg.c"), os.path.join(tmp, "cg.so")
+    with open(src, "w") as f:
+        f.write(_CG_SRC)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", so, src], check=True)
+    return ctypes.CDLL(so)
+
+
+def _work_main(workload: str, d: str, ir_tmp: str = "") -> None:
+    """One workload of the analyzer found on ``sys.path`` (``PYTHONPATH=<tree>``) on the traces in
+    ``d``, after one unmeasured warm-up run (imports, indexes); prints a JSON line with the
+    measured run's events, wall s and CPU s (this process, all threads). ``summary-*``: the CLI's
+    streamed summary, thread pool of one worker (``summary-cold``: indexes removed first);
+    ``views``: events held on an in-process one-thread Dask cluster, then ``functions()``,
+    ``file_view()``, ``processes()``, ``time_windows()``, ``epochs()``, ``layers()``; ``frame``: the
+    summary over the held frame. With ``ir_tmp`` only the measured run is instrumented by callgrind
+    (run under ``valgrind --tool=callgrind --instr-atstart=no``)."""
+    from dfanalyzer import DFAnalyzer
+
+    files = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+    client = None
+    if workload in ("views", "frame"):
+        import logging
+
+        from distributed import Client
+
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        client = Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None)
+
+    def run() -> int:
+        if workload.startswith("summary"):
+            with DFAnalyzer(files, args=(), n_workers=1, progress=False) as an:
+                return an.summary(show=False).events
+        with DFAnalyzer(files, client=client, progress=False) as an:
+            if workload == "frame":
+                _ = an.events  # loads and persists the frame
+                return an.summary(show=False).events
+            for view in (an.functions, an.file_view, an.processes, an.time_windows, an.epochs, an.layers):
+                view()
+            return an.stats["events"]
+
+    if workload.endswith("-local"):
+        run = _local_workload(workload, files)
+    run()  # warm-up
+    if workload == "summary-cold":
+        _clear_indexes(d)
+    cg = _callgrind_toggle(ir_tmp) if ir_tmp else None
+    if cg:
+        cg.cg_on()
+    t, c = time.perf_counter(), time.process_time()
+    ev = run()
+    dt, cpu = time.perf_counter() - t, time.process_time() - c
+    if cg:
+        cg.cg_off()
+    if client is not None:
+        client.close()
+    print(json.dumps({"events": ev, "wall_s": dt, "cpu_s": cpu}))
+
+
+def _local_workload(workload: str, files: list):
+    """``views-local`` / ``frame-local``: the events are loaded once (an in-process Dask cluster,
+    then closed) and kept as pandas partitions; the measured run is only the views' (or the
+    frame summary's) partial / combine / finish code on them, Dask's synchronous scheduler, no
+    cluster: what the engine refactor changed, without event-loop noise (callgrind-stable)."""
+    import logging
+
+    import dask
+    import dask.dataframe as dd
+    from dask import delayed
+    from distributed import Client
+
+    from dfanalyzer import DFAnalyzer, views
+    from dfanalyzer import summary as _summary
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        with DFAnalyzer(files, client=client, progress=False) as an:
+            parts = client.gather(client.compute(an.events.to_delayed()))
+            io, cp, app = an.io_cats, an.compute_cats, an.app_io_cats
+            parents = views.parents_from_metadata(an.metadata)
+    dask.config.set(scheduler="synchronous")
+    ev = dd.from_delayed([delayed(p) for p in parts], meta=parts[0].iloc[:0], verify_meta=False)
+    rows = sum(len(p) for p in parts)
+
+    def frame() -> int:
+        part = _summary.combine_partials([_summary.partition_partial(p, io, cp, app) for p in parts])
+        return _summary.finish(part, []).events
+
+    def views_() -> int:
+        views.function_metrics(ev, io)
+        views.file_view(ev, io)
+        views.process_view(ev, io, cp, app, parents=parents)
+        views.time_view(ev, io_cats=io, compute_cats=cp)
+        views.epoch_view(ev, io)
+        views.layer_view(ev)
+        return rows
+
+    return frame if workload == "frame-local" else views_
+
+
+def _tree_env(tree: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
+    env.pop("PYTHONSAFEPATH", None)
+    return env
+
+
+def _work(tree: str, workload: str, d: str) -> dict:
+    """One ``--_work`` process on ``tree``: its in-process figures plus the whole process's wall
+    and CPU (``wait4``)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--_work", workload, d]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=_tree_env(tree), cwd="/", capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{tree} {workload} failed:\n{p.stderr[-3000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["process_wall_s"] = time.perf_counter() - t
+    return r
+
+
+def _ir(tree: str, workload: str, d: str, tmp: str) -> int:
+    """Instructions (callgrind Ir) of one measured ``workload`` run on ``tree``."""
+    name = f"{os.path.basename(os.path.dirname(d.rstrip('/')))}.{os.path.basename(tree.rstrip('/'))}.{workload}"
+    out = os.path.join(tmp, f"cg.{name}.out")
+    for p in glob.glob(out + "*"):
+        os.unlink(p)
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--trace-children=no",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        os.path.abspath(__file__),
+        "--_work",
+        workload,
+        d,
+        "--_ir",
+        tmp,
+    ]
+    p = subprocess.run(cmd, env=_tree_env(tree), cwd="/", capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"callgrind {tree} {workload} failed:\n{p.stderr[-3000:]}")
+    for f in sorted(glob.glob(out + "*")):
+        with open(f) as fh:
+            text = fh.read()
+        if "Client Request: workload" in text:
+            for line in text.splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    os.replace(f, out)  # kept for callgrind_annotate
+                    return int(line.split()[1])
+    raise SystemExit(f"no callgrind dump of the workload in {out}*")
+
+
+def compare(old: str, new: str, sets: list, workloads: list, rounds: int, ir_sets: list, ir_workloads: list) -> None:
+    """Old vs new tree, same run: ``rounds`` rounds of every (set, workload), the two trees in
+    alternating order; each tree reads its own copy of the traces (``<set>/old``, ``<set>/new``: the
+    two builds' index formats may differ). Prints medians and new ÷ old ratios; with ``ir_sets``
+    also callgrind instruction counts of one measured run."""
+    import tempfile
+
+    trees = {"old": old, "new": new}
+    print(f"# old = {old}, new = {new}; {time.strftime('%Y-%m-%d %H:%M')} UTC, load {os.getloadavg()[0]:.1f}")
+    if ir_sets:
+        with tempfile.TemporaryDirectory(prefix="bench-ir-") as tmp:
+            print("\n| traces | workload | old Ir | new Ir | new ÷ old |\n|---|---|---:|---:|---:|")
+            for name, base in ir_sets:
+                for w in ir_workloads:
+                    ir = {k: _ir(t, w, os.path.join(base, k), tmp) for k, t in trees.items()}
+                    print(f"| {name} | {w} | {ir['old']:,} | {ir['new']:,} | {ir['new'] / ir['old']:.4f} |", flush=True)
+            keep = os.path.join(ROOT, "build", "bench-ir")
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp, keep)
+            print(f"# callgrind dumps in {keep}")
+    if not sets:
+        return
+    res = {}
+    for r in range(rounds):
+        for name, base in sets:
+            for w in workloads:
+                order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+                for k in order:
+                    res.setdefault((name, w, k), []).append(_work(trees[k], w, os.path.join(base, k)))
+        print(f"# round {r + 1}/{rounds} done, load {os.getloadavg()[0]:.1f}", flush=True)
+        _compare_table(sets, workloads, res)  # after every round: a cut-short run still reports
+
+
+def _compare_table(sets: list, workloads: list, res: dict) -> None:
+    med = statistics.median
+    print(
+        "\n| traces | workload | events | old wall s | new wall s | new ÷ old wall | old CPU s | new CPU s | "
+        "new ÷ old CPU | pairwise CPU ratio | process wall old / new s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, _ in sets:
+        for w in workloads:
+            o, n = res[(name, w, "old")], res[(name, w, "new")]
+            if o[0]["events"] != n[0]["events"]:
+                print(f"# {name} {w}: events differ, old {o[0]['events']:,} new {n[0]['events']:,}")
+            ow, nw = med(x["wall_s"] for x in o), med(x["wall_s"] for x in n)
+            oc, nc = med(x["cpu_s"] for x in o), med(x["cpu_s"] for x in n)
+            pair = med(b["cpu_s"] / a["cpu_s"] for a, b in zip(o, n))
+            print(
+                f"| {name} | {w} | {n[0]['events']:,} | {ow:.3f} | {nw:.3f} | {nw / ow:.3f} | {oc:.3f} | {nc:.3f} | "
+                f"{nc / oc:.3f} | {pair:.3f} | {med(x['process_wall_s'] for x in o):.2f} / "
+                f"{med(x['process_wall_s'] for x in n):.2f} |"
+            )
+    print(f"\n# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -242,12 +470,53 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--_utils", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_bag", nargs=2, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_work", nargs=2, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_ir", default="", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("OLD_TREE", "NEW_TREE"),
+        default=None,
+        help="old vs new source tree (each built in place), same run: the --workloads on the --compare-sets, "
+        "--repeat rounds in alternating order; wall and CPU medians and new/old ratios",
+    )
+    ap.add_argument(
+        "--compare-sets",
+        default="",
+        help="NAME=DIR,...: trace sets for --compare; DIR holds old/ and new/ copies of the same traces",
+    )
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"for --compare: {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--ir",
+        default="",
+        help="NAME=DIR,...: with --compare, also callgrind instruction counts (Ir) of one measured run of each "
+        "--ir-workloads on these (small) sets, old vs new",
+    )
+    ap.add_argument("--ir-workloads", default="summary-warm,summary-cold")
     a = ap.parse_args(argv)
     if a._utils:
         _utils_main(a._utils)
         return 0
     if a._bag:
         _bag_main(a._bag[0], int(a._bag[1]))
+        return 0
+    if a._work:
+        _work_main(a._work[0], a._work[1], a._ir)
+        return 0
+    if a.compare:
+
+        def named(spec):
+            return [tuple(x.split("=", 1)) for x in spec.split(",") if x]
+
+        compare(
+            os.path.abspath(a.compare[0]),
+            os.path.abspath(a.compare[1]),
+            named(a.compare_sets),
+            [w for w in a.workloads.split(",") if w],
+            max(1, a.repeat),
+            named(a.ir),
+            [w for w in a.ir_workloads.split(",") if w],
+        )
         return 0
     import logging
 
