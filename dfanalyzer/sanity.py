@@ -152,7 +152,8 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
 
     A process is its ``pid``; its command is the ``cmd_line`` record's value, else (DFTracer 1.0.x)
     the ``SH`` string whose hash is the ``start`` record's ``args.cmd_hash``."""
-    if metadata is None or not len(metadata) or "name" not in metadata.columns:
+    # a metadata frame may lack columns no file filled (e.g. no pid on hand-written records)
+    if metadata is None or not len(metadata) or not {"name", "pid", "value"} <= set(metadata.columns):
         return {}
     md = metadata
     name = md["name"].astype(object)
@@ -162,7 +163,7 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
         if value is not None and not pd.isna(value):
             cmd.setdefault(pid, str(value))
     starts = md[(name == "start").to_numpy(dtype=bool)]
-    if len(starts) and "args" in md.columns:
+    if len(starts) and {"args", "key"} <= set(md.columns):
         sh = md[(name == "SH").to_numpy(dtype=bool)]
         strings = {}
         for k, v in zip(sh["key"].tolist(), sh["value"].tolist()):
