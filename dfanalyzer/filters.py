@@ -229,7 +229,9 @@ def _bad_char(q: str, i: int) -> str:
         return "'=' is not an operator: compare with '=='"
     if ch == "!":
         return "'!' is not an operator: negate with 'not', compare with '!='"
-    if ch in "+*/%@^~":
+    if ch == "@":
+        return "'@' (a pandas local variable) is not part of the filter grammar: write the value itself"
+    if ch in "+*/%^~":
         return f"{_show(ch)}: arithmetic and bitwise operators are not part of the filter grammar"
     if ch in "{}:;":
         return f"{_show(ch)} is not part of the filter grammar"
@@ -250,8 +252,10 @@ def _number(q: str, i: int) -> _Tok:
         j += 1
         while j < n and q[j] in _DIGITS:
             j += 1
-    if j < n and q[j] in "eE" and (
-        (j + 1 < n and q[j + 1].isdigit()) or (j + 2 < n and q[j + 1] in "+-" and q[j + 2].isdigit())
+    if (
+        j < n
+        and q[j] in "eE"
+        and ((j + 1 < n and q[j + 1].isdigit()) or (j + 2 < n and q[j + 1] in "+-" and q[j + 2].isdigit()))
     ):
         is_float = True
         j += 2
@@ -847,11 +851,10 @@ def check_columns_seen(query, seen: Sequence[Optional[Sequence[str]]]) -> None:
         return
     name = missing[0]
     hint = difflib.get_close_matches(name, list(CORE_KINDS), n=1)
-    raise FilterError(
-        f"unknown column {name!r}: not an events column ({', '.join(CORE_KINDS)}) and no event read has "
-        f"an args key of that name" + (f"; did you mean {hint[0]!r}?" if hint else ""),
-        f.text,
-        f._first_pos[name],
+    raise FilterError(  # one line (no caret): raised after the load, as the command line prints it
+        f"unknown column {name!r} (char {f._first_pos[name] + 1}): not an events column "
+        f"({', '.join(CORE_KINDS)}) and no event read has an args key of that name"
+        + (f"; did you mean {hint[0]!r}?" if hint else "")
     )
 
 
