@@ -424,7 +424,7 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
     s.add_argument(
         "--filter",
         default=None,
-        metavar="QUERY",
+        metavar="FILTER",
         help="keep only the events this filter selects (a grammar of comparisons, in, and/or/not, "
         'startswith/contains, units; docs/analyzer.md "Filters"), e.g. '
         "\"cat == 'POSIX' and dur >= 10ms and fname contains 'ckpt'\"",
