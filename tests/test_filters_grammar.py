@@ -335,3 +335,34 @@ def test_cli_bad_filter_exit_2_one_line(traces, tmp_path, dask_client, capsys):
     st, out, err = _cli(["summary", str(d), "--filter", "tag > 5"], dask_client, capsys)
     assert st == 2 and len(err.splitlines()) == 1 and "holds text" in err, err
     assert not os.path.exists(tmp_path / "r.html") and not os.path.exists("f")
+
+
+def test_precedence_nulls_and_absent_columns_on_a_small_frame():
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {
+            "name": pd.Categorical(["read", "write", None, "readv"]),
+            "ts": np.array([1, 2, 3, 4], dtype=np.int64),
+            "size": pd.array([4096, None, 10, 1 << 20], dtype="Int64"),
+            "ratio": pd.array([0.5, None, 1.5, 2.0], dtype="Float64"),
+        }
+    )
+
+    def rows(q):
+        return list(np.flatnonzero(filter_mask(df, q)))
+
+    assert rows("ts == 1 or ts == 2 and ts == 3") == [0]  # and binds tighter than or
+    assert rows("(ts == 1 or ts == 2) and ts == 2") == [1]
+    assert rows("ts == 1 | ts == 4 & not ts == 4") == [0]  # & and | are and and or
+    assert rows("not not ts >= 3") == [2, 3]
+    assert rows("size >= 4KiB") == [0, 3] and rows("size != 10") == [0, 1, 3]  # != is not ==
+    assert rows("size is null") == [1] and rows("name is not null") == [0, 1, 3]
+    assert rows("name != 'read'") == [1, 2, 3] and rows("name not in ['read', 'write']") == [2, 3]
+    assert rows("name startswith 'read'") == [0, 3] and rows("name not contains 'ea'") == [1, 2]
+    assert rows("ratio > 1") == [2, 3] and rows("ratio in [0.5, 2]") == [0, 3]
+    assert rows("size > ts") == [0, 2, 3] and rows("ts < size < 1MiB") == [0, 2]
+    assert rows("absent == 1") == [] and rows("absent != 1") == [0, 1, 2, 3]  # null in every row
+    assert rows("absent is null and `absent` not in [1]") == [0, 1, 2, 3]
+    assert rows("ts in []") == [] and rows("ts not in ()") == [0, 1, 2, 3]
