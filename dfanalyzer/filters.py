@@ -22,6 +22,9 @@ Grammar (``docs/analyzer.md``, "Filters", has the same with examples)::
     literal    := ["-"] number [unit] | string
     string     := '...' | "..."   escapes: \\\\ \\' \\" \\n \\t \\r \\0 \\xHH \\uHHHH \\UHHHHHHHH
 
+A filter has at most ``MAX_LENGTH`` (65,536) characters and ``MAX_DEPTH`` (100) nested ``not`` and
+parentheses.
+
 Units (no space between number and unit): time ``ns us µs ms s min h`` → µs (the unit of
 ``ts``, ``dur``, ``te``: ``250ms`` is 250000); sizes ``B kB KB MB GB TB`` (powers of 1000) and
 ``KiB MiB GiB TiB`` (powers of 1024) → bytes. Keywords are lower case; a column with a keyword's
@@ -54,7 +57,7 @@ import difflib
 import functools
 import operator
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation, localcontext
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -102,6 +105,9 @@ UNITS: Dict[str, Tuple[str, Decimal]] = {
     "GiB": ("size", Decimal(2**30)),
     "TiB": ("size", Decimal(2**40)),
 }
+#: most nested 'not' and parentheses a filter may have, and its most characters
+MAX_DEPTH = 100
+MAX_LENGTH = 1 << 16
 _KEYWORDS = frozenset(("and", "or", "not", "in", "is", "null", "startswith", "endswith", "contains"))
 _STROPS = ("startswith", "endswith", "contains")
 _CMP = ("==", "!=", "<", "<=", ">", ">=")
@@ -284,9 +290,11 @@ def _number(q: str, i: int) -> _Tok:
                 j,
             )
         dim, factor = UNITS[unit]
-        value *= factor
+        with localcontext(Context(prec=60, Emax=MAX_EMAX, Emin=MIN_EMIN)):  # (1e999999999s: no Overflow)
+            value *= factor
     # 250ms and 1.5s are exact integers (µs); 1.7e15 without a unit stays the float it reads as
-    if (unit or not is_float) and value == value.to_integral_value():
+    # (numbers beyond 1e30 stay floats: an exact int of 1e999999999s would take the memory)
+    if (unit or not is_float) and value.adjusted() <= 30 and value == value.to_integral_value():
         num: Union[int, float] = int(value)
     else:
         num = float(value)
@@ -394,6 +402,7 @@ class _Parser:
     def __init__(self, q: str):
         self.q = q
         self._source = _tokenize(q)
+        self.depth = 0
         self._ahead: List[_Tok] = []
 
     def peek(self, k: int = 0) -> _Tok:
@@ -443,15 +452,20 @@ class _Parser:
         return terms[0] if len(terms) == 1 else BoolOp("and", tuple(terms))
 
     def not_expr(self):
-        if self.is_kw("not"):
+        t = self.peek()
+        if (t.kind == "kw" and t.value == "not") or (t.kind == "op" and t.value == "("):
+            self.depth += 1  # (a bound, not Python's recursion limit, ends a hostile nesting)
+            if self.depth > MAX_DEPTH:
+                raise FilterError(f"nested deeper than {MAX_DEPTH} levels of 'not' and parentheses", self.q, t.pos)
             self.take()
-            return Not(self.not_expr())
-        if self.is_op("("):
-            self.take()
-            node = self.or_expr()
-            if not self.is_op(")"):
-                self.fail(self.peek(), "')'")
-            self.take()
+            if t.value == "not":
+                node = Not(self.not_expr())
+            else:
+                node = self.or_expr()
+                if not self.is_op(")"):
+                    self.fail(self.peek(), "')'")
+                self.take()
+            self.depth -= 1
             return node
         return self.test()
 
@@ -582,6 +596,8 @@ class Filter:
         if not isinstance(text, str):
             raise FilterError(f"a filter is a string, not {type(text).__name__}")
         self.text = text
+        if len(text) > MAX_LENGTH:
+            raise FilterError(f"a filter of {len(text):,} characters: at most {MAX_LENGTH:,}", text, MAX_LENGTH)
         self.root = _Parser(text).parse()
         cols = _columns_of(self.root)
         self.columns: FrozenSet[str] = frozenset(c.name for c in cols)

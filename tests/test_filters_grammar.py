@@ -249,6 +249,19 @@ def test_grammar_errors_name_the_position():
         assert all(ch.isprintable() for ch in str(e.value).replace("\n", "")), repr(str(e.value))
     with pytest.raises(FilterError):
         parse_filter(5)
+    # hostile sizes end in a FilterError, never in RecursionError, Overflow or a huge int
+    with pytest.raises(FilterError) as e:
+        parse_filter("(" * 5000 + "ts > 1" + ")" * 5000)
+    assert e.value.pos == 100 and "nested deeper than 100" in e.value.reason
+    with pytest.raises(FilterError) as e:
+        parse_filter("not " * 101 + "ts > 1")
+    assert e.value.pos == 400
+    with pytest.raises(FilterError) as e:
+        parse_filter("ts > 1" + " or ts > 1" * 7000)
+    assert "at most 65,536" in e.value.reason
+    assert pushdown_predicates("ts < 1e999999999s") == [Predicate("ts", "<", float("inf"))]
+    assert pushdown_predicates("ts > " + "9" * 60000) == [Predicate("ts", ">", float("inf"))]
+    assert parse_filter("(" * 100 + "ts > 1" + ")" * 100).pushdown() == [Predicate("ts", ">", 1)]
 
 
 def test_pushdown_skips_checkpoints_same_rows(traces, dask_client):
