@@ -136,10 +136,12 @@ class FilterError(ValueError):
 
     @property
     def line(self) -> str:
-        """One line: ``filter: char N: reason`` (N 1-based) or ``filter: reason``."""
+        """One line: ``filter: char N: reason`` (N 1-based) or ``filter: reason``; control
+        characters (of a path, a column name) escaped, as ``\\x1b``."""
+        reason = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in self.reason)
         if self.pos is None:
-            return f"filter: {self.reason}"
-        return f"filter: char {self.pos + 1}: {self.reason}"
+            return f"filter: {reason}"
+        return f"filter: char {self.pos + 1}: {reason}"
 
     def _text(self) -> str:
         if self.query is None or self.pos is None:

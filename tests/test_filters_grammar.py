@@ -144,7 +144,7 @@ def _seqs(df):
 
 #: the cases also run through the whole analyzer with the events held on the cluster (a load per
 #: case: the rest are checked on the loader's frame and through the streamed summary)
-HELD = (0, 3, 9, 10, 11, 13)
+HELD = (0, 3, 10, 11, 13)
 
 
 def test_filters_select_exactly_the_truth(traces, dask_client):
