@@ -309,7 +309,7 @@ def _filter_seen(ev: pd.DataFrame, query: str):
 def _load_task(
     batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
 ):
-    """Load one batch: ``(events, metadata, info)``; never raises.
+    """Load one batch: ``(events, metadata, info)``; never raises but ``FilterError`` (below).
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
     ``keep_args`` (a set of args keys) the other args columns are not built (projection). A filter
@@ -355,7 +355,8 @@ def _load_task(
 
 
 def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
-    """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
+    """Load a group of small files in one task: ``(events, metadata, info)``; never raises but
+    ``FilterError``.
 
     ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
     (``rows`` after ``query``, as in :func:`_load_task`; a ``FilterError`` is raised, as there).
