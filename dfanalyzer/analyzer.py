@@ -286,29 +286,41 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
 def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Optional[List[str]]:
     """The args columns a load must build (``columns=`` of :func:`dfanalyzer.reader.load_batch`):
     ``keep_args``, the summary's :data:`~dfanalyzer.summary.AGGREGATE_COLUMNS` and the names
-    ``query`` reads; None (all) when every args column is kept or the query quotes a name in
-    backticks. The frame is then the same as loading everything and dropping the other columns."""
-    if keep_args is None or (query and "`" in query):
+    ``query`` reads; None (all) when every args column is kept. The frame is then the same as
+    loading everything and dropping the other columns."""
+    if keep_args is None:
         return None
     cols = set(keep_args) | set(_summary.AGGREGATE_COLUMNS)
     if query:
-        from .filters import _referenced_names
+        from .filters import referenced_columns
 
-        cols |= _referenced_names(query)
+        cols |= referenced_columns(query)
     return sorted(cols)
+
+
+def _filter_seen(ev: pd.DataFrame, query: str):
+    """The args columns of ``query`` that the loaded frame ``ev`` has (None when it has no event):
+    :func:`dfanalyzer.filters.check_columns_seen` tells an unknown column from an absent one."""
+    from .filters import parse_filter
+
+    return tuple(sorted(c for c in parse_filter(query).args_columns if c in ev.columns)) if len(ev) else None
 
 
 def _load_task(
     batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
 ):
-    """Load one batch: ``(events, metadata, info)``; never raises.
+    """Load one batch: ``(events, metadata, info)``; never raises but ``FilterError`` (below).
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
-    ``keep_args`` (a set of args keys) the other args columns are not built (projection).
+    ``keep_args`` (a set of args keys) the other args columns are not built (projection). A filter
+    that does not fit the data (``FilterError``) is raised, naming the file: it is the user's
+    error, not a batch that could not be loaded.
     """
     from . import reader
+    from .filters import FilterError
 
     path, first, last = batch[:3]
+    seen = None
     try:
         b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
@@ -316,7 +328,11 @@ def _load_task(
         if query:
             from .filters import apply_query
 
-            ev = apply_query(ev, query)
+            seen = _filter_seen(ev, query)
+            try:
+                ev = apply_query(ev, query)
+            except FilterError as exc:
+                raise FilterError(f"{path}: {exc.reason}") from None
         if keep_args is not None:  # the summary's aggregated-record columns are always kept
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
         info = BatchInfo(
@@ -328,21 +344,27 @@ def _load_task(
             unresolved_hashes=int(getattr(b, "unresolved_hashes", 0)),
             warnings=[str(w) for w in b.warnings],
             span=span,
+            filter_seen=seen,
         )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
+    except FilterError:
+        raise
     except Exception as exc:
         return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
 
 
 def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
-    """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
+    """Load a group of small files in one task: ``(events, metadata, info)``; never raises but
+    ``FilterError``.
 
     ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
-    (``rows`` after ``query``, as in :func:`_load_task`).
+    (``rows`` after ``query``, as in :func:`_load_task`; a ``FilterError`` is raised, as there).
     """
     from . import reader
+    from .filters import FilterError
 
+    seen = None
     try:
         b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
         for f in files:
@@ -355,14 +377,18 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
         for f, sp in zip(files, _sanity.file_spans(ev, files)):  # input sanity (dfanalyzer.sanity)
             f["span"] = sp
         if query:
-            from .filters import apply_query
+            from .filters import filter_mask
 
-            # per-file rows after the query: tag each row with its file's number first
+            seen = _filter_seen(ev, query)
+            try:
+                keep = filter_mask(ev, query)
+            except FilterError as exc:
+                raise FilterError(f"{', '.join(f['path'] for f in files)}: {exc.reason}") from None
+            # per-file rows after the query: the file number of each row, masked
             tag = np.repeat(np.arange(len(files)), [f["rows"] for f in files])
-            ev = apply_query(ev.assign(_dfa_file=tag), query)
-            for f, n in zip(files, np.bincount(ev["_dfa_file"].to_numpy(), minlength=len(files))):
+            for f, n in zip(files, np.bincount(tag[keep], minlength=len(files))):
                 f["rows"] = int(n)
-            ev = ev.drop(columns=["_dfa_file"])
+            ev = ev[keep].reset_index(drop=True)
         if keep_args is not None:  # as in _load_task
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
         info = BatchInfo(
@@ -371,8 +397,11 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             skipped_lines=int(b.skipped_lines),
             lost_bytes=int(b.lost_bytes),
             files=[FileStats.from_reader(f) for f in files],
+            filter_seen=seen,
         )
         return ev, b.metadata, info
+    except FilterError:
+        raise
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
         files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
@@ -516,10 +545,15 @@ class DFAnalyzer:
     progress : bool
         Show a rich progress bar on stderr while indexing and loading.
     query : str, optional
-        Keep only the events this pandas query selects (``"cat == 'POSIX' and ts >= 1.7e15"``;
-        ``dfanalyzer.filters``). Its ``ts``/``te``/``cat``/``name`` terms skip whole checkpoints
-        using the index's per-checkpoint stats; the query is then applied to every loaded batch,
-        so ``events`` holds exactly the selected rows. ``ValueError`` for a query that does not parse.
+        Keep only the events this filter selects (``"cat == 'POSIX' and ts >= 1.7e15"``,
+        ``"name startswith 'read' and dur > 10ms"``): the filter grammar of
+        ``dfanalyzer.filters`` (data, never code: it is parsed here, before anything is read).
+        Its ``ts``/``te``/``cat``/``name`` terms skip whole checkpoints using the index's
+        per-checkpoint stats; the filter is then applied to every loaded batch, so ``events``
+        holds exactly the selected rows. ``dfanalyzer.filters.FilterError`` (a ``ValueError``)
+        naming the position for a filter outside the grammar (here) and, when the events are
+        loaded or summarised, for an args column no event read has or one whose data does not
+        fit its use (text compared with a number).
     small_file_mb : float
         Files of at most this many compressed MiB (default 1) are not indexed one by one: they
         are read whole, several hundred per task, with an in-memory index
@@ -571,11 +605,11 @@ class DFAnalyzer:
         self.compute_cats = tuple(compute_cats)
         self.app_io_cats = tuple(app_io_cats)
         self.progress = bool(progress)
-        self.query = query or None
-        if self.query:
+        self.query = query if query != "" else None
+        if self.query is not None:
             from .filters import pushdown_predicates
 
-            self._pushdown = tuple(pushdown_predicates(self.query))  # ValueError for a bad query
+            self._pushdown = tuple(pushdown_predicates(self.query))  # FilterError for a bad filter
         else:
             self._pushdown = ()
         if isinstance(args, str):
@@ -825,6 +859,10 @@ class DFAnalyzer:
         return self._notes
 
     def _build_stats(self, infos, partitions: int) -> None:
+        if self.query is not None:  # an args column that no batch has: an error, not 0 rows
+            from .filters import check_columns_seen
+
+            check_columns_seen(self.query, [i.filter_seen for i in infos])
         indexes, batches = self._indexes, self._batches
         per: Dict[str, FileStats] = {}
         for i in indexes:

@@ -109,6 +109,14 @@ def _check_load_options(args) -> int:
     if args.batch_size_mb <= 0:
         print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
         return 2
+    if args.filter:  # parsed (never run: a filter is data) before anything is read
+        from .filters import FilterError, parse_filter
+
+        try:
+            parse_filter(args.filter)
+        except FilterError as exc:
+            print(f"dfanalyzer: error: --filter: {exc.line}", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -211,6 +219,7 @@ def _run_loaded(args, work) -> int:
     from rich.console import Console
 
     from .analyzer import expand_patterns
+    from .filters import FilterError
     from .insights import load_config
 
     try:
@@ -236,7 +245,7 @@ def _run_loaded(args, work) -> int:
         if _no_events(analyzer, args):
             return 1
         return work(analyzer, err)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, FilterError) as exc:  # (a filter that does not fit the data)
         print(f"dfanalyzer: error: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -415,8 +424,10 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
     s.add_argument(
         "--filter",
         default=None,
-        metavar="QUERY",
-        help="keep only the events this pandas query selects, e.g. \"cat == 'POSIX' and ts >= 1.7e15\"",
+        metavar="FILTER",
+        help="keep only the events this filter selects (a grammar of comparisons, in, and/or/not, "
+        'startswith/contains, units; docs/analyzer.md "Filters"), e.g. '
+        "\"cat == 'POSIX' and dur >= 10ms and fname contains 'ckpt'\"",
     )
 
 
@@ -706,10 +717,6 @@ def view_main(args) -> int:
     try:
         for r in runs:
             expand_patterns(r)
-        if args.filter:
-            from .filters import pushdown_predicates
-
-            pushdown_predicates(args.filter)
         if args.command == "timeline" and args.window is not None:
             from .analyzer import _window_us
 

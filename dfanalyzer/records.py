@@ -83,6 +83,9 @@ class BatchInfo:
     files: Optional[List[FileStats]] = None
     #: (first ts, last te) of the batch's events in µs, before any query (input sanity)
     span: Optional[Tuple[int, int]] = None
+    #: with a filter: its args columns that the loaded events have (None: no event loaded);
+    #: dfanalyzer.filters.check_columns_seen
+    filter_seen: Optional[Tuple[str, ...]] = None
 
     @classmethod
     def failed(cls, batch: tuple, exc: BaseException) -> "BatchInfo":
