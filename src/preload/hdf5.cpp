@@ -53,7 +53,8 @@ struct Aux {
 };
 Aux aux_is_valid{"H5Iis_valid"}, aux_fget_name{"H5Fget_name"}, aux_iget_name{"H5Iget_name"},
     aux_aget_name{"H5Aget_name"}, aux_npoints{"H5Sget_select_npoints"}, aux_tsize{"H5Tget_size"},
-    aux_dspace{"H5Dget_space"}, aux_aspace{"H5Aget_space"}, aux_sclose{"H5Sclose"};
+    aux_dspace{"H5Dget_space"}, aux_aspace{"H5Aget_space"}, aux_sclose{"H5Sclose"}, aux_itype{"H5Iget_type"},
+    aux_iref{"H5Iget_ref"};
 
 bool valid(hid_t id) noexcept {
   auto f = aux_is_valid.get<htri_t (*)(hid_t)>();
@@ -280,8 +281,7 @@ DFT_EXPORT herr_t H5Gclose(hid_t id) {
 }
 
 // ============================================================================ datasets
-DFT_EXPORT hid_t H5Dcreate2(hid_t loc, const char* name, hid_t type, hid_t space, hid_t lcpl, hid_t dcpl,
-                            hid_t dapl) {
+DFT_EXPORT hid_t H5Dcreate2(hid_t loc, const char* name, hid_t type, hid_t space, hid_t lcpl, hid_t dcpl, hid_t dapl) {
   DFT_REAL(H5Dcreate2, loc, name, type, space, lcpl, dcpl, dapl);
   return object_op<hid_t>("H5Dcreate2", loc, call, kNewObject);
 }
@@ -302,8 +302,7 @@ DFT_EXPORT herr_t H5Dread(hid_t dset, hid_t mem_type, hid_t mem_space, hid_t fil
   });
 }
 
-DFT_EXPORT herr_t H5Dwrite(hid_t dset, hid_t mem_type, hid_t mem_space, hid_t file_space, hid_t dxpl,
-                           const void* buf) {
+DFT_EXPORT herr_t H5Dwrite(hid_t dset, hid_t mem_type, hid_t mem_space, hid_t file_space, hid_t dxpl, const void* buf) {
   DFT_REAL(H5Dwrite, dset, mem_type, mem_space, file_space, dxpl, buf);
   return object_op<herr_t>("H5Dwrite", dset, call, [&](ArgList& a, herr_t ret) {
     Name n;
@@ -329,6 +328,39 @@ DFT_EXPORT hid_t H5Oopen(hid_t loc, const char* name, hid_t lapl) {
 DFT_EXPORT herr_t H5Oclose(hid_t id) {
   DFT_REAL(H5Oclose, id);
   return close_op("H5Oclose", id, Kind::kObject, call);
+}
+
+// h5py releases every id with H5Idec_ref (ObjectID.__dealloc__, File.close): recorded when it
+// drops the last reference of a file, group or dataset id (H5I_FILE 1, H5I_GROUP 2, H5I_DATASET
+// 5: the same in every HDF5 >= 1.8), i.e. closes it; args.type says which.
+DFT_EXPORT int H5Idec_ref(hid_t id) {
+  DFT_REAL(H5Idec_ref, id);
+  if (DFT_LIKELY(!hdf5_on())) return call();
+  Name file, obj;
+  std::string_view type;
+  {
+    Recording rec;
+    auto get_type = aux_itype.get<int (*)(hid_t)>();
+    auto get_ref = aux_iref.get<int (*)(hid_t)>();
+    if (get_type != nullptr && get_ref != nullptr && valid(id)) {
+      int t = get_type(id);
+      type = t == 1 ? "file" : t == 2 ? "group" : t == 5 ? "dataset" : std::string_view();
+      if (!type.empty() && (get_ref(id) != 1 || !traced_object(id, file))) type = std::string_view();
+      if (!type.empty() && t != 1 && g_state.metadata) object_name(id, obj);
+    }
+  }
+  if (type.empty()) return call();
+  int64_t t0 = now_us();
+  int ret = call();
+  int64_t t1 = now_us();
+  Recording rec;
+  emit("H5Idec_ref", kCatHdf5, t0, t1, [&](ArgList& a) {
+    a.add_str("fname", file.view());
+    if (obj.n > 0) a.add_str("dname", obj.view());
+    a.add_str("type", type);
+    a.add_int("ret", ret);
+  });
+  return ret;
 }
 
 // ============================================================================ attributes

@@ -126,8 +126,8 @@ struct LoadedSearch {
   const void* self;
   const char* name;
   uint32_t hash;
-  void* found = nullptr;      // the definition's address
-  char path[4096] = {};       // or, when only dlsym can decide it, the object's path
+  void* found = nullptr;  // the definition's address
+  char path[4096] = {};   // or, when only dlsym can decide it, the object's path
 };
 
 int search_object(struct dl_phdr_info* info, size_t, void* data) {
