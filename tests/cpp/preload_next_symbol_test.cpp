@@ -1,7 +1,8 @@
 // next_symbols() (src/preload/next_symbol.h) gives exactly what dlsym(RTLD_NEXT) gives from the
 // same object, for every call of the call table, for libc symbols with several versions (the
 // default one), for C++ symbols defined before libc in the load order, and leaves IFUNC and
-// unknown names to dlsym (null).
+// unknown names to dlsym (null). loaded_symbol() (HDF5's real functions) also finds a definition
+// in a library loaded RTLD_LOCAL, outside dlsym(RTLD_NEXT)'s scope.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
