@@ -36,7 +36,7 @@ import numpy as np
 import h5py
 
 path, rows, cols = sys.argv[1], 64, 1000
-calls = {"H5Dwrite": [0, 0], "H5Dread": [0, 0]}
+calls = {"H5Dwrite": [0, 0], "H5Dread": [0, 0], "H5Awrite": [0, 0], "H5Aread": [0, 0]}
 with h5py.File(path, "w") as f:
     ds = f.create_dataset("grp/data", shape=(rows, cols), dtype="f8", chunks=(1, cols))
     for i in range(rows):  # one chunk per row: 64 chunks, written slice by slice
@@ -44,8 +44,13 @@ with h5py.File(path, "w") as f:
         ds[i] = row
         calls["H5Dwrite"][0] += 1
         calls["H5Dwrite"][1] += row.nbytes
+    scale = np.arange(3.0)
+    ds.attrs["scale"] = scale
+    calls["H5Awrite"] = [1, scale.nbytes]
 with h5py.File(path, "r") as f:
     ds = f["grp/data"]
+    assert list(ds.attrs["scale"]) == [0.0, 1.0, 2.0]
+    calls["H5Aread"] = [1, 24]
     for i in range(rows):
         row = ds[i]
         assert row[0] == i and row.shape == (cols,)
@@ -179,7 +184,12 @@ def test_h5py_write_and_read_back_64_chunks(lib, tmp_path):
     r, evs, log = _run([sys.executable, str(prog), "x.h5"], lib, tmp_path, data, strace=True)
     own = _own_counts(r.stdout)
     assert own.pop("local_libhdf5") == (1, 0)
-    assert own == {"H5Dwrite": (64, 64 * 8000), "H5Dread": (65, 64 * 8000 + 32 * 200 * 8)}
+    assert own == {
+        "H5Dwrite": (64, 64 * 8000),
+        "H5Dread": (65, 64 * 8000 + 32 * 200 * 8),
+        "H5Awrite": (1, 24),
+        "H5Aread": (1, 24),
+    }
     for name, (n, b) in own.items():
         assert _hdf5_totals(evs, name) == (n, b), name
     h = [e for e in evs if e.get("cat") == "HDF5"]
@@ -194,6 +204,11 @@ def test_h5py_write_and_read_back_64_chunks(lib, tmp_path):
     assert closes["file"] == 2 and closes["dataset"] == 2, closes
     assert names["H5Fcreate"] == names["H5Fopen"] == names["H5Gcreate2"] == names["H5Dcreate2"] == 1, names
     assert names["H5Oopen"] == 1, names
+    # h5py's attributes: H5Acreate_by_name and H5Aopen_by_name, on the dataset.
+    assert names["H5Acreate_by_name"] == names["H5Aopen_by_name"] == 1, names
+    for e in h:
+        if e["name"].startswith("H5A"):
+            assert (e["args"]["dname"], e["args"]["aname"]) == ("/grp/data", "scale"), e
     assert all(e["args"]["ret"] >= 0 for e in h)
     # POSIX stays exact: the .h5 file's reads and writes equal strace's, calls and bytes.
     posix = _posix_bytes(evs, h5)

@@ -61,12 +61,16 @@ bool valid(hid_t id) noexcept {
   return id > 0 && f != nullptr && f(id) > 0;
 }
 
-// A name read by one of HDF5's get_name calls into a fixed buffer (truncated names are dropped).
-struct Name {
-  char s[kPathCap];
+// A name read by one of HDF5's get_name calls into a fixed buffer (a longer one is left out of
+// the args). Files: kPathCap; objects and attributes: 1 KiB (a wrapper holds up to three).
+template <size_t Cap>
+struct NameBuf {
+  char s[Cap];
   int n = -1;
   std::string_view view() const noexcept { return n > 0 ? std::string_view(s, size_t(n)) : std::string_view(); }
 };
+using FileName = NameBuf<kPathCap>;
+using Name = NameBuf<1024>;
 
 // The object's path in its file (H5Iget_name), when the id is valid and has one.
 void object_name(hid_t id, Name& out) noexcept {
@@ -84,7 +88,7 @@ void attribute_name(hid_t id, Name& out) noexcept {
 }
 
 // True when `id` is valid and its file is a traced path; `file` gets the absolute file name.
-bool traced_object(hid_t id, Name& file) noexcept {
+bool traced_object(hid_t id, FileName& file) noexcept {
   if (!valid(id)) return false;
   auto f = aux_fget_name.get<ssize_t (*)(hid_t, char*, size_t)>();
   if (f == nullptr) return false;
@@ -151,7 +155,7 @@ bool hdf5_on() noexcept { return gate(g_state.hdf5); }
 template <typename Call>
 hid_t file_open(std::string_view event, const char* path, unsigned flags, Call&& call) {
   if (DFT_LIKELY(!hdf5_on())) return call();
-  Name file;
+  FileName file;
   if (!traced_path(AT_FDCWD, path, file.s, &file.n)) return call();
   int64_t t0 = now_us();
   hid_t ret = call();
@@ -171,7 +175,7 @@ hid_t file_open(std::string_view event, const char* path, unsigned flags, Call&&
 template <typename R, typename Call, typename Extra>
 R object_op(std::string_view event, hid_t loc, Call&& call, Extra&& extra) {
   if (DFT_LIKELY(!hdf5_on())) return call();
-  Name file;
+  FileName file;
   {
     Recording rec;
     if (!traced_object(loc, file)) file.n = -1;
@@ -195,7 +199,8 @@ enum class Kind { kFile, kObject, kAttribute };
 template <typename Call>
 herr_t close_op(std::string_view event, hid_t id, Kind kind, Call&& call) {
   if (DFT_LIKELY(!hdf5_on())) return call();
-  Name file, obj, attr;
+  FileName file;
+  Name obj, attr;
   {
     Recording rec;
     if (!traced_object(id, file)) file.n = -1;
@@ -336,7 +341,8 @@ DFT_EXPORT herr_t H5Oclose(hid_t id) {
 DFT_EXPORT int H5Idec_ref(hid_t id) {
   DFT_REAL(H5Idec_ref, id);
   if (DFT_LIKELY(!hdf5_on())) return call();
-  Name file, obj;
+  FileName file;
+  Name obj;
   std::string_view type;
   {
     Recording rec;
@@ -367,6 +373,13 @@ DFT_EXPORT int H5Idec_ref(hid_t id) {
 DFT_EXPORT hid_t H5Acreate2(hid_t loc, const char* name, hid_t type, hid_t space, hid_t acpl, hid_t aapl) {
   DFT_REAL(H5Acreate2, loc, name, type, space, acpl, aapl);
   return object_op<hid_t>("H5Acreate2", loc, call, kNewAttribute);
+}
+
+// h5py creates attributes with H5Acreate_by_name(obj, ".", name, ...).
+DFT_EXPORT hid_t H5Acreate_by_name(hid_t loc, const char* obj_name, const char* attr_name, hid_t type, hid_t space,
+                                   hid_t acpl, hid_t aapl, hid_t lapl) {
+  DFT_REAL(H5Acreate_by_name, loc, obj_name, attr_name, type, space, acpl, aapl, lapl);
+  return object_op<hid_t>("H5Acreate_by_name", loc, call, kNewAttribute);
 }
 
 DFT_EXPORT hid_t H5Aopen(hid_t obj, const char* name, hid_t aapl) {
