@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -75,14 +76,18 @@ def _need_h5py():
         pytest.fail("h5py is required (pip install '.[test]')")
 
 
-def _h5cc_flags() -> list[str] | None:
-    """Compiler and linker flags of the system libhdf5 (Debian's libhdf5-dev), or None."""
-    inc, lib = "/usr/include/hdf5/serial", "/usr/lib/x86_64-linux-gnu/hdf5/serial"
-    if os.path.isfile(os.path.join(inc, "hdf5.h")) and os.path.isdir(lib):
-        return [f"-I{inc}", f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhdf5"]
-    if os.path.isfile("/usr/include/hdf5.h"):
-        return ["-lhdf5"]
-    return None
+def _hdf5_flags() -> list[str] | None:
+    """Compiler and linker flags of the system's shared libhdf5 (Debian's libhdf5-dev), from
+    pkg-config (not h5cc: it links libhdf5.a statically, and calls inside an executable cannot be
+    interposed), with an rpath to its directory; None when there is none."""
+    try:
+        out = subprocess.run(["pkg-config", "--cflags", "--libs", "hdf5"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    if out.returncode != 0:
+        return None
+    flags = out.stdout.split()
+    return flags + ["-Wl,-rpath," + f[2:] for f in flags if f.startswith("-L")]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +97,7 @@ def lib():
 
 @pytest.fixture(scope="module")
 def hdf5_flags():
-    flags = _h5cc_flags()
+    flags = _hdf5_flags()
     assert flags is not None, "libhdf5-dev is required (scripts/system_deps.sh)"
     return flags
 
@@ -143,10 +148,12 @@ def _posix_bytes(events, path):
     return len(r), sum(max(x, 0) for x in r), len(w), sum(max(x, 0) for x in w)
 
 
-def _strace_bytes(log, path):
-    import re
+_STRACE_FD_CALL = re.compile(r"^(\d+)\s+(\w+)\((-?\d+)<([^>]*)>.*\)\s+=\s+(-?\d+)")
 
-    call_re = re.compile(r"^(\d+)\s+(\w+)\((-?\d+)<([^>]*)>.*\)\s+=\s+(-?\d+)")
+
+def _strace_bytes(log, path):
+    """(reads, read bytes, writes, written bytes) of the data system calls on path (strace -y)."""
+    call_re = _STRACE_FD_CALL
     nr = br = nw = bw = 0
     for line in _strace_calls(log):
         m = call_re.match(line)
