@@ -4,12 +4,12 @@
 #   build: compilers and libraries for `pip install .` (zlib, SQLite, simdjson, yaml-cpp)
 #   test:  build + GoogleTest, clang-format (scripts/lint.sh), g++-11, g++-12, clang and ccache
 #          (toolchain matrix, scripts/toolchain_matrix.sh; clang also fuzzes), strace, Slurm + munge
-#          (cluster integration test), OpenMPI (DLIO test), chromium (headless rendering of the HTML report)
+#          (cluster integration test), OpenMPI (DLIO test), HDF5 (tests/test_preload_hdf5.py), chromium (headless rendering of the HTML report)
 set -euo pipefail
 profile=${1:-build}
 
 build_pkgs=(g++ make pkg-config zlib1g-dev libdeflate-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
-test_pkgs=(libgtest-dev clang-format g++-11 g++-12 ccache strace slurm-wlm munge libopenmpi-dev openmpi-bin clang libclang-rt-14-dev chromium)
+test_pkgs=(libgtest-dev clang-format g++-11 g++-12 ccache strace slurm-wlm munge libopenmpi-dev openmpi-bin libhdf5-dev clang libclang-rt-14-dev chromium)
 
 pkgs=("${build_pkgs[@]}")
 case "$profile" in

@@ -70,9 +70,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Call:
-    """One row of ``src/format/calls.def``: interface (POSIX, STDIO, PROCESS), libc symbol, the
+    """One row of ``src/format/calls.def``: interface (POSIX, STDIO, PROCESS, HDF5), symbol, the
     event name the preload records, return type, parameter types and byte rule (RET,
-    RET_TIMES_SIZE, NONE, NO_EVENT)."""
+    RET_TIMES_SIZE, RET_COPY, ARG_SIZE, NONE, NO_EVENT). The byte families below hold libc's
+    calls only (RET, RET_TIMES_SIZE): an ARG_SIZE call (H5Dread) is a layer above POSIX."""
 
     interface: str
     symbol: str

@@ -150,6 +150,7 @@ void preload_init() {
     g_state.enabled = c.enable;
     g_state.posix = c.enable && !c.disable_io && !c.disable_posix;
     g_state.stdio = c.enable && !c.disable_io && !c.disable_stdio;
+    g_state.hdf5 = c.enable && !c.disable_io;
     g_state.metadata = c.inc_metadata;
     process_init();  // environment snapshot for exec, atfork handlers
     // Tracing starts here with DFTRACER_INIT=PRELOAD (enables tracing unless DFTRACER_ENABLE is

@@ -37,13 +37,14 @@ struct Object {
   uint32_t nbuckets = 0, symoffset = 0, bloom_size = 0, bloom_shift = 0;
 
   // False if the object has no GNU hash table (then nothing here can decide).
-  bool load(const struct link_map* m) {
-    base = m->l_addr;
+  bool load(const struct link_map* m) { return load(m->l_addr, m->l_ld); }
+  bool load(ElfW(Addr) load_base, const ElfW(Dyn) * ld) {
+    base = load_base;
     // The loader adds l_addr to these entries in a writable .dynamic, not in a read-only one
     // (e.g. the vDSO's); an unadjusted value is an offset below the load address.
     auto ptr = [&](ElfW(Addr) v) { return base != 0 && v < base ? v + base : v; };
     const uint32_t* gnu = nullptr;
-    for (const ElfW(Dyn)* d = m->l_ld; d != nullptr && d->d_tag != DT_NULL; ++d) {
+    for (const ElfW(Dyn)* d = ld; d != nullptr && d->d_tag != DT_NULL; ++d) {
       switch (d->d_tag) {
         case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(ptr(d->d_un.d_ptr)); break;
         case DT_STRTAB: strtab = reinterpret_cast<const char*>(ptr(d->d_un.d_ptr)); break;
@@ -119,7 +120,57 @@ const struct link_map* map_of(const void* addr) {
 #endif
 }
 
+// dl_iterate_phdr callback of loaded_symbol: the first object other than the caller's that
+// defines the name.
+struct LoadedSearch {
+  const void* self;
+  const char* name;
+  uint32_t hash;
+  void* found = nullptr;  // the definition's address
+  char path[4096] = {};   // or, when only dlsym can decide it, the object's path
+};
+
+int search_object(struct dl_phdr_info* info, size_t, void* data) {
+  auto* q = static_cast<LoadedSearch*>(data);
+  const ElfW(Dyn)* ld = nullptr;
+  auto self = reinterpret_cast<ElfW(Addr)>(q->self);
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    ElfW(Addr) start = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && self >= start && self - start < ph.p_memsz) return 0;  // ourselves
+    if (ph.p_type == PT_DYNAMIC) ld = reinterpret_cast<const ElfW(Dyn)*>(start);
+  }
+  Object obj;
+  if (ld == nullptr || !obj.load(info->dlpi_addr, ld)) return 0;
+  bool unsure = false;
+  const ElfW(Sym)* s = obj.find(q->name, q->hash, &unsure);
+  if (s != nullptr && s->st_shndx == SHN_UNDEF) return 0;  // a reference (PLT address), not a definition
+  if (s == nullptr && !unsure) return 0;
+  if (s != nullptr && !unsure) {
+    q->found = reinterpret_cast<void*>(obj.base + s->st_value);
+    return 1;
+  }
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+  size_t n = strlen(info->dlpi_name);
+  if (n >= sizeof q->path) return 0;
+  memcpy(q->path, info->dlpi_name, n + 1);
+  return 1;
+}
+
 }  // namespace
+
+void* loaded_symbol(const void* self, const char* name) noexcept {
+  LoadedSearch q{self, name, gnu_hash(name)};
+  if (dl_iterate_phdr(search_object, &q) == 0) return nullptr;
+  if (q.found != nullptr) return q.found;
+  // An IFUNC, TLS or unique definition: dlsym in that object (already loaded: RTLD_NOLOAD) runs
+  // the resolver; the handle only pins it for the lookup.
+  void* h = dlopen(q.path, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  void* p = dlsym(h, name);
+  dlclose(h);
+  return p;
+}
 
 size_t next_symbols(const void* self, const char* const* names, void** out, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) out[i] = nullptr;

@@ -18,4 +18,10 @@ namespace dftracer::preload {
 size_t next_symbols(const void* self, const char* const* names, void** out, size_t n) noexcept
     __attribute__((visibility("hidden")));
 
+// The definition of `name` in the first object of the loader's list (load order) that defines
+// it, other than the object containing `self`: also an object loaded RTLD_LOCAL (h5py's bundled
+// libhdf5), which dlsym(RTLD_NEXT) does not search. Null when no loaded object defines it.
+// Takes the loader's lock (dl_iterate_phdr): not for signal handlers or vfork children.
+void* loaded_symbol(const void* self, const char* name) noexcept __attribute__((visibility("hidden")));
+
 }  // namespace dftracer::preload

@@ -1,5 +1,5 @@
 // Shared internals of libdftracer_preload.so: the per-call gate, path resolution and event
-// helpers.  One module per interface (posix.cpp, stdio.cpp, process.cpp) uses these,
+// helpers.  One module per interface (posix.cpp, stdio.cpp, process.cpp, hdf5.cpp) uses these,
 // Darshan-style; real.h gives the real functions (from src/format/calls.def), fd_table.h keeps
 // the fd -> path map.
 //
@@ -40,6 +40,7 @@ struct State {
   bool enabled = false;            // config().enable: keep LD_PRELOAD/DFTRACER_* across exec
   bool posix = false;              // POSIX category on (not DFTRACER_DISABLE_IO/_POSIX)
   bool stdio = false;              // STDIO category on
+  bool hdf5 = false;               // HDF5 category on (not DFTRACER_DISABLE_IO)
   bool metadata = false;           // DFTRACER_INC_METADATA
   Tracer* tracer = nullptr;
 };

@@ -5,6 +5,10 @@
 
 namespace dftracer::preload {
 
+void* resolve_loaded(const char* name) noexcept {
+  return loaded_symbol(reinterpret_cast<const void*>(&resolve_loaded), name);
+}
+
 #define DFT_CALL(interface, name, ret, params, bytes) std::atomic<name##_fn> real_##name##_ptr{nullptr};
 #include "../format/calls.def"
 #undef DFT_CALL
@@ -15,7 +19,7 @@ namespace dftracer::preload {
 // ...): stdio is not async-signal-safe and not allowed in a vfork child, so its wrappers only run
 // where dlsym may; each resolves on its first call (real.h). Saves 16 of the ~120 dlsym calls.
 namespace {
-constexpr bool kEager_POSIX = true, kEager_PROCESS = true, kEager_STDIO = false;
+constexpr bool kEager_POSIX = true, kEager_PROCESS = true, kEager_STDIO = false, kEager_HDF5 = false;
 
 constexpr const char* kEagerNames[] = {
 #define DFT_CALL(interface, name, ret, params, bytes) kEager_##interface ? #name : nullptr,

@@ -38,9 +38,9 @@ int64_t ArgColumn::length() const {
 
 // Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
 // (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size; RET_COPY: args.ret, moved from the in
-// file, fname, to the out file, args.out_fname), so no call the preload intercepts can lose its
-// bytes. Names compare without leading '_' and a "_chk" suffix (fortify entry points,
-// other tracers' spellings).
+// file, fname, to the out file, args.out_fname; ARG_SIZE: args.size, H5Dread/H5Dwrite), so no
+// call the preload intercepts can lose its bytes. Names compare without leading '_' and a "_chk"
+// suffix (fortify entry points, other tracers' spellings).
 namespace {
 constexpr std::string_view bare_call_name(std::string_view n) {
   while (!n.empty() && n.front() == '_') n.remove_prefix(1);
@@ -50,6 +50,7 @@ constexpr std::string_view bare_call_name(std::string_view n) {
 constexpr SizeKind kBytes_RET = kRet;
 constexpr SizeKind kBytes_RET_TIMES_SIZE = kRetTimesSize;
 constexpr SizeKind kBytes_RET_COPY = kRet;
+constexpr SizeKind kBytes_ARG_SIZE = kSize;
 constexpr SizeKind kBytes_NONE = kNoSize;
 constexpr SizeKind kBytes_NO_EVENT = kNoSize;
 }  // namespace
@@ -880,6 +881,7 @@ struct Parser::Impl {
       size = sum->i;
       return true;
     }
+    if (sk == kSize) return false;  // the records of args.size calls carry no summed size
     const Staged *smin = sp[kSizeMin], *smax = sp[kSizeMax];
     if (!is_int(smin) || !is_int(smax) || smin->i != smax->i) return false;
     return !__builtin_mul_overflow(sum->i, smin->i, &size);
@@ -944,6 +946,9 @@ struct Parser::Impl {
       if (sk == kRet) {
         size = ret->i;
         size_ok = true;
+      } else if (sk == kSize) {
+        size_ok = asize && asize->type == ArgType::Int && asize->i >= 0;
+        if (size_ok) size = asize->i;
       } else if (asize && asize->type == ArgType::Int) {
         size = ret->i * asize->i;
         size_ok = true;

@@ -380,12 +380,12 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none());
   m.attr("INDEX_FORMAT_VERSION") = kIndexFormatVersion;
   m.def("call_table", &call_table,
-        "The intercepted calls of src/format/calls.def, in order: dicts interface (POSIX, STDIO, PROCESS), "
-        "symbol, event (the name the preload records), ret, params (C types), bytes (RET, RET_TIMES_SIZE, NONE, "
-        "NO_EVENT).");
+        "The intercepted calls of src/format/calls.def, in order: dicts interface (POSIX, STDIO, PROCESS, HDF5), "
+        "symbol, event (the name the preload records), ret, params (C types), bytes (RET, RET_TIMES_SIZE, RET_COPY, "
+        "ARG_SIZE, NONE, NO_EVENT).");
   m.def(
       "byte_rule", [](const std::string& name) { return int(size_kind_of(name)); }, py::arg("name"),
-      "The reader's byte rule for an event name: 0 none, 1 args.ret, 2 args.ret * args.size (calls.def plus "
+      "The reader's byte rule for an event name: 0 none, 1 args.ret, 2 args.ret * args.size, 3 args.size (calls.def plus "
       "the names other tracers record).");
   m.attr("TRACER_CATEGORY") = std::string(dftracer::format::kTracerCategory);
 }

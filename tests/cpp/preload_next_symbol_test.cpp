@@ -1,7 +1,8 @@
 // next_symbols() (src/preload/next_symbol.h) gives exactly what dlsym(RTLD_NEXT) gives from the
 // same object, for every call of the call table, for libc symbols with several versions (the
 // default one), for C++ symbols defined before libc in the load order, and leaves IFUNC and
-// unknown names to dlsym (null).
+// unknown names to dlsym (null). loaded_symbol() (HDF5's real functions) also finds a definition
+// in a library loaded RTLD_LOCAL, outside dlsym(RTLD_NEXT)'s scope.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -31,11 +32,13 @@ Lookup lookup(std::vector<const char*> names) {
 }  // namespace
 
 TEST(PreloadNextSymbol, EveryCallOfTheTableAsDlsym) {
-  std::vector<const char*> names = {
-#define DFT_CALL(interface, name, ret, params, bytes) #name,
+  // libc's calls (the interfaces resolved with dlsym(RTLD_NEXT); HDF5's resolve in loaded objects).
+  constexpr bool kLibc_POSIX = true, kLibc_STDIO = true, kLibc_PROCESS = true, kLibc_HDF5 = false;
+  std::vector<const char*> names;
+#define DFT_CALL(interface, name, ret, params, bytes) \
+  if (kLibc_##interface) names.push_back(#name);
 #include "../../src/format/calls.def"
 #undef DFT_CALL
-  };
   Lookup r = lookup(names);
   size_t defined = 0;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -75,4 +78,24 @@ TEST(PreloadNextSymbol, LoadOrderIfuncAndUnknown) {
   EXPECT_NE(r.slow[2], nullptr);
   EXPECT_EQ(r.fast[4], nullptr);
   EXPECT_EQ(r.slow[4], nullptr);
+}
+
+TEST(PreloadLoadedSymbol, GlobalLocalIfuncAndUnknown) {
+  const void* self = reinterpret_cast<const void*>(&anchor);
+  // A libc function: the same definition dlsym(RTLD_NEXT) gives.
+  EXPECT_EQ(dftracer::preload::loaded_symbol(self, "pread"), dlsym(RTLD_NEXT, "pread"));
+  // An IFUNC: handed to dlsym in its object, which runs the resolver.
+  EXPECT_EQ(dftracer::preload::loaded_symbol(self, "memcpy"), dlsym(RTLD_NEXT, "memcpy"));
+  EXPECT_EQ(dftracer::preload::loaded_symbol(self, "dftracer_no_such_symbol"), nullptr);
+  // A library loaded RTLD_LOCAL later (h5py's bundled libhdf5's case): outside the global
+  // scope, so dlsym(RTLD_DEFAULT) misses it; loaded_symbol finds its definition.
+  ASSERT_EQ(dlsym(RTLD_DEFAULT, "deflateBound"), nullptr) << "libz is already global here";
+  EXPECT_EQ(dftracer::preload::loaded_symbol(self, "deflateBound"), nullptr);  // not loaded yet
+  void* h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "deflateBound"), nullptr);
+  void* want = dlsym(h, "deflateBound");
+  ASSERT_NE(want, nullptr);
+  EXPECT_EQ(dftracer::preload::loaded_symbol(self, "deflateBound"), want);
+  dlclose(h);
 }
