@@ -284,13 +284,14 @@ def _print_input_problems(err, analyzer, skipped=None) -> None:
             )
 
 
-def _no_events(analyzer, args) -> bool:
+def _no_events(analyzer, args, run: str = "") -> bool:
     """True (after one line on stderr) when nothing was loaded: no event in any file and no
-    ``--filter`` that could have removed them."""
+    ``--filter`` that could have removed them; ``run`` names the run (``compare``)."""
     if args.filter or analyzer.stats["events"] > 0:
         return False
     n = analyzer.stats["files"]
-    _error(f"no event loaded from the {n} file(s) given (see the warnings above)")
+    why = "see the warnings above" if analyzer.skipped_files() else "they hold no trace event"
+    _error(f"no event loaded from the {n} file(s) given{run} ({why})")
     return True
 
 
@@ -861,7 +862,10 @@ def view_main(args) -> int:
         analyzers = [_analyzer_from_args(r, args, client, keep_args, progress) for r in runs]
         for a in analyzers:  # (before any output: a run without events ends the command)
             _print_input_problems(err, a)
-        if any(_no_events(a, args) for a in analyzers):
+        names = [""]
+        if args.command == "compare":
+            names = [f" for the baseline run A {args.baseline!r}", f" for the candidate run B {args.candidate!r}"]
+        if any(_no_events(a, args, name) for a, name in zip(analyzers, names)):
             return 1
         status = 0
         if args.command == "compare":
