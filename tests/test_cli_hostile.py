@@ -165,6 +165,33 @@ def test_math_hostname_report_and_heatmap(traces, run, tmp_path):
     _clean(out, err)
 
 
+def test_insights_panel_escapes_evidence():
+    """A finding whose message and evidence name a hostile file, and an input warning: the
+    panel (``dfanalyzer insights`` and ``DFAnalyzer.insights(show=True)``) prints them escaped."""
+    import io
+
+    from rich.console import Console
+
+    from dfanalyzer.insights import Insight, InsightReport
+
+    ins = Insight(
+        "small_requests",
+        "P01",
+        "high",
+        "Small requests",
+        f"small reads on {FNAME}",
+        {"metrics": {"share": 0.5}, "files": [{"fname": FNAME, "host": HOST, "small_reads": 10}]},
+        [f"batch the reads of {NAME}"],
+    )
+    rep = InsightReport([ins], ["small_requests"], {}, warnings=[f"runs far apart: {HOST}"])
+    buf = io.StringIO()
+    Console(file=buf, width=400, color_system=None).print(rep.panel())
+    text = buf.getvalue()
+    _clean(text)
+    for s in (FNAME, HOST, NAME):
+        assert escape(s) in text, (s, text)
+
+
 def test_api_input_warning_is_escaped():
     from dfanalyzer.sanity import InputWarning, emit
 
