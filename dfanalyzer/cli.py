@@ -341,6 +341,8 @@ def _run_loaded(args, work) -> int:
     except (FileNotFoundError, ValueError) as exc:  # (a --window too fine for the span...)
         _error(exc)
         return 2
+    except BrokenPipeError:
+        raise
     except OSError as exc:  # the report cannot be written
         _error(exc)
         return 1
@@ -382,6 +384,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         _interrupted()
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (``| head``): not a failure
+        try:  # (and Python's flush of stdout at exit must not report it either)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except Exception as exc:  # a bug or a failure not foreseen: still one line, not a traceback
         if os.environ.get("DFANALYZER_DEBUG"):
             raise
@@ -914,6 +922,8 @@ def view_main(args) -> int:
     except (FileNotFoundError, ValueError) as exc:
         _error(exc)
         return 2
+    except BrokenPipeError:
+        raise
     except OSError as exc:  # the output cannot be written (permissions, full disk)
         _error(exc)
         return 1
