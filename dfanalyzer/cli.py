@@ -902,8 +902,8 @@ def view_main(args) -> int:
                 out = Console(width=200)
             out.print(frame_table(shown, f"dfanalyzer {args.command}"))
             note = _attrs_text(df)
-            if note:
-                _say(out, note)
+            if note:  # (wrapped at the table's width)
+                out.print(escape(note), highlight=False, markup=False)
         else:
             write_frame(shown, args.format, args.output)
             if args.output:
