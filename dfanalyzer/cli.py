@@ -5,12 +5,23 @@
 ``processes``, ``timeline``, ``tags``, ``epochs``, ``layers``) print a table of the matching
 ``dfanalyzer.views`` frame or export it (``--format csv|parquet|json``, ``-o FILE``);
 ``compare A B`` compares two runs; ``insights`` runs the insight rules (``--json``,
-``--config``) and ``report`` writes one self-contained HTML page (``-o``). Every command takes ``--filter QUERY``. Exit status: 0 on
-success, 2 for bad arguments or a pattern that matches no file, 1 for other errors, 3 when
-``compare --threshold`` finds a regression. A progress bar is shown on stderr while loading when
-it is a terminal.
-Input warnings (skipped input, unresolved file/host hashes) of ``summary`` are printed on stderr
-as ``warning: ...``; its panel also lists unresolved hashes under "Warnings".
+``--config``) and ``report`` writes one self-contained HTML page (``-o``). Every command takes ``--filter QUERY``.
+
+Exit status (docs/analyzer.md, "Exit status and option ranges"): 0 on success; 2 for usage and
+configuration errors (a bad or out-of-range option, a pattern that matches no file, an invalid
+insights config, ``-o`` naming a directory); 1 for input that cannot be used (no event in the
+files, no event left after ``--filter``, a run of ``compare`` without events, an output that
+cannot be written, a cluster that cannot be reached); 3 when ``compare --threshold`` finds a
+regression. Every failure is one line ``dfanalyzer: error: ...`` on stderr, never a traceback
+(``DFANALYZER_DEBUG=1`` re-raises an unexpected exception). Count options have the ranges of
+:data:`RANGES`. A progress bar is shown on stderr while loading when it is a terminal.
+
+Every string from a trace (event names, categories, file and host names, args values) is
+printed through :func:`dfanalyzer.safetext.escape` in tables, notes, warnings and errors, and in
+``--format csv`` on stdout: control characters and bidi controls appear as JSON escapes
+(``\\u001b``), as ``dftracer-cat`` shows them. Input warnings (skipped input, unresolved
+file/host hashes) of ``summary`` are printed on stderr as ``warning: ...``; its panel also lists
+unresolved hashes under "Warnings".
 """
 
 from __future__ import annotations
@@ -22,7 +33,36 @@ import os
 import sys
 from typing import List, Optional
 
+from .engine.timebins import MAX_BINS
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
+from .safetext import cell, escape
+
+#: inclusive ranges of the count options (docs/analyzer.md, "Exit status and option ranges");
+#: insights' ``evidence.top`` / ``evidence.time_bins`` are in ``insights.EVIDENCE_RANGES``
+RANGES = {
+    "--workers": (1, 1024),
+    "--top": (1, 1_000_000),  # rows of a view table or export
+    "report --top": (1, 1000),  # rows per report table and processes in its heat map
+    "--bins": (1, MAX_BINS),  # time windows (timeline, report)
+}
+
+
+def _error(msg) -> None:
+    """A failure: its one line on stderr, any trace text in it escaped."""
+    print(f"dfanalyzer: error: {escape(msg)}", file=sys.stderr)
+
+
+def _say(console, text) -> None:
+    """One line (note, warning, "wrote ...") on ``console``: escaped, never read as markup."""
+    console.print(escape(text), highlight=False, markup=False, soft_wrap=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one line for a usage error (no usage block): ``PROG: error: ... (see PROG
+    --help)``, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {escape(message)} (see {self.prog} --help)\n")
 
 
 def _cats(text: str) -> tuple:
@@ -45,7 +85,7 @@ _EPILOG = """commands and examples (PATTERN: quoted glob, file or directory):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dfanalyzer",
         description="Analyse DFTracer traces with Dask.",
         epilog=_EPILOG,
@@ -92,8 +132,12 @@ def _add_report_parser(sub) -> None:
     _add_load_options(s)
     s.add_argument("-o", "--output", required=True, metavar="HTML", help="output file")
     s.add_argument("--config", default=None, metavar="YAML", help="insights thresholds overriding the defaults")
-    s.add_argument("--top", type=int, default=20, metavar="N", help="rows per view table (default 20)")
-    s.add_argument("--bins", type=int, default=50, metavar="N", help="time windows of the plots (default 50)")
+    lo, hi = RANGES["report --top"]
+    s.add_argument("--top", type=int, default=20, metavar="N", help=f"rows per view table, {lo}..{hi} (default 20)")
+    lo, hi = RANGES["--bins"]
+    s.add_argument(
+        "--bins", type=int, default=50, metavar="N", help=f"time windows of the plots, {lo}..{hi} (default 50)"
+    )
     s.add_argument("--title", default=None, help="page title")
 
 
@@ -102,12 +146,10 @@ INSIGHT_ARGS = ("fd", "ret", "whence", "epoch", "step", "count")
 
 
 def _check_load_options(args) -> int:
-    """0, or exit status 2 after saying on stderr which shared load option is invalid."""
-    if args.workers is not None and args.workers < 1:
-        print("dfanalyzer: error: --workers must be >= 1", file=sys.stderr)
-        return 2
-    if args.batch_size_mb <= 0:
-        print("dfanalyzer: error: --batch-size-mb must be > 0", file=sys.stderr)
+    """0, or exit status 2 after saying on stderr which option is invalid (:func:`bad_option`)."""
+    bad = bad_option(args)
+    if bad:
+        _error(bad)
         return 2
     if args.filter:  # parsed (never run: a filter is data) before anything is read
         from .filters import FilterError, parse_filter
@@ -118,6 +160,55 @@ def _check_load_options(args) -> int:
             print(f"dfanalyzer: error: --filter: {exc.line}", file=sys.stderr)
             return 2
     return 0
+
+
+def _outside(name: str, v, key: Optional[str] = None) -> Optional[str]:
+    lo, hi = RANGES[key or name]
+    return None if lo <= v <= hi else f"{name} must be >= {lo} and <= {hi}, got {v}"
+
+
+def _bad_output(opt: str, path: str, parent_must_exist: bool = True) -> Optional[str]:
+    if os.path.isdir(path):
+        return f"{opt} {path}: is a directory; give the name of the file to write"
+    d = os.path.dirname(os.path.abspath(path))
+    if parent_must_exist and not os.path.isdir(d):
+        return f"{opt} {path}: no directory {d}"
+    return None
+
+
+def bad_option(args) -> Optional[str]:
+    """Why an option of ``args`` cannot work, or None; checked before anything is loaded: the
+    shared load options, the count options against :data:`RANGES`, ``--threshold`` (a finite
+    fraction >= 0) and the output paths (``-o`` not a directory, in an existing directory)."""
+    import math
+
+    if args.workers is not None and _outside("--workers", args.workers):
+        return _outside("--workers", args.workers)
+    if not (math.isfinite(args.batch_size_mb) and args.batch_size_mb > 0):
+        return f"--batch-size-mb must be > 0, got {args.batch_size_mb}"
+    if not (math.isfinite(args.small_file_mb) and args.small_file_mb >= 0):
+        return f"--small-file-mb must be >= 0, got {args.small_file_mb}"
+    top = getattr(args, "top", None)
+    if top is not None:
+        bad = _outside("--top", top, "report --top" if args.command == "report" else None)
+        if bad:
+            return bad
+    if getattr(args, "bins", None) is not None and _outside("--bins", args.bins):
+        return _outside("--bins", args.bins)
+    th = getattr(args, "threshold", None)
+    if th is not None and not (math.isfinite(th) and th >= 0):
+        return f"--threshold must be a finite fraction >= 0 (0.1 = 10 %), got {th}"
+    if getattr(args, "output", None):
+        bad = _bad_output("-o", args.output)
+        if bad:
+            return bad
+    if getattr(args, "heatmap", None):
+        bad = _bad_output("--heatmap", args.heatmap, parent_must_exist=False)
+        if bad:
+            return bad
+    if getattr(args, "plot", None) and os.path.exists(args.plot) and not os.path.isdir(args.plot):
+        return f"--plot {args.plot}: not a directory"
+    return None
 
 
 def _start_cluster(args):
@@ -141,7 +232,7 @@ def _start_cluster(args):
             silence_logs=logging.CRITICAL,  # (their shutdown after Ctrl-C is not news)
         ), 0
     except (OSError, ValueError, TimeoutError) as exc:
-        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
+        _error(f"cannot start or reach the Dask cluster: {exc}")
         return None, 1
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -180,10 +271,10 @@ def _print_input_problems(err, analyzer, skipped=None) -> None:
     from .tools import damage_report
 
     def say(text):
-        err.print(f"warning: {text}", highlight=False, markup=False, soft_wrap=True)
+        _say(err, f"warning: {text}")
 
     for note in analyzer.notes:
-        err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+        _say(err, f"note: {note}")
     for s in analyzer.skipped_files() if skipped is None else skipped:
         msg = damage_report(s["path"], s.get("lost_lines", 0), s["lost_bytes"], s["skipped_lines"])
         if msg:
@@ -201,14 +292,21 @@ def _print_input_problems(err, analyzer, skipped=None) -> None:
             )
 
 
-def _no_events(analyzer, args) -> bool:
+def _no_events(analyzer, args, run: str = "") -> bool:
     """True (after one line on stderr) when nothing was loaded: no event in any file and no
-    ``--filter`` that could have removed them."""
+    ``--filter`` that could have removed them; ``run`` names the run (``compare``)."""
     if args.filter or analyzer.stats["events"] > 0:
         return False
     n = analyzer.stats["files"]
-    print(f"dfanalyzer: error: no event loaded from the {n} file(s) given (see the warnings above)", file=sys.stderr)
+    why = "see the warnings above" if analyzer.skipped_files() else "they hold no trace event"
+    _error(f"no event loaded from the {n} file(s) given{run} ({why})")
     return True
+
+
+def _no_events_left(exc, args) -> None:
+    """The line of a :class:`~dfanalyzer.engine.timebins.NoEventsError` (no event to analyse or plot)."""
+    why = f" (--filter {args.filter!r} kept none of the events loaded)" if args.filter else ""
+    _error(f"{exc}{why}")
 
 
 def _run_loaded(args, work) -> int:
@@ -219,18 +317,18 @@ def _run_loaded(args, work) -> int:
     from rich.console import Console
 
     from .analyzer import expand_patterns
-    from .filters import FilterError
+    from .engine.timebins import NoEventsError
     from .insights import load_config
 
     try:
         expand_patterns(args.patterns)
         if getattr(args, "config", None):
             load_config(args.config)  # a bad file fails before the cluster starts
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+    except (FileNotFoundError, ValueError, TypeError) as exc:
+        _error(exc)
         return 2
-    except Exception as exc:  # YAML syntax errors
-        print(f"dfanalyzer: error: {args.config}: {exc}", file=sys.stderr)
+    except Exception as exc:  # YAML syntax errors, a config that is a directory
+        _error(f"{args.config}: {exc}")
         return 2
     err = Console(stderr=True)
     client, status = _start_cluster(args)
@@ -241,13 +339,21 @@ def _run_loaded(args, work) -> int:
         analyzer = _analyzer_from_args(args.patterns, args, client, columns, err.is_terminal and not args.no_progress)
         _print_input_problems(err, analyzer)
         for w in analyzer.input_warnings():  # unresolved hashes, inputs from several runs (sanity)
-            err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+            _say(err, f"warning: {w}")
         if _no_events(analyzer, args):
             return 1
         return work(analyzer, err)
-    except (FileNotFoundError, FilterError) as exc:  # (a filter that does not fit the data)
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+    except NoEventsError as exc:
+        _no_events_left(exc, args)
+        return 1
+    except (FileNotFoundError, ValueError) as exc:  # a FilterError at run time, a --window too fine
+        _error(exc)
         return 2
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the report cannot be written
+        _error(exc)
+        return 1
     finally:
         client.close()
 
@@ -270,13 +376,9 @@ def _run_insights(args) -> int:
 
 
 def _run_report(args) -> int:
-    if args.top < 1 or args.bins < 1:
-        print("dfanalyzer: error: --top and --bins must be >= 1", file=sys.stderr)
-        return 2
-
     def work(analyzer, err):
         path = analyzer.report(args.output, config=args.config, top=args.top, bins=args.bins, title=args.title)
-        err.print(f"wrote {path}", highlight=False)
+        _say(err, f"wrote {path}")
         return 0
 
     return _run_loaded(args, work)
@@ -290,6 +392,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         _interrupted()
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (``| head``): not a failure
+        try:  # (and Python's flush of stdout at exit must not report it either)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except Exception as exc:  # a bug or a failure not foreseen: still one line, not a traceback
+        if os.environ.get("DFANALYZER_DEBUG"):
+            raise
+        _error(f"{type(exc).__name__}: {exc} (unexpected; DFANALYZER_DEBUG=1 shows the traceback)")
+        return 1
 
 
 def _interrupted() -> None:
@@ -302,7 +415,10 @@ def _interrupted() -> None:
 
 
 def _main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its line already printed)
+        return exc.code if isinstance(exc.code, int) else 2
     import warnings
 
     from .sanity import InputWarning
@@ -319,11 +435,12 @@ def _main(argv: Optional[List[str]] = None) -> int:
     from rich.console import Console
 
     from .analyzer import expand_patterns
+    from .engine.timebins import NoEventsError
 
     try:
         expand_patterns(args.patterns)
     except FileNotFoundError as exc:
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     err = Console(stderr=True)
     progress = err.is_terminal and not args.no_progress
@@ -343,7 +460,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
             print(json.dumps(result.to_dict(), indent=2))
             _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:
-                err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+                _say(err, f"warning: {w}")
         else:
             out = Console()
             if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: the function table
@@ -352,17 +469,25 @@ def _main(argv: Optional[List[str]] = None) -> int:
             # also on stderr, for output redirected to a file; with the reasons the panel lacks
             _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:
-                err.print(f"warning: {w}", highlight=False, soft_wrap=True)
+                _say(err, f"warning: {w}")
         if _no_events(analyzer, args):
             return 1
         if args.plot:
-            for path in analyzer.plot_timeline(args.plot):
-                err.print(f"wrote {path}", highlight=False)
+            try:
+                paths = analyzer.plot_timeline(args.plot)
+            except OSError as exc:  # (the directory cannot be written)
+                _error(f"--plot {args.plot}: {exc}")
+                return 1
+            for path in paths:
+                _say(err, f"wrote {path}")
+    except NoEventsError as exc:
+        _no_events_left(exc, args)
+        return 1
     except (FileNotFoundError, ValueError) as exc:
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     except (OSError, TimeoutError) as exc:  # the embedded cluster (--plot) could not start
-        print(f"dfanalyzer: error: cannot start or reach the Dask cluster: {exc}", file=sys.stderr)
+        _error(f"cannot start or reach the Dask cluster: {exc}")
         return 1
     finally:
         if analyzer is not None:
@@ -432,7 +557,10 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
 
 
 def _add_output_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--top", type=int, default=None, metavar="N", help="only the first N rows (after sorting)")
+    lo, hi = RANGES["--top"]
+    s.add_argument(
+        "--top", type=int, default=None, metavar="N", help=f"only the first N rows (after sorting), {lo}..{hi}"
+    )
     s.add_argument("--sort", default=None, metavar="COLUMN", help="sort by this column (descending)")
     s.add_argument("--ascending", action="store_true", help="sort ascending")
     s.add_argument(
@@ -474,7 +602,9 @@ def add_view_commands(sub) -> None:
         _add_output_options(s)
         if name == "timeline":
             g = s.add_mutually_exclusive_group()
-            g.add_argument("--bins", type=int, default=None, metavar="N", help="N equal windows (default 100)")
+            g.add_argument(
+                "--bins", type=int, default=None, metavar="N", help=f"N equal windows, 1..{MAX_BINS} (default 100)"
+            )
             g.add_argument("--window", default=None, metavar="DT", help="window length, e.g. 1s, 250ms")
             s.add_argument("--heatmap", default=None, metavar="PNG", help="also write a process x time heat map PNG")
         if name == "tags":
@@ -498,7 +628,11 @@ def add_view_commands(sub) -> None:
     _add_load_options(s, patterns=False)
     _add_output_options(s)
     s.add_argument(
-        "--threshold", type=float, default=None, metavar="FRACTION", help="regression threshold, e.g. 0.1 = 10 %% worse"
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="regression threshold >= 0, e.g. 0.1 = 10 %% worse (exit 3 on a regression; 1 when a run has no event)",
     )
     s.add_argument("--all", action="store_true", help="table: every metric (default: changed ones)")
 
@@ -591,8 +725,8 @@ def _no_column(kind: str, key: str, names) -> str:
 def check_view_options(args) -> Optional[str]:
     """Why the output options of a view command (``--sort``, ``--top``, ``--columns``) cannot
     work, or None; checked before any trace is loaded."""
-    if args.top is not None and args.top < 1:
-        return "--top must be >= 1"
+    if args.top is not None and _outside("--top", args.top):
+        return _outside("--top", args.top)
     if args.sort is None and not args.columns:
         return None
     cols = view_columns(args)
@@ -651,6 +785,8 @@ def write_frame(df, fmt: str, output) -> None:
         return
     if fmt == "csv":
         text = df.to_csv()
+        if not output:  # (a terminal, maybe: the trace's text escaped; a file keeps it exact)
+            text = "\n".join(escape(line) for line in text.split("\n"))
     else:
         text = df.reset_index().to_json(orient="records", indent=2, double_precision=15)
     if output:
@@ -682,18 +818,20 @@ def frame_table(df, title: str):
     names = [str(n) if n is not None else "" for n in (df.index.names or [None])]
     # The keys (file paths...) give way when the terminal is narrow: cut from the left (the end of
     # a path says most), then folded; the values and their headers are never broken.
+    # every header and cell is a Text of the escaped string: a trace's names are never read as
+    # rich markup nor reach the terminal with their control characters
     for n in names:
-        t.add_column(n, overflow="fold", min_width=min(12, max(len(n), 4)))
+        t.add_column(cell(n), overflow="fold", min_width=min(12, max(len(n), 4)))
     for c in df.columns:
-        t.add_column(str(c), justify="right", no_wrap=True, min_width=len(str(c)))
+        t.add_column(cell(c), justify="right", no_wrap=True, min_width=len(str(c)))
 
-    def key(v) -> str:
-        text = _cell(v)
-        return text if len(text) <= MAX_KEY else "…" + text[-(MAX_KEY - 1) :]
+    def key(v):
+        text = escape(_cell(v))
+        return cell(text if len(text) <= MAX_KEY else "…" + text[-(MAX_KEY - 1) :])
 
     for idx, row in zip(df.index, df.itertuples(index=False)):
         keys = idx if isinstance(idx, tuple) else (idx,)
-        t.add_row(*[key(k) for k in keys], *[_cell(v) for v in row])
+        t.add_row(*[key(k) for k in keys], *[cell(_cell(v)) for v in row])
     return t
 
 
@@ -707,11 +845,12 @@ def view_main(args) -> int:
     from rich.console import Console
 
     from .analyzer import expand_patterns
+    from .engine.timebins import NoEventsError
 
     if _check_load_options(args):
         return 2
     if args.format == "parquet" and not args.output:
-        print("dfanalyzer: error: --format parquet needs -o FILE", file=sys.stderr)
+        _error("--format parquet needs -o FILE")
         return 2
     runs = [[args.baseline], [args.candidate]] if args.command == "compare" else [args.patterns]
     try:
@@ -725,7 +864,7 @@ def view_main(args) -> int:
         if bad:
             raise ValueError(bad)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     err = Console(stderr=True)
     progress = err.is_terminal and not args.no_progress
@@ -735,11 +874,25 @@ def view_main(args) -> int:
     keep_args = (args.key,) if args.command == "tags" else ()
     try:
         analyzers = [_analyzer_from_args(r, args, client, keep_args, progress) for r in runs]
+        for a in analyzers:  # (before any output: a run without events ends the command)
+            _print_input_problems(err, a)
+        names = [""]
+        if args.command == "compare":
+            names = [f" for the baseline run A {args.baseline!r}", f" for the candidate run B {args.candidate!r}"]
+        if any(_no_events(a, args, name) for a, name in zip(analyzers, names)):
+            return 1
         status = 0
         if args.command == "compare":
             from .views import compare
 
             df = compare(analyzers[0], analyzers[1], threshold=args.threshold)
+            # a run with no event (after --filter) would compare as "no regression": refuse it
+            for side, col, pattern in (("baseline", "a", args.baseline), ("candidate", "b", args.candidate)):
+                n = df[col].get("events", 0.0)
+                if not n > 0:
+                    left = f" left after --filter {args.filter!r}" if args.filter else ""
+                    _error(f"compare: the {side} run {pattern!r} has no event{left}: nothing to compare")
+                    return 1
             regressions = df[df["regression"]]
             shown = df if (args.all or args.format != "table") else df[(df["delta"] != 0) | df["regression"]]
             default_sort = None
@@ -755,27 +908,31 @@ def view_main(args) -> int:
                 out = Console(width=200)
             out.print(frame_table(shown, f"dfanalyzer {args.command}"))
             note = _attrs_text(df)
-            if note:
-                out.print(note, highlight=False)
+            if note:  # (wrapped at the table's width)
+                out.print(escape(note), highlight=False, markup=False)
         else:
             write_frame(shown, args.format, args.output)
             if args.output:
-                err.print(f"wrote {args.output}", highlight=False)
+                _say(err, f"wrote {args.output}")
         if args.command == "compare" and args.threshold is not None:
             for m, r in regressions.iterrows():
-                err.print(f"regression: {m}: {r['a']:.6g} -> {r['b']:.6g} ({r['ratio']:.3f}x)", highlight=False)
+                _say(err, f"regression: {m}: {r['a']:.6g} -> {r['b']:.6g} ({r['ratio']:.3f}x)")
         if args.command == "timeline" and args.heatmap:
             from .plots import render_heatmap
 
             hm = analyzers[0].heatmap(bins=args.bins, window=args.window)
-            err.print(f"wrote {render_heatmap(hm, args.heatmap)}", highlight=False)
-        for a in analyzers:
-            _print_input_problems(err, a)
-        if any(_no_events(a, args) for a in analyzers):
-            return 1
+            _say(err, f"wrote {render_heatmap(hm, args.heatmap)}")
+    except NoEventsError as exc:
+        _no_events_left(exc, args)
+        return 1
     except (FileNotFoundError, ValueError) as exc:
-        print(f"dfanalyzer: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the output cannot be written (permissions, full disk)
+        _error(exc)
+        return 1
     finally:
         client.close()
     return status

@@ -24,6 +24,7 @@ are ``{"start_s", "end_s"}`` seconds since the job's first event.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -122,7 +123,49 @@ def load_config(config=None) -> dict:
     for name, r in cfg["rules"].items():
         if r.get("severity") not in SEVERITIES:
             raise ValueError(f"rules.{name}.severity must be one of {SEVERITIES}, got {r.get('severity')!r}")
+    _check_values(cfg)
     return cfg
+
+
+#: ``evidence`` counts: (smallest, largest) accepted value (docs/analyzer.md, "Insights")
+EVIDENCE_RANGES = {"top": (1, 1000), "time_bins": (1, timebins.MAX_BINS)}
+
+
+def _check_values(cfg: dict) -> None:
+    """Raise ``ValueError`` naming the key when a merged config holds a value no rule can use:
+    a threshold or floor that is NaN, infinite or negative (``alignment`` below 1), an
+    ``evidence`` count that is not an integer in :data:`EVIDENCE_RANGES`, a category list that is
+    not a list of strings, or a ``checkpoint_name_pattern`` that is not a valid regular
+    expression. A NaN would otherwise compare false and silently switch its rule off."""
+
+    def number(where, v, lo=0.0):
+        if not math.isfinite(float(v)) or v < lo:
+            raise ValueError(f"insights config key {where!r} must be a finite number >= {lo:g}, got {v!r}")
+
+    for k, v in cfg["thresholds"].items():
+        number(f"thresholds.{k}", v, 1.0 if k == "alignment" else 0.0)
+    for rule, fl in cfg["floors"].items():
+        for k, v in fl.items():
+            number(f"floors.{rule}.{k}", v)
+    for k, (lo, hi) in EVIDENCE_RANGES.items():
+        v = cfg["evidence"][k]
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError(f"insights config key 'evidence.{k}' must be an integer in {lo}..{hi}, got {v!r}")
+        cfg["evidence"][k] = v
+    for k, v in cfg["categories"].items():
+        where = f"categories.{k}"
+        if k == "checkpoint_name_pattern":
+            if not isinstance(v, str):
+                raise ValueError(f"insights config key {where!r} must be a string (a regular expression), got {v!r}")
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"insights config key {where!r}: bad regular expression {v!r}: {exc}") from None
+        elif not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            bad = v if not isinstance(v, list) else next(x for x in v if not isinstance(x, str))
+            raise ValueError(f"insights config key {where!r} must be a list of strings, got {bad!r}")
 
 
 # ----------------------------------------------------------------------------- results
@@ -217,35 +260,37 @@ class InsightReport:
         from rich.table import Table
         from rich.text import Text
 
+        from .safetext import cell, escape
+
         colors = {"high": "bold red", "warn": "yellow", "info": "cyan", "ok": "green"}
         head = Table(title="I/O insights", show_lines=False, expand=False)
         for c in ("severity", "rule", "finding"):
             head.add_column(c)
         for i in self.insights:
-            head.add_row(Text(i.severity.upper(), style=colors[i.severity]), f"{i.code} {i.rule}", i.message)
+            head.add_row(Text(i.severity.upper(), style=colors[i.severity]), f"{i.code} {i.rule}", cell(i.message))
         if not self.insights:
             head.add_row(Text("OK", style="green"), "-", f"none of the {len(self.checked)} rules triggered")
         parts = [head]
         if self.warnings:
-            parts.insert(0, Panel(Group(*[Text(w) for w in self.warnings]), title="[yellow]Input warnings[/]"))
+            parts.insert(0, Panel(Group(*[cell(w) for w in self.warnings]), title="[yellow]Input warnings[/]"))
         for i in self.insights:
-            body = [Text(i.message)]
+            body = [cell(i.message)]
             ev = i.evidence
             m = ev.get("metrics", {})
             if m:
-                body.append(Text("metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in m.items()), style="dim"))
+                body.append(cell("metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in m.items()), style="dim"))
             for kind in ("files", "processes", "time_windows"):
                 rows = ev.get(kind) or []
                 if rows:
                     t = Table(title=kind.replace("_", " "), title_justify="left", expand=False)
                     cols = list(rows[0].keys())
                     for c in cols:
-                        t.add_column(c, overflow="fold")
-                    for r in rows:
-                        t.add_row(*[_fmt(r.get(c)) for c in cols])
+                        t.add_column(escape(c), overflow="fold")
+                    for r in rows:  # (file names, hosts, epochs: a trace's text, never markup)
+                        t.add_row(*[cell(_fmt(r.get(c))) for c in cols])
                     body.append(t)
             for r in i.recommendations:
-                body.append(Text("→ " + r, style="green"))
+                body.append(cell("→ " + r, style="green"))
             parts.append(
                 Panel(
                     Group(*body), title=f"[{colors[i.severity]}]{i.severity.upper()}[/] {i.title}", title_align="left"
@@ -1625,7 +1670,7 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     pre = c.gather([c.submit(_windows_partial, p, names, pure=False) for p in parts])
     t0s = [a for a, _, _ in pre if a is not None]
     if not t0s:
-        raise ValueError("no events to analyse")
+        raise timebins.NoEventsError("no events to analyse")
     t0, t1 = min(t0s), max(b for _, b, _ in pre if b is not None)
     frames = [w for _, _, w in pre if w is not None and len(w)]
     w = pd.concat(frames, ignore_index=True) if frames else None

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .engine import timebins
 from .engine.reduce import run_metric
+from .safetext import PLAIN_TEXT, escape
 from .views import _Cols, _span
 
 __all__ = ["timeline_partial", "combine_timelines", "timeline", "render_timeline", "plot_timeline"]
@@ -83,7 +84,7 @@ def timeline(analyzer, bins: int = 100) -> pd.DataFrame:
     ev = analyzer.events
     t0, t1 = _span(ev, client=analyzer.client)
     if t0 is None:
-        raise ValueError("no events to plot")
+        raise timebins.NoEventsError("no events to plot")
     h = run_metric(
         ev, timeline_partial, combine_timelines, lambda x: x, t0, t1, bins, analyzer.io_cats, client=analyzer.client
     )
@@ -174,7 +175,8 @@ def render_heatmap(hm: pd.DataFrame, path: str, title: str = "I/O time per proce
     labels = [f"{h}:{p}" for h, p in hm.index] if isinstance(hm.index, pd.MultiIndex) else [str(i) for i in hm.index]
     step = max(1, rows // 40)
     ax.set_yticks(np.arange(0, rows, step) + 0.5)
-    ax.set_yticklabels(labels[::step], fontsize=7)
+    # host names are the traced application's text: plain, never mathtext ("$\\frac{A$" raises)
+    ax.set_yticklabels([escape(x) for x in labels[::step]], fontsize=7, **PLAIN_TEXT)
     ax.invert_yaxis()
     ax.set_xlabel("time since first event (s)")
     ax.set_ylabel("process (host:pid)")

@@ -25,6 +25,8 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 
+from .safetext import PLAIN_TEXT, escape
+
 __all__ = ["write_report", "render_report"]
 
 _CSS = """
@@ -163,7 +165,8 @@ def _heat_plot(hm: pd.DataFrame, top: int) -> Optional[str]:
         extent=(edges[0], edges[-1], len(hm) - 0.5, -0.5),
     )
     ax.set_yticks(range(len(hm)))
-    ax.set_yticklabels([f"{h}:{p}" for h, p in hm.index], fontsize=7)
+    # host names are the traced application's text: plain, never mathtext ("$\\frac{A$" raises)
+    ax.set_yticklabels([escape(f"{h}:{p}") for h, p in hm.index], fontsize=7, **PLAIN_TEXT)
     ax.set_xlabel("time since first event (s)")
     ax.set_title(f"I/O time per process and window (s; top {len(hm)} processes)")
     fig.colorbar(im, ax=ax, fraction=0.03)
@@ -232,8 +235,12 @@ def render_report(analyzer, config=None, top: int = 20, bins: int = 50, title: O
     """The report of ``analyzer`` as one HTML string (see the module doc).
 
     ``config``: insights thresholds (as :meth:`DFAnalyzer.insights`); ``top``: rows per view
-    table and processes in the heat map; ``bins``: time windows of the plots.
+    table and processes in the heat map (1..1000); ``bins``: time windows of the plots
+    (1..``engine.timebins.MAX_BINS``). Raises ``ValueError`` for either out of range and
+    ``engine.timebins.NoEventsError`` when there is no event.
     """
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or not 1 <= top <= 1000:
+        raise ValueError(f"top must be an integer in 1..1000, got {top!r}")
     summ = analyzer.summary(show=False)
     rep = analyzer.insights(config=config, show=False)
     layers = analyzer.layers()

@@ -202,8 +202,11 @@ def check(spans: Dict[str, Tuple[int, int]], metadata: Optional[pd.DataFrame], g
 
 
 def emit(messages: Iterable[str]) -> None:
-    """Each message once as a Python :class:`InputWarning`."""
+    """Each message once as a Python :class:`InputWarning` (control characters escaped: the
+    messages quote the trace's command lines and host names, and Python prints them raw)."""
     import warnings
 
+    from .safetext import escape
+
     for m in messages:
-        warnings.warn(m, InputWarning, stacklevel=3)
+        warnings.warn(escape(m), InputWarning, stacklevel=3)

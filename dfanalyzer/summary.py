@@ -435,6 +435,8 @@ class Summary:
         from rich.table import Table
         from rich.text import Text
 
+        from .safetext import cell, escape
+
         t = self.time
         lines = Text()
 
@@ -474,11 +476,11 @@ class Summary:
                 f"{sum(s['lost_bytes'] for s in self.skipped):,} bytes skipped in {len(self.skipped)} file(s)\n"
             )
             for s in self.skipped:
-                lines.append(f"    {s['path']}: {s['skipped_lines']:,} lines, {s['lost_bytes']:,} bytes\n")
+                lines.append(f"    {escape(s['path'])}: {s['skipped_lines']:,} lines, {s['lost_bytes']:,} bytes\n")
         if self.warnings:
             lines.append("Warnings\n", style="bold red")
             for w in self.warnings:
-                lines.append(f"  {w}\n")
+                lines.append(f"  {escape(w)}\n")
         head("Metrics by function")
         table = Table(show_edge=True, header_style="bold")
         table.add_column("Function", no_wrap=True)
@@ -492,7 +494,7 @@ class Summary:
                 if f["size"] is None
                 else ["-" if f["size"][k] is None else _human_bytes(f["size"][k]) for k in SIZE_KEYS]
             )
-            table.add_row(n, _human_count(f["count"]), *cells)
+            table.add_row(cell(n), _human_count(f["count"]), *cells)  # (a trace's text: no markup)
         return Panel(Group(lines, table), title="Summary", expand=False)
 
     def __str__(self) -> str:

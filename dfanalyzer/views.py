@@ -911,7 +911,7 @@ def heatmap(
 def _time_and_heat(events, bins, window_us, io_cats, compute_cats, by_process, client):
     t0, t1 = _span(events, client=client)
     if t0 is None:
-        raise ValueError("no events in the frame")
+        raise timebins.NoEventsError("no events in the frame")
     edges = _bins_for(t0, t1, bins, window_us)
     return _run(
         events,

@@ -13,22 +13,38 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["edges", "window_edges", "start_bins", "split"]
+__all__ = ["MAX_BINS", "NoEventsError", "edges", "window_edges", "start_bins", "split"]
+
+#: most bins (time windows) of any binning: ``--bins``, ``--window``, ``time_bins`` (the time
+#: view and the heatmap hold a few arrays of this length per partition and per process)
+MAX_BINS = 100_000
+
+
+class NoEventsError(ValueError):
+    """There is no event (after the query, if any) and so no time span to cut: raised by the
+    time view, the heatmap, the plotted timeline and the insights (``dfanalyzer`` exits 1)."""
 
 
 def edges(t0: int, t1: int, bins: int) -> np.ndarray:
-    """``bins + 1`` int64 edges (µs) over ``[t0, t1)``; raises ``ValueError`` when bins < 1."""
-    if bins < 1:
-        raise ValueError(f"bins must be >= 1, got {bins}")
+    """``bins + 1`` int64 edges (µs) over ``[t0, t1)``; raises ``ValueError`` unless
+    ``1 <= bins <= MAX_BINS``."""
+    if not 1 <= bins <= MAX_BINS:
+        raise ValueError(f"bins must be in 1..{MAX_BINS}, got {bins}")
     span = max(1, int(t1) - int(t0))
     return int(t0) + (np.arange(bins + 1, dtype=np.int64) * span) // bins
 
 
 def window_edges(t0: int, t1: int, window_us: int) -> np.ndarray:
-    """Edges of fixed windows of ``window_us`` µs from ``t0`` covering ``t1``."""
+    """Edges of fixed windows of ``window_us`` µs from ``t0`` covering ``t1``; raises
+    ``ValueError`` when that takes more than ``MAX_BINS`` windows."""
     if window_us <= 0:
         raise ValueError(f"window_us must be > 0, got {window_us}")
     bins = max(1, -(-(int(t1) - int(t0)) // int(window_us)))
+    if bins > MAX_BINS:
+        raise ValueError(
+            f"a window of {int(window_us)} us cuts the {(int(t1) - int(t0)) / 1e6:.6g} s span into {bins} windows, "
+            f"more than {MAX_BINS}: use a longer window"
+        )
     return int(t0) + np.arange(bins + 1, dtype=np.int64) * int(window_us)
 
 
