@@ -197,9 +197,22 @@ def iter_lines(path: str, st: InputStats) -> Iterator[bytes]:
         lines = piece.split(b"\n")
         rest = lines.pop()
         yield from lines
-    if rest.strip():
+    if rest.strip() and rest.strip() != b"]":  # DFTracer v1 ends with "]" and no newline
         st.lost_bytes += len(rest)
         st.problems.append("unterminated last line")
+
+
+try:  # a faster parser when installed; json decides what is valid (it also takes NaN, big ints)
+    import orjson as _orjson
+
+    def _loads(line: bytes):
+        try:
+            return _orjson.loads(line)
+        except ValueError:
+            return json.loads(line)
+
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _loads = json.loads
 
 
 def _explicit_host(args, hh: Dict[str, str]) -> Optional[str]:
@@ -232,7 +245,7 @@ def iter_records(path: str, st: InputStats) -> Iterator[Record]:
     """Every valid record of ``path`` (structural ``[``/``]``/blank lines are left out, invalid
     lines are counted in ``st.invalid``), with the identity the analyzer gives it. Event counts
     per identity go to ``st.events``."""
-    loads = json.loads
+    loads = _loads
     file_host: Optional[str] = None
     pid_host: Dict[int, str] = {}
     hh: Dict[str, str] = {}
@@ -245,7 +258,7 @@ def iter_records(path: str, st: InputStats) -> Iterator[Record]:
         except ValueError:
             st.invalid += 1
             continue
-        if not isinstance(obj, dict) or "name" not in obj or not isinstance(obj.get("ts"), (int, float)):
+        if not isinstance(obj, dict) or "name" not in obj:
             st.invalid += 1
             continue
         pid = obj.get("pid")
@@ -266,6 +279,10 @@ def iter_records(path: str, st: InputStats) -> Iterator[Record]:
             host = pid_host.get(pid, file_host) if pid is not None else file_host
             st.metadata += 1
             yield Record(line, True, (host, pid), False, obj)
+            continue
+        ts = obj.get("ts")
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool):  # the analyzer skips such events
+            st.invalid += 1
             continue
         host = _explicit_host(args, hh)
         explicit = host is not None
@@ -396,6 +413,9 @@ class Writer:
             raise UsageError("output %s is one of the inputs; inputs are never overwritten" % final)
         if os.path.lexists(final) and not self.force:
             raise UsageError("output %s exists (use --force to replace it)" % final)
+        parent = os.path.dirname(final)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
         o = OutFile(self, final)
         self.files.append(o)
         return o
@@ -618,7 +638,8 @@ def _run(prog: str, body, argv: Optional[List[str]], ap: argparse.ArgumentParser
     a = ap.parse_args(argv)  # exits 2 on usage errors
     run = None
     try:
-        run = body(a)
+        run = Run(prog, a, expand_inputs(a.inputs))
+        body(a, run)
         return run.finish()
     except UsageError as e:
         if run is not None:
@@ -630,15 +651,15 @@ def _run(prog: str, body, argv: Optional[List[str]], ap: argparse.ArgumentParser
             run.w.abort()
         print("%s: %s" % (prog, e), file=sys.stderr)
         return 1
+    except OSError as e:  # writing an output (reading errors are ToolErrors)
+        if run is not None:
+            run.w.abort()
+        print("%s: cannot write %s: %s" % (prog, e.filename or "output", e.strerror or e), file=sys.stderr)
+        return 1
     except BaseException:
         if run is not None:
             run.w.abort()
         raise
-
-
-def _start(prog: str, a: argparse.Namespace) -> "Run":
-    inputs = expand_inputs(a.inputs)
-    return Run(prog, a, inputs)
 
 
 def _safe_name(text: Optional[str]) -> str:
@@ -674,8 +695,7 @@ def merge_main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--prefix", default="trace", help="file name prefix with --by-pid (default: trace)")
     _common_args(ap)
 
-    def body(a):
-        run = _start(prog, a)
+    def body(a, run):
         if a.by_pid:
             out_dir = _output_dir(a.output)
             outs: Dict[Identity, OutFile] = {}
@@ -700,7 +720,6 @@ def merge_main(argv: Optional[List[str]] = None) -> int:
                         o.add_meta(rec)
                     else:
                         o.add_event(rec, run.metadata)
-        return run
 
     return _run(prog, body, argv, ap)
 
@@ -741,8 +760,7 @@ def compact_main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--keep-order", action="store_true", help="keep the input order instead of ordering by process")
     _common_args(ap)
 
-    def body(a):
-        run = _start(prog, a)
+    def body(a, run):
         out_dir = _output_dir(a.output)
         paths = list(run.inputs)
         if not a.keep_order:
@@ -768,7 +786,6 @@ def compact_main(argv: Optional[List[str]] = None) -> int:
                     o.add_meta(rec)
                 else:
                     o.add_event(rec, run.metadata)
-        return run
 
     return _run(prog, body, argv, ap)
 
@@ -793,10 +810,9 @@ def split_main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--prefix", default=None, help="output file name prefix (default: the input's name)")
     _common_args(ap)
 
-    def body(a):
+    def body(a, run):
         if (a.lines is not None and a.lines < 1) or (a.chunks is not None and a.chunks < 1):
             raise UsageError("--lines and --chunks must be at least 1")
-        run = _start(prog, a)
         if len(run.inputs) != 1:
             raise UsageError("dftracer-split takes one file (%d given)" % len(run.inputs))
         path = run.inputs[0]
@@ -823,7 +839,6 @@ def split_main(argv: Optional[List[str]] = None) -> int:
                 o.add_meta(rec)
             else:
                 o.add_event(rec, run.metadata)
-        return run
 
     return _run(prog, body, argv, ap)
 
