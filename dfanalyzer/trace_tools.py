@@ -330,7 +330,7 @@ class OutFile:
         self.host: Optional[str] = None  # the first hostname metadata value written
         self.host_known = False
         self.with_meta: set = set()  # identities whose metadata this file already has
-        self.meta_lines: set = set()  # metadata lines already in this file
+        self.meta_lines: set = set()  # (identity, metadata line) already in this file
         self.events = 0
 
     def _line(self, line: bytes) -> None:
@@ -341,9 +341,10 @@ class OutFile:
             self.flush_member()
 
     def add_meta(self, rec: Record) -> None:
-        if rec.line in self.meta_lines:
+        key = (rec.ident, rec.line)  # two hosts' processes may write the same line
+        if key in self.meta_lines:
             return
-        self.meta_lines.add(rec.line)
+        self.meta_lines.add(key)
         if not self.host_known and rec.obj.get("name") == "hostname":
             args = rec.obj.get("args")
             if isinstance(args, dict) and isinstance(args.get("value"), str):
