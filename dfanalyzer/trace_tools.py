@@ -354,8 +354,12 @@ class OutFile:
     def add_event(self, rec: Record, metadata: Dict[Identity, "OrderedDict[bytes, Record]"]) -> None:
         if rec.ident not in self.with_meta:
             self.with_meta.add(rec.ident)
-            for m in metadata.get(rec.ident, {}).values():
-                self.add_meta(m)
+            # a file without hostname records (DFTracer v1: hosts through args.hhash and HH
+            # records) files its metadata under (None, pid)
+            keys = [rec.ident] if rec.ident[0] is None else [(None, rec.ident[1]), rec.ident]
+            for k in keys:
+                for m in metadata.get(k, {}).values():
+                    self.add_meta(m)
         line = rec.line
         if not rec.explicit and rec.ident[0] is not None and rec.ident[0] != self.host:
             if not self.host_known:  # the file's host is decided by its first hostname record
