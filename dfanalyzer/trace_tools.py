@@ -63,6 +63,9 @@ _READ_BLOCK = 4 << 20
 # Text of one gzip member held before its CRC is checked; a longer member (one plain-gzip stream,
 # DFTracer v1) is passed on in pieces of this size, then a CRC failure can no longer take them back.
 _MEMBER_HOLD = 64 << 20
+#: Text bytes all outputs may hold in their member buffers together before the largest are written
+#: as smaller members (many outputs filled at once: --by-pid over interleaved processes).
+HOLD_LIMIT = 256 << 20
 DEFAULT_MEMBER_SIZE = 4 << 20  # the tracer's DFTRACER_WRITE_BUFFER_SIZE default, bytes of text
 
 Identity = Tuple[Optional[str], Optional[int]]  # (host, pid); None where the trace has none
@@ -321,9 +324,12 @@ class OutFile:
         self.final = final
         d, b = os.path.split(final)
         self.tmp = os.path.join(d, ".%s.tmp-%d" % (b, os.getpid()))
-        self.f = open(self.tmp, "wb")
+        # opened per member written (not held: --by-pid may have thousands of outputs)
+        open(self.tmp, "wb").close()
+        self.closed = False
         self.buf: List[bytes] = [b"[\n"]
         self.buf_bytes = 2
+        writer.buffered += 2
         self.pending: List = []
         self.compressed = 0  # bytes written so far
         self.text = 0
@@ -337,8 +343,11 @@ class OutFile:
         self.buf.append(line)
         self.buf.append(b"\n")
         self.buf_bytes += len(line) + 1
+        self.w.buffered += len(line) + 1
         if self.buf_bytes >= self.w.member_size:
             self.flush_member()
+        elif self.w.buffered > self.w.hold_limit:
+            self.w.spill()
 
     def add_meta(self, rec: Record) -> None:
         key = (rec.ident, rec.line)  # two hosts' processes may write the same line
@@ -378,6 +387,7 @@ class OutFile:
         if self.buf_bytes == 0:
             return
         data = b"".join(self.buf)
+        self.w.buffered -= self.buf_bytes
         self.buf, self.buf_bytes = [], 0
         self.text += len(data)
         self.pending.append(self.w.pool.submit(_encode, data, self.w.level))
@@ -385,7 +395,8 @@ class OutFile:
             self._write(self.pending.pop(0).result())
 
     def _write(self, member: bytes) -> None:
-        self.f.write(member)
+        with open(self.tmp, "ab") as f:
+            f.write(member)
         self.compressed += len(member)
 
     def size_estimate(self) -> int:
@@ -397,7 +408,7 @@ class OutFile:
         for p in self.pending:
             self._write(p.result())
         self.pending = []
-        self.f.close()
+        self.closed = True
 
 
 class Writer:
@@ -410,7 +421,18 @@ class Writer:
         self.inputs = {_file_id(p) for p in inputs}
         self.pool = ThreadPoolExecutor(max_workers=2)
         self.files: List[OutFile] = []
+        self.finals: set = set()
         self.rehosted = 0
+        self.buffered = 0  # text bytes waiting in the outputs' member buffers
+        self.hold_limit = max(HOLD_LIMIT, 2 * member_size)
+
+    def spill(self) -> None:
+        """Many outputs filled at once (--by-pid over interleaved processes): write the largest
+        buffers as (smaller) members until half the limit is held."""
+        for o in sorted((o for o in self.files if not o.closed), key=lambda o: -o.buf_bytes):
+            if self.buffered <= self.hold_limit // 2:
+                break
+            o.flush_member()
 
     def open(self, final: str) -> OutFile:
         fid = _file_id(final)
@@ -421,20 +443,22 @@ class Writer:
         parent = os.path.dirname(final)
         if parent:
             os.makedirs(parent, exist_ok=True)
+        if final in self.finals:
+            raise UsageError("two outputs would be named %s" % final)
+        self.finals.add(final)
         o = OutFile(self, final)
         self.files.append(o)
         return o
 
     def close_all(self) -> None:
         for o in self.files:
-            if not o.f.closed:
+            if not o.closed:
                 o.close()
 
     def abort(self) -> None:
         for o in self.files:
             try:
-                if not o.f.closed:
-                    o.f.close()
+                o.closed = True
                 os.unlink(o.tmp)
             except OSError:
                 pass
@@ -714,9 +738,22 @@ def merge_main(argv: Optional[List[str]] = None) -> int:
                     o = outs.get(rec.ident)
                     if o is None:
                         host, pid = rec.ident
-                        name = "%s-%s-%s.pfw.gz" % (a.prefix, _safe_name(host), "unknown" if pid is None else pid)
-                        o = outs[rec.ident] = run.w.open(os.path.join(out_dir, name))
+                        name = "%s-%s-%s" % (a.prefix, _safe_name(host), "unknown" if pid is None else pid)
+                        path, k = os.path.join(out_dir, name + ".pfw.gz"), 1
+                        while path in run.w.finals:  # two host names made the same by _safe_name
+                            path, k = os.path.join(out_dir, "%s.%d.pfw.gz" % (name, k)), k + 1
+                        o = outs[rec.ident] = run.w.open(path)
                     o.add_event(rec, run.metadata)
+            # a process with metadata and no event still gets its file (its lines are kept)
+            pids_out = {pid for _, pid in outs}
+            for ident, lines in run.metadata.items():
+                if ident in outs or (ident[0] is None and ident[1] in pids_out):
+                    continue
+                host, pid = ident
+                name = "%s-%s-%s.pfw.gz" % (a.prefix, _safe_name(host), "unknown" if pid is None else pid)
+                o = outs[ident] = run.w.open(os.path.join(out_dir, name))
+                for m in lines.values():
+                    o.add_meta(m)
         else:
             o = run.w.open(_trace_name(a.output))
             for path in run.inputs:

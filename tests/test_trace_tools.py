@@ -328,3 +328,40 @@ def test_dftracer_v1_hashes_round_trip(tmp_path):
     s = _summary(str(tmp_path / "orig"))
     assert s["events"] == sum(ev_in.values()) and s["files"] > 0
     assert _summary(out) == s
+
+
+def test_by_pid_interleaved_processes_bounded_memory(tmp_path, monkeypatch):
+    """One file of 30 interleaved processes (and one with metadata only) split by process while
+    the outputs may hold only 16 KiB of text together: every process gets its own file with
+    exactly its lines, written in many small members."""
+    from dfanalyzer import trace_tools
+
+    monkeypatch.setattr(trace_tools, "HOLD_LIMIT", 16 << 10)
+    lines = [b"["]
+    for pid in list(range(100, 130)) + [999]:
+        lines.append(
+            b'{"id":0,"name":"hostname","cat":"dftracer","pid":%d,"tid":%d,"ts":1,"ph":"M",'
+            b'"args":{"name":"hostname","value":"n1"}}' % (pid, pid)
+        )
+    for i in range(6000):
+        pid = 100 + i % 30
+        lines.append(
+            b'{"id":%d,"name":"read","cat":"POSIX","pid":%d,"tid":%d,"ts":%d,"dur":2,"ph":"X","args":{"ret":%d}}'
+            % (i, pid, pid, 10 + i, i)
+        )
+    src = tmp_path / "one.pfw.gz"
+    src.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    out = str(tmp_path / "bypid")
+    assert merge_main([str(src), "-o", out, "--by-pid", "--member-size", "64KiB"]) == 0
+    files = _outputs(out)
+    assert len(files) == 31
+    ev_in, meta_in = _split_kinds([str(src)])
+    assert _split_kinds(files) == (ev_in, meta_in)
+    for f in files:
+        recs = read_trace(f)
+        assert len({r["pid"] for r in recs}) == 1
+        if "-999." in f:
+            assert [r["ph"] for r in recs] == ["M"]
+        else:
+            assert sum(r["ph"] == "X" for r in recs) == 200
+            assert _members(f) >= 2  # spilled before a member was full
