@@ -218,30 +218,18 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _loads = json.loads
 
 
-def _explicit_host(args, hh: Dict[str, str]) -> Optional[str]:
-    """The host an event names itself (args.hostname, or args.hhash through the HH records)."""
-    if not isinstance(args, dict):
-        return None
-    h = args.get("hostname")
-    if isinstance(h, str):
-        return h
-    hh_value = args.get("hhash")
-    if hh_value is not None:
-        return hh.get(str(hh_value), "hhash:%s" % hh_value)
-    return None
-
-
-@dataclass
 class Record:
     """One input line: ``line`` (bytes, no newline), ``meta`` (a metadata line), ``ident``
     ((host, pid): the host the analyzer gives it), ``explicit`` (the line names its host), and
     ``obj`` (the parsed object)."""
 
-    line: bytes
-    meta: bool
-    ident: Identity
-    explicit: bool
-    obj: dict
+    __slots__ = ("line", "meta", "ident", "explicit", "obj")
+
+    def __init__(self, line: bytes, meta: bool, ident: Identity, explicit: bool, obj: dict):
+        self.line, self.meta, self.ident, self.explicit, self.obj = line, meta, ident, explicit, obj
+
+
+_STRUCTURAL = (b"", b"[", b"]")
 
 
 def iter_records(path: str, st: InputStats) -> Iterator[Record]:
@@ -252,48 +240,60 @@ def iter_records(path: str, st: InputStats) -> Iterator[Record]:
     file_host: Optional[str] = None
     pid_host: Dict[int, str] = {}
     hh: Dict[str, str] = {}
-    for line in iter_lines(path, st):
-        s = line.strip()
-        if not s or s in (b"[", b"]"):
-            continue
-        try:
-            obj = loads(line)
-        except ValueError:
-            st.invalid += 1
-            continue
-        if not isinstance(obj, dict) or "name" not in obj:
-            st.invalid += 1
-            continue
-        pid = obj.get("pid")
-        pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-        args = obj.get("args")
-        ph = obj.get("ph")
-        if ph == "M" or ph == 4 or obj.get("cat") == "dftracer":
-            name = obj.get("name")
-            if isinstance(args, dict) and (ph == "M" or ph == 4):
-                value = args.get("value")
-                if name == "hostname" and isinstance(value, str):
-                    if file_host is None:
-                        file_host = value
-                    if pid is not None:
-                        pid_host[pid] = value
-                elif name == "HH" and value is not None and isinstance(args.get("name"), str):
-                    hh[str(value)] = args["name"]
-            host = pid_host.get(pid, file_host) if pid is not None else file_host
-            st.metadata += 1
-            yield Record(line, True, (host, pid), False, obj)
-            continue
-        ts = obj.get("ts")
-        if not isinstance(ts, (int, float)) or isinstance(ts, bool):  # the analyzer skips such events
-            st.invalid += 1
-            continue
-        host = _explicit_host(args, hh)
-        explicit = host is not None
-        if not explicit:
-            host = file_host
-        ident = (host, pid)
-        st.events[ident] += 1
-        yield Record(line, False, ident, explicit, obj)
+    counts: Dict[Identity, int] = {}  # a plain dict in the loop, added to st.events at the end
+    invalid = 0
+    try:
+        for line in iter_lines(path, st):
+            try:
+                obj = loads(line)
+            except ValueError:
+                if line.strip() not in _STRUCTURAL:
+                    invalid += 1
+                continue
+            if type(obj) is not dict or "name" not in obj:
+                invalid += 1
+                continue
+            pid = obj.get("pid")
+            if type(pid) is not int:
+                pid = None
+            args = obj.get("args")
+            ph = obj.get("ph")
+            if ph == "M" or ph == 4 or obj.get("cat") == "dftracer":
+                if type(args) is dict and (ph == "M" or ph == 4):
+                    name = obj.get("name")
+                    value = args.get("value")
+                    if name == "hostname" and isinstance(value, str):
+                        if file_host is None:
+                            file_host = value
+                        if pid is not None:
+                            pid_host[pid] = value
+                    elif name == "HH" and value is not None and isinstance(args.get("name"), str):
+                        hh[str(value)] = args["name"]
+                host = pid_host.get(pid, file_host) if pid is not None else file_host
+                st.metadata += 1
+                yield Record(line, True, (host, pid), False, obj)
+                continue
+            ts = obj.get("ts")
+            if type(ts) is not int and type(ts) is not float:  # the analyzer skips such events
+                invalid += 1
+                continue
+            host = None
+            if type(args) is dict:
+                host = args.get("hostname")
+                if type(host) is not str:
+                    host = None
+                    hv = args.get("hhash")
+                    if hv is not None:
+                        host = hh.get(str(hv), "hhash:%s" % hv)
+            explicit = host is not None
+            if not explicit:
+                host = file_host
+            ident = (host, pid)
+            counts[ident] = counts.get(ident, 0) + 1
+            yield Record(line, False, ident, explicit, obj)
+    finally:
+        st.events.update(counts)
+        st.invalid += invalid
 
 
 def count_events(path: str) -> InputStats:
