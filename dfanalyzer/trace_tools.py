@@ -538,17 +538,27 @@ class Run:
             from . import reader
 
             indexed_events = 0
+            problem = None
             for o in self.w.files:
                 try:
                     s = reader.scan(o.final, self.a.index_dir)
                 except (OSError, ValueError) as e:
-                    raise ToolError("indexing %s failed: %s" % (o.final, e)) from None
+                    problem = "indexing %s failed: %s" % (o.final, e)
+                    break
                 indexed_events += int(s["events"])
-            if indexed_events != total_events:
-                raise ToolError(
-                    "verification failed: the indexer counts %d events in the outputs, %d were read"
-                    % (indexed_events, total_events)
+            if problem is None and indexed_events != total_events:
+                problem = "verification failed: the indexer counts %d events in the outputs, %d were read" % (
+                    indexed_events,
+                    total_events,
                 )
+            if problem is not None:  # nothing is left behind, as for the checks before the rename
+                for o in self.w.files:
+                    for f in (o.final, reader.index_path(o.final, self.a.index_dir)):
+                        try:
+                            os.unlink(f)
+                        except OSError:
+                            pass
+                raise ToolError(problem)
         if not quiet:
             report = {
                 "inputs": len(self.inputs),

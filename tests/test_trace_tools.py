@@ -365,3 +365,15 @@ def test_by_pid_interleaved_processes_bounded_memory(tmp_path, monkeypatch):
         else:
             assert sum(r["ph"] == "X" for r in recs) == 200
             assert _members(f) >= 2  # spilled before a member was full
+
+
+def test_indexer_disagreement_fails_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """The last check is the C++ indexer's own event count of each output: a disagreement fails
+    the command and removes the outputs and their indexes."""
+    ins = _process_files(str(tmp_path / "in"), [1], events=30)
+    real = reader.scan
+    monkeypatch.setattr(reader, "scan", lambda p, d=None: dict(real(p, d), events=29))
+    out = tmp_path / "out"
+    assert merge_main(ins + ["-o", str(out / "m.pfw.gz")]) == 1
+    assert "the indexer counts 29 events in the outputs, 30 were read" in capsys.readouterr().err
+    assert not os.listdir(out)
