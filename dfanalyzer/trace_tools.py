@@ -828,10 +828,13 @@ def compact_main(argv: Optional[List[str]] = None) -> int:
             if o is not None and o.events and o.size_estimate() + size > a.size:
                 o.close()
                 o = None
+            # an input that fits is never cut (the size estimate may overshoot on the way); one
+            # that started its file and still outgrows it is cut at the size
+            whole = o is not None and o.size_estimate() + size <= a.size
             for rec in run.records(path):
                 if o is None:
                     o = new_file()
-                elif not rec.meta and o.size_estimate() >= a.size:
+                elif not whole and not rec.meta and o.size_estimate() >= a.size:
                     o.close()
                     o = new_file()
                 if rec.meta:

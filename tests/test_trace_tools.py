@@ -50,13 +50,17 @@ def _split_kinds(paths):
 
 
 def _members(path):
-    """Number of gzip members of ``path`` (each must be complete)."""
+    """Number of gzip members of ``path``; each must be complete and carry our ``DF`` size
+    subfield with its true compressed size (docs/format.md, header layout)."""
     raw = open(path, "rb").read()
     n = 0
     while raw:
+        assert raw[:4] == b"\x1f\x8b\x08\x04" and raw[12:14] == b"DF", (path, n)
+        size = int.from_bytes(raw[16:20], "little")
         d = zlib.decompressobj(31)
         d.decompress(raw)
         assert d.eof, path
+        assert len(raw) - len(d.unused_data) == size, (path, n)
         raw = d.unused_data
         n += 1
     return n
@@ -186,7 +190,11 @@ def test_compact_20000_small_files_same_summary(tmp_path):
     # truth from the generator's own arithmetic: file i holds 1 + i % 5 events of (node i % 4, 1000 + i // 4)
     truth = collections.Counter({("node%d" % (i % 4), 1000 + i // 4): 1 + i % 5 for i in range(20000)})
     assert sum(truth.values()) == 60000
-    assert csf.plain_counts(outs) == truth  # plain gzip + json over the outputs
+    per_file = [csf.plain_counts([o]) for o in outs]  # plain gzip + json over the outputs
+    assert sum(per_file, collections.Counter()) == truth
+    # ordered by process, and each small process file whole in one output
+    assert sum(len(c) for c in per_file) == len(truth)
+    assert all(_members(o) >= 2 for o in outs[:-1])
     assert _summary(small) == _summary(out)
 
 
@@ -377,3 +385,25 @@ def test_indexer_disagreement_fails_and_leaves_nothing(tmp_path, capsys, monkeyp
     assert merge_main(ins + ["-o", str(out / "m.pfw.gz")]) == 1
     assert "the indexer counts 29 events in the outputs, 30 were read" in capsys.readouterr().err
     assert not os.listdir(out)
+
+
+def test_compact_cuts_a_large_process_with_its_metadata(tmp_path):
+    """Small processes stay whole; a process larger than --size is cut into several files, each
+    starting with that process's metadata, so the summary and every event survive."""
+    d = str(tmp_path / "in")
+    ins = _process_files(d, [1, 2, 3], events=60) + _process_files(d, [4], events=6000, member_lines=500)
+    out = str(tmp_path / "c")
+    assert compact_main([d, "-o", out, "--size", "16KiB", "--member-size", "8KiB"]) == 0
+    outs = _outputs(out)
+    assert len(outs) >= 4
+    assert _split_kinds(outs) == _split_kinds(ins)
+    holders = collections.defaultdict(set)
+    for o in outs:
+        recs = read_trace(o)
+        for r in recs:
+            if r.get("ph") == "X":
+                holders[r["pid"]].add(o)
+        named = {r["pid"] for r in recs if r.get("name") == "hostname"}
+        assert {r["pid"] for r in recs if r.get("ph") == "X"} <= named
+    assert all(len(holders[p]) == 1 for p in (1, 2, 3)) and len(holders[4]) >= 3
+    assert _summary(d) == _summary(out)
