@@ -194,12 +194,26 @@ def iter_lines(path: str, st: InputStats) -> Iterator[bytes]:
     """Lines of ``path`` without their ``\\n``; an unterminated last line is dropped and counted
     lost (a cut-short file), as the analyzer does."""
     rest = b""
+    overlong = False  # inside a line longer than _MEMBER_HOLD (not a trace: binary data)
     for piece in read_members(path, st):
+        if overlong:
+            cut = piece.find(b"\n")
+            if cut < 0:
+                st.lost_bytes += len(piece)
+                continue
+            st.lost_bytes += cut + 1
+            piece, overlong = piece[cut + 1 :], False
         if rest:
             piece = rest + piece
         lines = piece.split(b"\n")
         rest = lines.pop()
         yield from lines
+        if len(rest) > _MEMBER_HOLD:  # never held whole: counted and skipped to its end
+            st.lost_bytes += len(rest)
+            st.problems.append("a line longer than %d bytes" % _MEMBER_HOLD)
+            rest, overlong = b"", True
+    if overlong:
+        return
     if rest.strip() and rest.strip() != b"]":  # DFTracer v1 ends with "]" and no newline
         st.lost_bytes += len(rest)
         st.problems.append("unterminated last line")

@@ -407,3 +407,20 @@ def test_compact_cuts_a_large_process_with_its_metadata(tmp_path):
         assert {r["pid"] for r in recs if r.get("ph") == "X"} <= named
     assert all(len(holders[p]) == 1 for p in (1, 2, 3)) and len(holders[4]) >= 3
     assert _summary(d) == _summary(out)
+
+
+def test_overlong_line_is_counted_not_held(tmp_path, capsys, monkeypatch):
+    """Binary data without newlines is not held as one line: counted as lost, then skipped."""
+    from dfanalyzer import trace_tools
+
+    monkeypatch.setattr(trace_tools, "_MEMBER_HOLD", 1000)
+    monkeypatch.setattr(trace_tools, "_READ_BLOCK", 512)
+    good = _process_files(str(tmp_path / "in"), [1], events=20)[0]
+    lines = _lines(good)
+    body = b"[\n" + b"\n".join(lines[:5] + [b"x" * 5000] + lines[5:]) + b"\n"
+    bad = tmp_path / "bin.pfw"
+    bad.write_bytes(body)
+    assert event_count_main([str(bad)]) == 1
+    cap = capsys.readouterr()
+    assert "a line longer than 1000 bytes" in cap.err and "5001 bytes lost" in cap.err, cap.err
+    assert cap.out.splitlines()[0].startswith("20\t")
