@@ -115,6 +115,10 @@ def _bin_dir(tmp):
         "dfanalyzer": _DFANALYZER,
         "dftracer-index": "dfanalyzer.tools:index_main",
         "dftracer-cat": "dfanalyzer.tools:cat_main",
+        "dftracer-merge": "dfanalyzer.trace_tools:merge_main",
+        "dftracer-compact": "dfanalyzer.trace_tools:compact_main",
+        "dftracer-split": "dfanalyzer.trace_tools:split_main",
+        "dftracer-event-count": "dfanalyzer.trace_tools:event_count_main",
         "dftracer-run": "dftracer.run:main",
     }
     for name, target in tools.items():
