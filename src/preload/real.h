@@ -17,9 +17,12 @@
 
 #include <atomic>
 
+#include "mpi_abi.h"
+
 namespace dftracer::preload {
 
-// Resolves the next definition of `name` (libc's); aborts with a message when there is none.
+// Resolves the next definition of `name` (libc's; for an MPI_* name the loaded MPI library's
+// PMPI_<name>, mpiio.cpp); aborts with a message when there is none.
 // Safe to call concurrently; idempotent.
 void* resolve(const char* name) noexcept __attribute__((visibility("hidden")));
 
