@@ -1,14 +1,16 @@
 """An mpi4py MPI-IO program for tests/test_preload_mpiio.py: every rank writes and reads its own
 blocks of one shared file, independently or collectively, blocking and non-blocking, and prints
-its own counts as one JSON line: {"rank", "size", "calls": {MPI call name: [calls, bytes]}}.
+its own counts as JSON to OUTDIR/rank<r>.json: {"rank", "size", "calls": {MPI call name:
+[calls, bytes]}} (one file per rank: the ranks' stdout lines interleave under mpirun).
 
-    mpirun -n N python mpiio_app.py PATH MODE BLOCKS BLOCK_ELEMS
+    mpirun -n N python mpiio_app.py PATH MODE BLOCKS BLOCK_ELEMS OUTDIR
 MODE: "independent" (MPI_File_write_at / read_at, write / read after set_view, iwrite_at /
 iread_at) or "collective" (MPI_File_write_at_all / read_at_all, write_all / read_all after
 set_view, iwrite_at_all / iread_at_all).
 """
 
 import json
+import os
 import sys
 from collections import defaultdict
 
@@ -17,7 +19,7 @@ from mpi4py import MPI
 
 
 def main():
-    path, mode, blocks, elems = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    path, mode, blocks, elems, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     calls = defaultdict(lambda: [0, 0])
@@ -75,7 +77,8 @@ def main():
     f.Close()
     note("MPI_File_close", 0)
     ftype.Free()
-    print(json.dumps({"rank": rank, "size": size, "total": total, "calls": calls}), flush=True)
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as out:
+        json.dump({"rank": rank, "size": size, "total": total, "calls": calls}, out)
 
 
 if __name__ == "__main__":
