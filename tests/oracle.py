@@ -58,12 +58,13 @@ def _bare(name: str) -> str:
 
 
 def _load_byte_rules() -> Dict[str, str]:
-    """bare call name -> "RET" | "RET_TIMES_SIZE" | "RET_COPY", read from the spec file
-    src/format/calls.def (a RET_COPY call moves ``ret`` bytes from ``fname`` to ``out_fname``)."""
+    """bare call name -> "RET" | "RET_TIMES_SIZE" | "RET_COPY" | "ARG_BYTES", read from the spec
+    file src/format/calls.def (a RET_COPY call moves ``ret`` bytes from ``fname`` to
+    ``out_fname``; an ARG_BYTES call, MPI-IO, carries its bytes in ``args.bytes``)."""
     rules = {}
     with open(CALLS_DEF) as f:
         for m in re.finditer(r"^DFT_CALL\(\s*(\w+),\s*(\w+),.*,\s*(\w+)\)\s*$", f.read(), re.M):
-            if m.group(3) in ("RET", "RET_TIMES_SIZE", "RET_COPY"):
+            if m.group(3) in ("RET", "RET_TIMES_SIZE", "RET_COPY", "ARG_BYTES"):
                 rules[_bare(m.group(2))] = m.group(3)
     # spellings of other tracers (DFTracer 1.x/2.x) for calls the preload does not intercept
     rules.update({"read64": "RET", "write64": "RET", "fread_unlocked": "RET_TIMES_SIZE"})
@@ -78,7 +79,7 @@ def direction(name: str) -> Optional[str]:
     """The direction ("read" or "write") of a read/write request, else None (also for a kernel
     copy: its bytes are read from one file and written to another, see :meth:`Oracle.files`)."""
     b = _bare(str(name))
-    if b not in BYTE_RULES or BYTE_RULES[b] == "RET_COPY":
+    if b not in BYTE_RULES or BYTE_RULES[b] in ("RET_COPY", "ARG_BYTES"):  # ARG_BYTES: MPI-IO, not a POSIX request
         return None
     return "read" if "read" in b else "write"
 
@@ -172,7 +173,10 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
         rule = BYTE_RULES.get(_bare(name))
         size = None
         ret, asz = _int(args.get("ret")), _int(args.get("size"))
-        if rule and ret is not None and ret >= 0:
+        if rule == "ARG_BYTES":
+            nb = _int(args.get("bytes"))
+            size = nb if nb is not None and nb >= 0 else None
+        elif rule and ret is not None and ret >= 0:
             if rule in ("RET", "RET_COPY"):
                 size = ret
             elif asz is not None:
@@ -190,7 +194,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
             dmin, dmax = _int(args.get("dur_min")), _int(args.get("dur_max"))
             exact_dur = cnt == 1 or (dmin is not None and dmin == dmax)
             dur_max = dmax if dmax is not None else (dur if cnt == 1 else None)
-            if rule and size is None:
+            if rule and rule != "ARG_BYTES" and size is None:
                 rsum, rmin, rmax = _int(args.get("ret_sum")), _int(args.get("ret_min")), _int(args.get("ret_max"))
                 smin, smax = _int(args.get("size_min")), _int(args.get("size_max"))
                 if rsum is not None and rmin is not None and rmin >= 0 and rsum >= 0:
@@ -768,6 +772,57 @@ class Oracle:
         df = pd.DataFrame.from_dict(rows, orient="index")
         df.index.name = "layer"
         df.attrs = {"total_s": total * 1e-6}
+        return df
+
+    #: parent layer -> child layers whose calls it makes underneath (docs/analyzer.md, nested layers)
+    NESTED = {"HDF5": ("MPI-IO", "POSIX"), "MPI-IO": ("POSIX",)}
+
+    def nested_layers(self) -> pd.DataFrame:
+        """HDF5 > MPI-IO, HDF5 > POSIX, MPI-IO > POSIX: a child event is nested when its
+        ``[ts, te]`` lies inside one parent event of the same (hostname, pid, tid); times are
+        measures of unions per thread, summed over threads (overlapping children count once)."""
+        e = self.ev
+
+        def thread(r):
+            return (r["hostname"], int(r["pid"]), int(r["tid"]))
+
+        def events_of(cat):
+            return [r for _, r in e[e["cat"] == cat].iterrows()]
+
+        rows = {}
+        for p, kids in self.NESTED.items():
+            pe = events_of(p)
+            if not pe:
+                continue
+            by_thread: Dict[tuple, list] = {}
+            for r in pe:
+                by_thread.setdefault(thread(r), []).append((int(r["ts"]), int(r["te"])))
+            p_time = sum(measure(union([a for a, _ in v], [b for _, b in v])) for v in by_thread.values())
+            p_bytes = sum(int(r["size"]) for r in pe if not pd.isna(r["size"]))
+            for k in kids:
+                n = nbytes = 0
+                inside: Dict[tuple, list] = {}
+                for r in events_of(k):
+                    spans = by_thread.get(thread(r), [])
+                    if any(a <= r["ts"] and r["te"] <= b for a, b in spans):
+                        n += int(r["cnt"])
+                        nbytes += 0 if pd.isna(r["size"]) else int(r["size"])
+                        inside.setdefault(thread(r), []).append((int(r["ts"]), int(r["te"])))
+                k_time = sum(measure(union([a for a, _ in v], [b for _, b in v])) for v in inside.values())
+                rows[f"{p} > {k}"] = {
+                    "parent": p,
+                    "child": k,
+                    "parent_events": int(sum(int(r["cnt"]) for r in pe)),
+                    "parent_time_s": p_time * 1e-6,
+                    "parent_bytes": p_bytes,
+                    "child_events": n,
+                    "child_time_s": k_time * 1e-6,
+                    "child_bytes": nbytes,
+                    "time_share": k_time / p_time if p_time else float("nan"),
+                    "bytes_ratio": nbytes / p_bytes if p_bytes else float("nan"),
+                }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "nesting"
         return df
 
     # -- insights' evidence metrics --------------------------------------------------------

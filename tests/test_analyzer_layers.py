@@ -1,0 +1,113 @@
+"""Multi-level layers (issue 24): HDF5 > MPI-IO, HDF5 > POSIX and MPI-IO > POSIX time and bytes
+(``views.nested_layer_view``, ``layers().attrs["nested"]``, the report) against the oracle
+(tests/oracle.py, plain gzip + json) and against numbers worked out by hand, on a synthetic trace
+written here with plain gzip + json: overlapping children, a child straddling its parent's end, a
+child on another thread, a parent on another process at the same time, nesting across
+partitions; and the multi-level insights across their floors."""
+
+import gzip
+import json
+import math
+
+import dask.dataframe as dd
+import pandas as pd
+import pytest
+from oracle import Oracle
+
+from dfanalyzer import DFAnalyzer, views
+
+T0 = 1_700_000_000_000_000
+
+
+def ev(name, cat, pid, tid, ts, dur, **args):
+    return {"name": name, "cat": cat, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur, "ph": "X", "args": args}
+
+
+def write(path, host, events):
+    lines = [{"name": "hostname", "cat": "dftracer", "pid": events[0]["pid"], "tid": 0, "ts": T0, "ph": "M",
+              "args": {"name": "hostname", "value": host}}] + events
+    with gzip.open(path, "wt") as f:
+        f.write("[\n" + "".join(json.dumps(r) + "\n" for r in lines))
+    return str(path)
+
+
+def synthetic(tmp_path):
+    a = [
+        # HDF5 write [1000, 1100): two overlapping pwrites inside (union 40 µs), one straddling its end
+        ev("H5Dwrite", "HDF5", 10, 10, 1000, 100, fname="/d/f.h5"),
+        ev("pwrite", "POSIX", 10, 10, 1010, 20, fname="/d/f.h5", ret=2048),
+        ev("pwrite", "POSIX", 10, 10, 1020, 30, fname="/d/f.h5", ret=2048),
+        ev("write", "POSIX", 10, 10, 1090, 20, fname="/d/f.h5", ret=10),
+        # HDF5 read [2000, 2050) with a pread of exactly its span
+        ev("H5Dread", "HDF5", 10, 10, 2000, 50, fname="/d/f.h5"),
+        ev("pread", "POSIX", 10, 10, 2000, 50, fname="/d/f.h5", ret=4096),
+        # POSIX outside every parent
+        ev("read", "POSIX", 10, 10, 3000, 10, fname="/d/f.h5", ret=7),
+        # MPI-IO [5000, 5200) with a pwrite inside; the same span on another thread is not nested
+        ev("MPI_File_write_at", "MPI-IO", 10, 10, 5000, 200, fname="/d/m.bin", count=2000, type_size=4, bytes=8000, ret=0),
+        ev("pwrite", "POSIX", 10, 10, 5050, 50, fname="/d/m.bin", ret=8000),
+        ev("pwrite", "POSIX", 10, 11, 5050, 50, fname="/d/m.bin", ret=8000),
+        # HDF5 over MPI-IO over POSIX
+        ev("H5Dwrite", "HDF5", 10, 10, 6000, 500, fname="/d/g.h5"),
+        ev("MPI_File_write_at_all", "MPI-IO", 10, 10, 6100, 300, fname="/d/g.h5", count=1000, type_size=1, bytes=1000, ret=0),
+        ev("pwrite", "POSIX", 10, 10, 6200, 100, fname="/d/g.h5", ret=1000),
+    ]
+    # another process, same pid and times on another host: nothing of process 10 nests in it
+    b = [
+        ev("MPI_File_read_at", "MPI-IO", 10, 10, 1000, 100, fname="/d/m.bin", count=100, type_size=1, bytes=100, ret=0),
+        ev("close", "POSIX", 10, 10, 7000, 5, fname="/d/m.bin", ret=0),
+    ]
+    return [write(tmp_path / "a.pfw.gz", "h1", a), write(tmp_path / "b.pfw.gz", "h2", b)]
+
+
+# worked out by hand from synthetic(): (parent_events, parent_time µs, parent_bytes,
+# child_events, child_time µs, child_bytes)
+HAND = {
+    "HDF5 > MPI-IO": (3, 650, 0, 1, 300, 1000),
+    "HDF5 > POSIX": (3, 650, 0, 4, 190, 2048 + 2048 + 4096 + 1000),
+    "MPI-IO > POSIX": (3, 600, 9100, 2, 150, 9000),
+}
+
+
+def same_frames(got, want):
+    assert list(got.index) == list(want.index)
+    for col in want.columns:
+        for i in want.index:
+            a, b = got.loc[i, col], want.loc[i, col]
+            if isinstance(b, float):
+                assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12), (i, col, a, b)
+            else:
+                assert a == b, (i, col, a, b)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    return synthetic(tmp_path_factory.mktemp("layers"))
+
+
+def test_nested_layers_match_hand_and_oracle(traces, dask_client, tmp_path):
+    want = Oracle(traces).nested_layers()
+    for k, (pn, pt, pb, kn, kt, kb) in HAND.items():
+        r = want.loc[k]
+        assert (r.parent_events, r.parent_time_s, r.parent_bytes) == (pn, pt * 1e-6, pb)
+        assert (r.child_events, r.child_time_s, r.child_bytes) == (kn, kt * 1e-6, kb)
+    assert want.loc["MPI-IO > POSIX", "time_share"] == 0.25
+    with DFAnalyzer(traces, client=dask_client) as a:
+        lay = a.layers()
+        got = lay.attrs["nested"].sort_index()
+        same_frames(got, want.sort_index())
+        # the same across partitions: parents and children in different partitions
+        pdf = a.events.compute().sort_values("ts", kind="stable").reset_index(drop=True)
+        for n in (2, 5, len(pdf)):
+            split = dd.from_pandas(pdf, npartitions=n, sort=False)
+            same_frames(views.nested_layer_view(split).sort_index(), want.sort_index())
+        a.report(str(tmp_path / "r.html"))
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="nested-layers"' in html and "MPI-IO &gt; POSIX" in html
+
+
+def test_no_parents_no_nested_rows(tmp_path, dask_client):
+    p = write(tmp_path / "p.pfw.gz", "h", [ev("read", "POSIX", 1, 1, 0, 10, fname="/x", ret=3)])
+    with DFAnalyzer([p], client=dask_client) as a:
+        nested = a.layers().attrs["nested"]
+    assert len(nested) == 0 and "time_share" in nested.columns
