@@ -111,3 +111,63 @@ def test_no_parents_no_nested_rows(tmp_path, dask_client):
     with DFAnalyzer([p], client=dask_client) as a:
         nested = a.layers().attrs["nested"]
     assert len(nested) == 0 and "time_share" in nested.columns
+
+
+# ----------------------------------------------------------------------------- insights
+def run_insights(tmp_path, name, files, dask_client):
+    paths = []
+    for i, (host, events) in enumerate(files):
+        paths.append(write(tmp_path / f"{name}-{i}.pfw.gz", host, events))
+    with DFAnalyzer(paths, client=dask_client) as a:
+        rep = a.insights(show=False)
+    return {i.rule: i for i in rep.insights}, rep
+
+
+def h5reads(n, nbytes, dur, pid=1):
+    return [ev("H5Dread", "HDF5", pid, pid, k * dur, dur, fname="/d/x.h5", bytes=nbytes) for k in range(n)]
+
+
+def mpi_writes(n, name, dur, pid):
+    return [
+        ev(name, "MPI-IO", pid, pid, k * dur, dur, fname="/d/ck.bin", count=64, type_size=8, bytes=512, ret=0)
+        for k in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    "n,nbytes,dur,fires",
+    [
+        (200, 1000, 10_000, True),  # 200 reads of 1000 B, 2 s in them
+        (100, 1000, 30_000, False),  # not more than hdf5_small_reads_absolute (100)
+        (200, 1000, 1_000, False),  # 0.2 s: under the 1 s floor
+        (200, 262_144, 10_000, False),  # not small (hdf5_small_bytes = 262144)
+    ],
+)
+def test_small_hdf5_reads_rule(tmp_path, dask_client, n, nbytes, dur, fires):
+    found, rep = run_insights(tmp_path, "h5", [("h", h5reads(n, nbytes, dur))], dask_client)
+    assert ("small_hdf5_reads" in found) == fires
+    assert "small_hdf5_reads" in rep.checked
+    if fires:
+        m = found["small_hdf5_reads"].evidence["metrics"]
+        assert (m["h5dreads"], m["small_h5dreads"]) == (n, n)
+        assert m["affected_time_s"] == n * dur / 1e6
+
+
+@pytest.mark.parametrize(
+    "name,procs,n,dur,fires",
+    [
+        ("MPI_File_write_at", 2, 101, 10_000, True),  # 202 independent writes by 2 ranks, 2.02 s
+        ("MPI_File_write_at_all", 2, 101, 10_000, False),  # collective
+        ("MPI_File_write_at", 1, 202, 10_000, False),  # one process: not a shared file
+        ("MPI_File_write_at", 2, 40, 10_000, False),  # 80 calls: not more than mpiio_independent_absolute
+        ("MPI_File_iwrite_at", 2, 101, 1_000, False),  # 0.202 s: under the 1 s floor
+    ],
+)
+def test_independent_mpiio_rule(tmp_path, dask_client, name, procs, n, dur, fires):
+    files = [(f"h{p}", mpi_writes(n, name, dur, pid=p + 1)) for p in range(procs)]
+    found, rep = run_insights(tmp_path, "mpi", files, dask_client)
+    assert ("independent_mpiio" in found) == fires
+    if fires:
+        m = found["independent_mpiio"].evidence["metrics"]
+        assert (m["independent_calls"], m["data_calls"], m["shared_files"]) == (procs * n, procs * n, 1)
+        assert m["affected_time_s"] == procs * n * dur / 1e6
