@@ -107,7 +107,7 @@ def check(outs, traces, path, ranks):
 
 
 @pytest.mark.parametrize("ranks,mode,blocks,elems", [(2, "independent", 5, 1000), (4, "collective", 3, 777)])
-def test_mpiio_counts_bytes_and_ranks(tmp_path, ranks, mode, blocks, elems):
+def test_mpiio_counts_bytes_and_ranks(tmp_path, dask_client, ranks, mode, blocks, elems):
     outs, traces, path = run_app(tmp_path, ranks, mode, blocks, elems)
     check(outs, traces, path, ranks)
     # the program's data reached the file through the wrappers (4-byte ints, ranks' blocks)
@@ -115,6 +115,19 @@ def test_mpiio_counts_bytes_and_ranks(tmp_path, ranks, mode, blocks, elems):
     suffix = "_all" if mode == "collective" else ""
     for o in outs.values():
         assert o["calls"]["MPI_File_write_at" + suffix] == [blocks, blocks * elems * 4]
+    # the analyzer: ranks from the process_id records, MPI-IO > POSIX nesting of the real run
+    from dfanalyzer import DFAnalyzer
+
+    with DFAnalyzer(sorted(traces), client=dask_client) as a:
+        pids = {next(r["pid"] for r in recs if r.get("cat") == "MPI-IO"): f for f, recs in traces.items()}
+        ranks = a.ranks()
+        assert sorted(ranks.tolist()) == list(range(ranks.size)) and set(ranks.index) == set(pids)
+        nested = a.layers().attrs["nested"]
+    row = nested.loc["MPI-IO > POSIX"]
+    want = sum(v[0] for o in outs.values() for v in o["calls"].values())
+    assert row.parent_events == want
+    assert row.parent_bytes == sum(v[1] for o in outs.values() for v in o["calls"].values())
+    assert 0 < row.child_time_s <= row.parent_time_s and 0 < row.time_share <= 1
 
 
 def test_mpiio_without_metadata_records_names_only(tmp_path):
