@@ -1641,7 +1641,9 @@ def _independent_mpiio(f: Facts, th: dict, cfg: dict):
     if fl is None:
         return None
     top = cfg["evidence"]["top"]
-    by_file = ind.groupby("fname", dropna=False).agg(calls=("calls", "sum"), bytes=("bytes", "sum"), time=("time", "sum"))
+    by_file = ind.groupby("fname", dropna=False).agg(
+        calls=("calls", "sum"), bytes=("bytes", "sum"), time=("time", "sum")
+    )
     by_file = by_file.sort_values("calls", ascending=False, kind="stable").head(top)
     rows = [
         {
@@ -1803,7 +1805,9 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     facts = finish_facts(root, t0, t1, bins, epochs)
     small = int(cfg["thresholds"]["hdf5_small_bytes"])
     ml = [c.submit(_mlayer_partial, p, small, pure=False) for p in parts]
-    facts.mlayers = {"calls": tree_reduce(ml, _mlayer_combine, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()}
+    facts.mlayers = {
+        "calls": tree_reduce(ml, _mlayer_combine, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()
+    }
     return run_rules(facts, cfg)
 
 

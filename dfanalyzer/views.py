@@ -1312,7 +1312,9 @@ def nested_layer_view(events, client=None, _parents=None) -> pd.DataFrame:
     bytes). Empty (same columns) when the trace has no HDF5 nor MPI-IO events.
     """
     if _parents is None:
-        _parents = {k[1:]: v for k, v in _run(events, _parent_unions_df, _layer_combine, lambda c: c, client=client).items()}
+        _parents = {
+            k[1:]: v for k, v in _run(events, _parent_unions_df, _layer_combine, lambda c: c, client=client).items()
+        }
     if not _parents:
         return _nest_finish({}, {})
     unions = {k: v[2] for k, v in _parents.items()}

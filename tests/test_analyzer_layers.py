@@ -24,8 +24,17 @@ def ev(name, cat, pid, tid, ts, dur, **args):
 
 
 def write(path, host, events):
-    lines = [{"name": "hostname", "cat": "dftracer", "pid": events[0]["pid"], "tid": 0, "ts": T0, "ph": "M",
-              "args": {"name": "hostname", "value": host}}] + events
+    lines = [
+        {
+            "name": "hostname",
+            "cat": "dftracer",
+            "pid": events[0]["pid"],
+            "tid": 0,
+            "ts": T0,
+            "ph": "M",
+            "args": {"name": "hostname", "value": host},
+        }
+    ] + events
     with gzip.open(path, "wt") as f:
         f.write("[\n" + "".join(json.dumps(r) + "\n" for r in lines))
     return str(path)
@@ -44,12 +53,36 @@ def synthetic(tmp_path):
         # POSIX outside every parent
         ev("read", "POSIX", 10, 10, 3000, 10, fname="/d/f.h5", ret=7),
         # MPI-IO [5000, 5200) with a pwrite inside; the same span on another thread is not nested
-        ev("MPI_File_write_at", "MPI-IO", 10, 10, 5000, 200, fname="/d/m.bin", count=2000, type_size=4, bytes=8000, ret=0),
+        ev(
+            "MPI_File_write_at",
+            "MPI-IO",
+            10,
+            10,
+            5000,
+            200,
+            fname="/d/m.bin",
+            count=2000,
+            type_size=4,
+            bytes=8000,
+            ret=0,
+        ),
         ev("pwrite", "POSIX", 10, 10, 5050, 50, fname="/d/m.bin", ret=8000),
         ev("pwrite", "POSIX", 10, 11, 5050, 50, fname="/d/m.bin", ret=8000),
         # HDF5 over MPI-IO over POSIX
         ev("H5Dwrite", "HDF5", 10, 10, 6000, 500, fname="/d/g.h5"),
-        ev("MPI_File_write_at_all", "MPI-IO", 10, 10, 6100, 300, fname="/d/g.h5", count=1000, type_size=1, bytes=1000, ret=0),
+        ev(
+            "MPI_File_write_at_all",
+            "MPI-IO",
+            10,
+            10,
+            6100,
+            300,
+            fname="/d/g.h5",
+            count=1000,
+            type_size=1,
+            bytes=1000,
+            ret=0,
+        ),
         ev("pwrite", "POSIX", 10, 10, 6200, 100, fname="/d/g.h5", ret=1000),
     ]
     # another process, same pid and times on another host: nothing of process 10 nests in it
@@ -171,3 +204,21 @@ def test_independent_mpiio_rule(tmp_path, dask_client, name, procs, n, dur, fire
         m = found["independent_mpiio"].evidence["metrics"]
         assert (m["independent_calls"], m["data_calls"], m["shared_files"]) == (procs * n, procs * n, 1)
         assert m["affected_time_s"] == procs * n * dur / 1e6
+
+
+def test_reader_arg_bytes_rule(tmp_path):
+    """ARG_BYTES (calls.def, the MPI-IO data calls): size = args.bytes when >= 0, else null; a
+    call without that rule ignores args.bytes; MPI_File_open has no bytes."""
+    from dfanalyzer import reader as R
+
+    recs = [
+        ev("MPI_File_write_at_all", "MPI-IO", 1, 1, 0, 1, bytes=4096, count=1024, type_size=4, ret=0),
+        ev("MPI_File_iread", "MPI-IO", 1, 1, 1, 1, count=10, type_size=4, ret=5),  # failed: no bytes
+        ev("MPI_File_read_at", "MPI-IO", 1, 1, 2, 1, bytes=-1, ret=0),
+        ev("MPI_File_open", "MPI-IO", 1, 1, 3, 1, bytes=7, ret=0),
+        ev("read", "POSIX", 1, 1, 4, 1, bytes=9, ret=3),
+    ]
+    p = tmp_path / "b.pfw"
+    p.write_text("[\n" + "".join(json.dumps(r) + "\n" for r in recs))
+    e = R.load_batch(str(p), 0, 0).events
+    assert list(e["size"]) == [4096, pd.NA, pd.NA, pd.NA, 3]

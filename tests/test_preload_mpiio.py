@@ -50,7 +50,15 @@ def run_app(tmp_path, ranks, mode, blocks, elems, metadata=True):
     cmd = [MPIRUN, "--oversubscribe", "-n", str(ranks)]
     for k, v in traced.items():  # only the ranks are traced, not mpirun itself
         cmd += ["-x", f"{k}={v}"]
-    cmd += [sys.executable, os.path.join(HERE, "mpiio_app.py"), str(data / "shared.bin"), mode, str(blocks), str(elems), str(tmp_path)]
+    cmd += [
+        sys.executable,
+        os.path.join(HERE, "mpiio_app.py"),
+        str(data / "shared.bin"),
+        mode,
+        str(blocks),
+        str(elems),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=50)
     assert proc.returncode == 0, proc.stderr[-3000:]
     outs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]

@@ -302,7 +302,8 @@ DFT_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etyp
 
 DFT_EXPORT int MPI_File_sync(MPI_File fh) {
   return file_op(
-      "MPI_File_sync", fh, [&] { return real_MPI_File_sync()(fh); }, [](ArgList& a, int ret) { a.add_int("ret", ret); });
+      "MPI_File_sync", fh, [&] { return real_MPI_File_sync()(fh); },
+      [](ArgList& a, int ret) { a.add_int("ret", ret); });
 }
 
 // The data calls: those without an explicit offset (individual, collective, shared, ordered

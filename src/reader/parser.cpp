@@ -38,9 +38,9 @@ int64_t ArgColumn::length() const {
 
 // Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
 // (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size; RET_COPY: args.ret, moved from the in
-// file, fname, to the out file, args.out_fname; ARG_BYTES: args.bytes, MPI-IO), so no call the preload intercepts can lose its
-// bytes. Names compare without leading '_' and a "_chk" suffix (fortify entry points,
-// other tracers' spellings).
+// file, fname, to the out file, args.out_fname; ARG_BYTES: args.bytes, MPI-IO), so no call the
+// preload intercepts can lose its bytes. Names compare without leading '_' and a "_chk" suffix
+// (fortify entry points, other tracers' spellings).
 namespace {
 constexpr std::string_view bare_call_name(std::string_view n) {
   while (!n.empty() && n.front() == '_') n.remove_prefix(1);
