@@ -1092,6 +1092,12 @@ class DFAnalyzer:
 
         return views.layer_view(self.events, mapping, client=self.client)
 
+    def nested_layers(self) -> pd.DataFrame:
+        """HDF5 > MPI-IO > POSIX time and bytes (:func:`dfanalyzer.views.nested_layer_view`)."""
+        from . import views
+
+        return views.nested_layer_view(self.events, client=self.client)
+
     def compare(self, other, threshold: Optional[float] = None) -> pd.DataFrame:
         """Signed deltas and ratios of every summary and per-function metric, ``other`` vs this
         run as the baseline (:func:`dfanalyzer.views.compare`)."""

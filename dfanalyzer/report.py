@@ -25,6 +25,8 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 
+from .views import nested_frame
+
 __all__ = ["write_report", "render_report"]
 
 _CSS = """
@@ -228,10 +230,10 @@ def _insights_html(rep) -> str:
     return "".join(parts)
 
 
-def _nested_html(nested) -> str:
+def _nested_html(nested: pd.DataFrame) -> str:
     """The multi-level layers section (HDF5 > MPI-IO > POSIX, views.nested_layer_view); empty when
     the trace has no HDF5 nor MPI-IO events."""
-    if nested is None or not len(nested):
+    if not len(nested):
         return ""
     return (
         f'<section id="nested-layers"><h2>Nested layers</h2>{_table(nested)}'
@@ -276,7 +278,7 @@ def render_report(analyzer, config=None, top: int = 20, bins: int = 50, title: O
         _insights_html(rep),
         f'<section id="layers"><h2>Layers</h2>{_table(layers)}'
         f'<p class="muted">time_s: union of the layer\'s intervals; unoverlapped_s: while no other layer runs</p></section>',
-        _nested_html(layers.attrs.get("nested")),
+        _nested_html(nested_frame(layers.attrs.get("nested") or {})),
         f'<section id="functions"><h2>Functions</h2>{_table(funcs, top)}</section>',
         f'<section id="files"><h2>Files</h2>{_table(files, top)}</section>',
         f'<section id="processes"><h2>Processes</h2>{_table(procs, top)}<p class="muted">{_e(pattrs)}</p></section>',

@@ -74,6 +74,7 @@ __all__ = [
     "epoch_view",
     "layer_view",
     "nested_layer_view",
+    "nested_frame",
     "NESTED_LAYERS",
     "compare",
     "flatten_metrics",
@@ -1388,15 +1389,25 @@ def layer_view(events, mapping: Optional[Mapping[str, Optional[str]]] = None, cl
     when no other layer is in flight: ``|L \\ ∪ others|``), ``share`` (``time_s`` / measure of
     the union of all layers). ``attrs["total_s"]`` is that union. Compare two layers with
     ``df.time_s[a] / df.time_s[b] - 1`` (e.g. "app I/O takes 55 % more time than POSIX").
-    ``attrs["nested"]``: the multi-level split, HDF5 > POSIX, MPI-IO > POSIX, ...
-    (:func:`nested_layer_view`; computed only when HDF5 or MPI-IO events are present).
+    ``attrs["nested"]``: the multi-level split, HDF5 > POSIX, MPI-IO > POSIX, ... as a dict
+    ``{nesting: {column: value}}`` (:func:`nested_layer_view`'s rows, :func:`nested_frame` turns it
+    back into that frame; ``{}`` when the trace has no HDF5 nor MPI-IO events).
     """
     full = dict(DEFAULT_LAYERS)
     full.update(mapping or {})
     cats = _run(events, _layer_partial, _layer_combine, lambda c: c, client=client)
     df = _layer_finish(cats, full)
     parents = {k[1:]: v for k, v in cats.items() if k[0] == "#parent"}
-    df.attrs["nested"] = nested_layer_view(events, client=client, _parents=parents)
+    # a plain dict (JSON-able, comparable: frames in attrs break pd.concat and the CLI's notes)
+    df.attrs["nested"] = nested_layer_view(events, client=client, _parents=parents).to_dict(orient="index")
+    return df
+
+
+def nested_frame(nested: Mapping[str, dict]) -> pd.DataFrame:
+    """``layers().attrs["nested"]`` (``{"HDF5 > POSIX": {column: value}}``) as the frame of
+    :func:`nested_layer_view`."""
+    df = pd.DataFrame.from_dict(dict(nested), orient="index", columns=_NEST_COLS)
+    df.index.name = "nesting"
     return df
 
 

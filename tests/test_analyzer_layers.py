@@ -127,8 +127,10 @@ def test_nested_layers_match_hand_and_oracle(traces, dask_client, tmp_path):
     assert want.loc["MPI-IO > POSIX", "time_share"] == 0.25
     with DFAnalyzer(traces, client=dask_client) as a:
         lay = a.layers()
-        got = lay.attrs["nested"].sort_index()
+        got = views.nested_frame(lay.attrs["nested"]).sort_index()
         same_frames(got, want.sort_index())
+        same_frames(a.nested_layers().sort_index(), want.sort_index())
+        assert pd.concat([lay, lay]).attrs["nested"] == lay.attrs["nested"]  # plain, comparable attrs
         # the same across partitions: parents and children in different partitions
         pdf = a.events.compute().sort_values("ts", kind="stable").reset_index(drop=True)
         for n in (2, 5, len(pdf)):
@@ -142,7 +144,8 @@ def test_nested_layers_match_hand_and_oracle(traces, dask_client, tmp_path):
 def test_no_parents_no_nested_rows(tmp_path, dask_client):
     p = write(tmp_path / "p.pfw.gz", "h", [ev("read", "POSIX", 1, 1, 0, 10, fname="/x", ret=3)])
     with DFAnalyzer([p], client=dask_client) as a:
-        nested = a.layers().attrs["nested"]
+        assert a.layers().attrs["nested"] == {}
+        nested = a.nested_layers()
     assert len(nested) == 0 and "time_share" in nested.columns
 
 
