@@ -489,7 +489,7 @@ def test_cli_insights_json_and_table(scenarios, tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "none of the 14 rules triggered" in out.stdout
+    assert "none of the 16 rules triggered" in out.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("thresholds: {nope: 1}\n")
     out = subprocess.run(
