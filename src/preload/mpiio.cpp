@@ -164,6 +164,13 @@ void record_rank() noexcept {
   g_state.tracer->initialize(nullptr, nullptr, &rank);
 }
 
+// record_rank() once, as a recording of ours (nothing it calls is traced).
+inline void ensure_rank() noexcept {
+  if (DFT_LIKELY(g_rank_state.load(std::memory_order_relaxed) != 0)) return;
+  Recording rec;
+  record_rank();
+}
+
 int type_size(MPI_Datatype t) noexcept {
   using fn = int (*)(MPI_Datatype, int*);
   static fn f = reinterpret_cast<fn>(resolve_pmpi("MPI_Type_size"));
@@ -184,7 +191,7 @@ template <typename Call, typename Fill>
 int file_op(std::string_view name, MPI_File fh, Call&& call, Fill&& fill) {
   PathRef* p = traced_file(fh);
   if (DFT_LIKELY(p == nullptr)) return call();
-  record_rank();
+  ensure_rank();
   int64_t t0 = now_us();
   int ret = call();
   int64_t t1 = now_us();
@@ -247,7 +254,7 @@ DFT_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI
   int n = 0;
   if (!traced_path(AT_FDCWD, strip_fs_prefix(filename), abs, &n))
     return real_MPI_File_open()(comm, filename, amode, info, fh);
-  record_rank();
+  ensure_rank();
   int64_t t0 = now_us();
   int ret = real_MPI_File_open()(comm, filename, amode, info, fh);
   int64_t t1 = now_us();
