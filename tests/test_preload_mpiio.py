@@ -148,3 +148,43 @@ def test_mpiio_without_metadata_records_names_only(tmp_path):
         for r in mpi:
             names[r["name"]] += 1
         assert dict(names) == {k: v[0] for k, v in outs[0]["calls"].items()}
+
+
+def test_mpiio_from_a_library_loaded_rtld_local(tmp_path):
+    """libmpi outside the global scope when the first MPI call comes (a library linked with it,
+    dlopened RTLD_LOCAL, as a Python extension is): PMPI_* is found in the loaded object."""
+    mpicc = shutil.which("mpicc")
+    if mpicc is None:
+        pytest.skip("needs mpicc (libopenmpi-dev)")
+    src = os.path.join(HERE, "cpp")
+    lib, exe = tmp_path / "libapp.so", tmp_path / "main"
+    subprocess.run([mpicc, "-shared", "-fPIC", "-o", str(lib), os.path.join(src, "mpiio_local_lib.c")], check=True)
+    subprocess.run(["gcc", "-o", str(exe), os.path.join(src, "mpiio_local_main.c"), "-ldl"], check=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    prefix = str(tmp_path / "trace")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = [MPIRUN, "--oversubscribe", "-n", "2"]
+    for k, v in {
+        "LD_PRELOAD": preload_lib(),
+        "DFTRACER_ENABLE": "1",
+        "DFTRACER_LOG_FILE": prefix,
+        "DFTRACER_DATA_DIR": str(data),
+        "DFTRACER_INC_METADATA": "1",
+    }.items():
+        cmd += ["-x", f"{k}={v}"]
+    proc = subprocess.run(
+        cmd + [str(exe), str(lib), str(data / "x.bin")], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("global PMPI before: (nil)") == 2, proc.stdout  # the fallback path ran
+    assert os.path.getsize(data / "x.bin") == 2 * 1024
+    ranks = set()
+    for f in trace_files(prefix):
+        recs = read_trace(f)
+        mpi = [(r["name"], r["args"].get("bytes")) for r in recs if r.get("cat") == "MPI-IO"]
+        if not mpi:
+            continue
+        assert mpi == [("MPI_File_open", None), ("MPI_File_write_at", 1024), ("MPI_File_close", None)]
+        ranks |= {r["args"]["value"] for r in recs if r.get("name") == "process_id"}
+    assert ranks == {"0", "1"}
