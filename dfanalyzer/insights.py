@@ -1548,7 +1548,7 @@ _ML_COLS = ["cat", "name", "fname", "hostname", "pid", "calls", "time", "bytes",
 
 def _mlayer_partial(df: pd.DataFrame, small: int) -> pd.DataFrame:
     """Per (cat, name, fname, hostname, pid) of the HDF5 and MPI-IO events of one partition:
-    calls, time (summed dur, µs), bytes (``size``, else ``args.bytes``), and the calls (and their
+    calls, time (summed dur, µs), bytes (``size``, else ``args.size``), and the calls (and their
     time) that moved fewer than ``small`` bytes."""
     x, calls = select_frame(df)
     if x.empty:
@@ -1558,8 +1558,8 @@ def _mlayer_partial(df: pd.DataFrame, small: int) -> pd.DataFrame:
         return pd.DataFrame(columns=_ML_COLS)
     x = x[keep]
     size = pd.to_numeric(x["size"], errors="coerce") if "size" in x.columns else pd.Series(np.nan, index=x.index)
-    if "bytes" in x.columns:  # a call whose byte rule the reader does not know
-        size = size.fillna(pd.to_numeric(x["bytes"], errors="coerce"))
+    if "arg_size" in x.columns:  # args.size of a call whose byte rule the reader does not know
+        size = size.fillna(pd.to_numeric(x["arg_size"], errors="coerce"))
     known = size.notna().to_numpy()
     sz = size.fillna(0).to_numpy(dtype=np.int64)
     dur = x["dur"].to_numpy(dtype=np.int64)

@@ -58,13 +58,13 @@ def _bare(name: str) -> str:
 
 
 def _load_byte_rules() -> Dict[str, str]:
-    """bare call name -> "RET" | "RET_TIMES_SIZE" | "RET_COPY" | "ARG_BYTES", read from the spec
-    file src/format/calls.def (a RET_COPY call moves ``ret`` bytes from ``fname`` to
-    ``out_fname``; an ARG_BYTES call, MPI-IO, carries its bytes in ``args.bytes``)."""
+    """bare call name -> "RET" | "RET_TIMES_SIZE" | "RET_COPY" | "ARG_SIZE", read from the spec
+    file src/format/calls.def (a RET_COPY call moves ``ret`` bytes from ``fname`` to ``out_fname``;
+    an ARG_SIZE call, H5Dread/H5Dwrite, ``args.size`` bytes)."""
     rules = {}
     with open(CALLS_DEF) as f:
         for m in re.finditer(r"^DFT_CALL\(\s*(\w+),\s*(\w+),.*,\s*(\w+)\)\s*$", f.read(), re.M):
-            if m.group(3) in ("RET", "RET_TIMES_SIZE", "RET_COPY", "ARG_BYTES"):
+            if m.group(3) in ("RET", "RET_TIMES_SIZE", "RET_COPY", "ARG_SIZE"):
                 rules[_bare(m.group(2))] = m.group(3)
     # spellings of other tracers (DFTracer 1.x/2.x) for calls the preload does not intercept
     rules.update({"read64": "RET", "write64": "RET", "fread_unlocked": "RET_TIMES_SIZE"})
@@ -79,7 +79,7 @@ def direction(name: str) -> Optional[str]:
     """The direction ("read" or "write") of a read/write request, else None (also for a kernel
     copy: its bytes are read from one file and written to another, see :meth:`Oracle.files`)."""
     b = _bare(str(name))
-    if b not in BYTE_RULES or BYTE_RULES[b] in ("RET_COPY", "ARG_BYTES"):  # ARG_BYTES: MPI-IO, not a POSIX request
+    if b not in BYTE_RULES or BYTE_RULES[b] in ("RET_COPY", "ARG_SIZE"):  # ARG_SIZE: an HDF5 layer call
         return None
     return "read" if "read" in b else "write"
 
@@ -173,12 +173,11 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
         rule = BYTE_RULES.get(_bare(name))
         size = None
         ret, asz = _int(args.get("ret")), _int(args.get("size"))
-        if rule == "ARG_BYTES":
-            nb = _int(args.get("bytes"))
-            size = nb if nb is not None and nb >= 0 else None
-        elif rule and ret is not None and ret >= 0:
+        if rule and ret is not None and ret >= 0:
             if rule in ("RET", "RET_COPY"):
                 size = ret
+            elif rule == "ARG_SIZE":
+                size = asz if asz is not None and asz >= 0 else None
             elif asz is not None:
                 size = ret * asz
         exact_size = True  # per-call sizes all equal (always for X)
@@ -194,7 +193,7 @@ def load_file(path: str) -> Tuple[List[dict], dict]:
             dmin, dmax = _int(args.get("dur_min")), _int(args.get("dur_max"))
             exact_dur = cnt == 1 or (dmin is not None and dmin == dmax)
             dur_max = dmax if dmax is not None else (dur if cnt == 1 else None)
-            if rule and rule != "ARG_BYTES" and size is None:
+            if rule and rule != "ARG_SIZE" and size is None:
                 rsum, rmin, rmax = _int(args.get("ret_sum")), _int(args.get("ret_min")), _int(args.get("ret_max"))
                 smin, smax = _int(args.get("size_min")), _int(args.get("size_max"))
                 if rsum is not None and rmin is not None and rmin >= 0 and rsum >= 0:

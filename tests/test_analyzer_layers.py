@@ -63,7 +63,7 @@ def synthetic(tmp_path):
             fname="/d/m.bin",
             count=2000,
             type_size=4,
-            bytes=8000,
+            size=8000,
             ret=0,
         ),
         ev("pwrite", "POSIX", 10, 10, 5050, 50, fname="/d/m.bin", ret=8000),
@@ -80,14 +80,14 @@ def synthetic(tmp_path):
             fname="/d/g.h5",
             count=1000,
             type_size=1,
-            bytes=1000,
+            size=1000,
             ret=0,
         ),
         ev("pwrite", "POSIX", 10, 10, 6200, 100, fname="/d/g.h5", ret=1000),
     ]
     # another process, same pid and times on another host: nothing of process 10 nests in it
     b = [
-        ev("MPI_File_read_at", "MPI-IO", 10, 10, 1000, 100, fname="/d/m.bin", count=100, type_size=1, bytes=100, ret=0),
+        ev("MPI_File_read_at", "MPI-IO", 10, 10, 1000, 100, fname="/d/m.bin", count=100, type_size=1, size=100, ret=0),
         ev("close", "POSIX", 10, 10, 7000, 5, fname="/d/m.bin", ret=0),
     ]
     return [write(tmp_path / "a.pfw.gz", "h1", a), write(tmp_path / "b.pfw.gz", "h2", b)]
@@ -160,12 +160,12 @@ def run_insights(tmp_path, name, files, dask_client):
 
 
 def h5reads(n, nbytes, dur, pid=1):
-    return [ev("H5Dread", "HDF5", pid, pid, k * dur, dur, fname="/d/x.h5", bytes=nbytes) for k in range(n)]
+    return [ev("H5Dread", "HDF5", pid, pid, k * dur, dur, fname="/d/x.h5", size=nbytes) for k in range(n)]
 
 
 def mpi_writes(n, name, dur, pid):
     return [
-        ev(name, "MPI-IO", pid, pid, k * dur, dur, fname="/d/ck.bin", count=64, type_size=8, bytes=512, ret=0)
+        ev(name, "MPI-IO", pid, pid, k * dur, dur, fname="/d/ck.bin", count=64, type_size=8, size=512, ret=0)
         for k in range(n)
     ]
 
@@ -209,17 +209,17 @@ def test_independent_mpiio_rule(tmp_path, dask_client, name, procs, n, dur, fire
         assert m["affected_time_s"] == procs * n * dur / 1e6
 
 
-def test_reader_arg_bytes_rule(tmp_path):
-    """ARG_BYTES (calls.def, the MPI-IO data calls): size = args.bytes when >= 0, else null; a
-    call without that rule ignores args.bytes; MPI_File_open has no bytes."""
+def test_reader_arg_size_rule(tmp_path):
+    """ARG_SIZE (calls.def, the MPI-IO data calls): size = args.size when ret >= 0 and args.size
+    >= 0, else null; MPI_File_open (NONE) has no bytes whatever its args say."""
     from dfanalyzer import reader as R
 
     recs = [
-        ev("MPI_File_write_at_all", "MPI-IO", 1, 1, 0, 1, bytes=4096, count=1024, type_size=4, ret=0),
-        ev("MPI_File_iread", "MPI-IO", 1, 1, 1, 1, count=10, type_size=4, ret=5),  # failed: no bytes
-        ev("MPI_File_read_at", "MPI-IO", 1, 1, 2, 1, bytes=-1, ret=0),
-        ev("MPI_File_open", "MPI-IO", 1, 1, 3, 1, bytes=7, ret=0),
-        ev("read", "POSIX", 1, 1, 4, 1, bytes=9, ret=3),
+        ev("MPI_File_write_at_all", "MPI-IO", 1, 1, 0, 1, size=4096, count=1024, type_size=4, ret=0),
+        ev("MPI_File_iread", "MPI-IO", 1, 1, 1, 1, count=10, type_size=4, ret=5),  # failed: no size
+        ev("MPI_File_read_at", "MPI-IO", 1, 1, 2, 1, size=-1, ret=0),
+        ev("MPI_File_open", "MPI-IO", 1, 1, 3, 1, size=7, ret=0),
+        ev("read", "POSIX", 1, 1, 4, 1, size=9, ret=3),
     ]
     p = tmp_path / "b.pfw"
     p.write_text("[\n" + "".join(json.dumps(r) + "\n" for r in recs))

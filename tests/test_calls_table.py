@@ -40,13 +40,13 @@ def test_calls_def_is_well_formed():
     assert len(names) == len(set(names))
     assert len([r for r in rows if r[0] in ("POSIX", "STDIO", "PROCESS")]) == 128
     assert {"POSIX", "STDIO", "PROCESS", "MPIIO"} <= {r[0] for r in rows}
-    assert {"RET", "RET_TIMES_SIZE", "RET_COPY", "NONE", "NO_EVENT", "ARG_BYTES"} <= {r[4] for r in rows}
-    # MPI-IO: every data call (read/write, all forms) carries its bytes in args.bytes
+    assert {"RET", "RET_TIMES_SIZE", "RET_COPY", "NONE", "NO_EVENT", "ARG_SIZE"} <= {r[4] for r in rows}
+    # MPI-IO: every data call (read/write, all forms) carries its bytes in args.size
     mpi = {r[1]: r[4] for r in rows if r[0] == "MPIIO"}
-    assert {n for n, b in mpi.items() if b == "ARG_BYTES"} == {
+    assert {n for n, b in mpi.items() if b == "ARG_SIZE"} == {
         n for n in mpi if n.startswith("MPI_File_") and ("read" in n or "write" in n)
     }
-    assert len([n for n, b in mpi.items() if b == "ARG_BYTES"]) == 22
+    assert len([n for n, b in mpi.items() if b == "ARG_SIZE"]) == 22
     byte_calls = {r[1]: r[4] for r in rows if r[4] in ("RET", "RET_TIMES_SIZE")}
     assert byte_calls["preadv64v2"] == byte_calls["pwritev64v2"] == "RET"
     assert {n for n, b in byte_calls.items() if b == "RET_TIMES_SIZE"} == {"fread", "__fread_chk", "fwrite"}

@@ -1,7 +1,7 @@
 """MPI-IO under the preload (issue 24): an mpi4py program (tests/mpiio_app.py) run by OpenMPI's
 ``mpirun`` with 2 to 4 ranks, independent and collective, blocking and non-blocking I/O on one
 shared file. Every rank prints its own counts (calls and bytes per MPI call); the trace of each
-rank must hold exactly those MPI-IO events, with those bytes (args.bytes and the reader's
+rank must hold exactly those MPI-IO events, with those bytes (args.size and the reader's
 ``size``), the file name, the rank as its ``process_id`` metadata, and the POSIX calls MPI made
 underneath nested in time inside them."""
 
@@ -85,11 +85,11 @@ def check(outs, traces, path, ranks):
         got = defaultdict(lambda: [0, 0])
         for r in mpi:
             got[r["name"]][0] += 1
-            got[r["name"]][1] += r["args"].get("bytes", 0)
+            got[r["name"]][1] += r["args"].get("size", 0)
             assert r["args"]["fname"] == str(path)
             assert r["args"]["ret"] == 0
         assert {k: list(v) for k, v in got.items()} == want
-        # the reader's byte rule: size == args.bytes for the data calls, null for the others
+        # the reader's byte rule: size == args.size for the data calls, null for the others
         e = R.load_batch(f, 0, 0).events
         e = e[e["cat"].astype(str) == "MPI-IO"]
         sizes = defaultdict(int)
@@ -107,7 +107,7 @@ def check(outs, traces, path, ranks):
         # (collective I/O: only OpenMPI's aggregator ranks write the file, others may move nothing)
         posix_written += sum(r["args"]["ret"] for r in moved if "write" in r["name"])
         # blocking calls only: OpenMPI starts MPI_File_i* with POSIX AIO (aio_write), not intercepted
-        mpi_written += sum(r["args"].get("bytes", 0) for r in mpi if "write" in r["name"] and "iwrite" not in r["name"])
+        mpi_written += sum(r["args"].get("size", 0) for r in mpi if "write" in r["name"] and "iwrite" not in r["name"])
         for r in moved:
             assert any(a <= r["ts"] and r["ts"] + r["dur"] <= b for a, b in spans), r
     assert seen_ranks == set(range(ranks))
@@ -182,7 +182,7 @@ def test_mpiio_from_a_library_loaded_rtld_local(tmp_path):
     ranks = set()
     for f in trace_files(prefix):
         recs = read_trace(f)
-        mpi = [(r["name"], r["args"].get("bytes")) for r in recs if r.get("cat") == "MPI-IO"]
+        mpi = [(r["name"], r["args"].get("size")) for r in recs if r.get("cat") == "MPI-IO"]
         if not mpi:
             continue
         assert mpi == [("MPI_File_open", None), ("MPI_File_write_at", 1024), ("MPI_File_close", None)]

@@ -10,8 +10,8 @@
 //
 // A file handle is traced when MPI_File_open named a traced path (DFTRACER_DATA_DIR, as for
 // POSIX); the handle -> path map is kept until MPI_File_close. Args (DFTRACER_INC_METADATA=1):
-// fname, count (elements), type_size (bytes of one element, MPI_Type_size), bytes (count ×
-// type_size, when the call returned MPI_SUCCESS: the reader's ARG_BYTES rule), offset_etypes
+// fname, count (elements), type_size (bytes of one element, MPI_Type_size), size (count ×
+// type_size, when the call returned MPI_SUCCESS: the reader's ARG_SIZE rule), offset_etypes
 // (the explicit offset of the *_at forms, in etypes of the file view), ret (the MPI error code).
 // A non-blocking call (MPI_File_i*) records the bytes it started, over the time of the start.
 // MPI_Init / MPI_Init_thread: once MPI is up, the rank in MPI_COMM_WORLD is recorded as the
@@ -213,7 +213,7 @@ int data_op(std::string_view name, MPI_File fh, bool has_at, long long at, int c
     int ts = type_size(t);
     a.add_int("count", count);
     a.add_int("type_size", ts);
-    if (ret == kMpiSuccess && ts >= 0 && count >= 0) a.add_int("bytes", int64_t(count) * ts);
+    if (ret == kMpiSuccess && ts >= 0 && count >= 0) a.add_int("size", int64_t(count) * ts);
     if (has_at) a.add_int("offset_etypes", at);
     a.add_int("ret", ret);
   });

@@ -38,9 +38,9 @@ int64_t ArgColumn::length() const {
 
 // Byte rule (docs/index.md): the bytes an event moved, from the call table src/format/calls.def
 // (RET: args.ret; RET_TIMES_SIZE: args.ret * args.size; RET_COPY: args.ret, moved from the in
-// file, fname, to the out file, args.out_fname; ARG_BYTES: args.bytes, MPI-IO), so no call the
-// preload intercepts can lose its bytes. Names compare without leading '_' and a "_chk" suffix
-// (fortify entry points, other tracers' spellings).
+// file, fname, to the out file, args.out_fname; ARG_SIZE: args.size, H5Dread/H5Dwrite), so no
+// call the preload intercepts can lose its bytes. Names compare without leading '_' and a "_chk"
+// suffix (fortify entry points, other tracers' spellings).
 namespace {
 constexpr std::string_view bare_call_name(std::string_view n) {
   while (!n.empty() && n.front() == '_') n.remove_prefix(1);
@@ -50,7 +50,7 @@ constexpr std::string_view bare_call_name(std::string_view n) {
 constexpr SizeKind kBytes_RET = kRet;
 constexpr SizeKind kBytes_RET_TIMES_SIZE = kRetTimesSize;
 constexpr SizeKind kBytes_RET_COPY = kRet;
-constexpr SizeKind kBytes_ARG_BYTES = kArgBytes;
+constexpr SizeKind kBytes_ARG_SIZE = kSize;
 constexpr SizeKind kBytes_NONE = kNoSize;
 constexpr SizeKind kBytes_NO_EVENT = kNoSize;
 }  // namespace
@@ -330,7 +330,6 @@ struct Parser::Impl {
     kRetMin,
     kSizeMin,
     kSizeMax,
-    kBytesArg,
     kNumSpecial
   };
   struct Slot {
@@ -419,7 +418,6 @@ struct Parser::Impl {
     if (k == "ret") return kRetArg;
     if (k == "size") return kSizeArg;
     if (k == "dur") return kArgDur;
-    if (k == "bytes") return kBytesArg;
     if (k.size() != 7 && k.size() != 8) return kPlain;
     if (k == "dur_sum") return kDurSum;
     if (k == "ret_sum") return kRetSum;
@@ -877,13 +875,13 @@ struct Parser::Impl {
   // Bytes moved by the calls of an aggregated record: ret_sum (kRet) or ret_sum × size (fread/
   // fwrite with one element size, size_min == size_max), when no call failed (ret_min >= 0).
   static bool aggregated_size(int8_t sk, const Staged* const* sp, int64_t& size) {
-    if (sk == kArgBytes) return false;  // args.bytes of single calls only
     const Staged *sum = sp[kRetSum], *lo = sp[kRetMin];
     if (!is_int(sum) || !is_int(lo) || lo->i < 0 || sum->i < 0) return false;
     if (sk == kRet) {
       size = sum->i;
       return true;
     }
+    if (sk == kSize) return false;  // the records of args.size calls carry no summed size
     const Staged *smin = sp[kSizeMin], *smax = sp[kSizeMax];
     if (!is_int(smin) || !is_int(smax) || smin->i != smax->i) return false;
     return !__builtin_mul_overflow(sum->i, smin->i, &size);
@@ -944,16 +942,13 @@ struct Parser::Impl {
     int8_t sk = name_size_kind[size_t(nc)];
     const Staged *ret = special[kRetArg], *asize = special[kSizeArg];
     bool aggregated = ph.size() == 1 && ph[0] == 'A';
-    if (sk == kArgBytes) {
-      const Staged* b = special[kBytesArg];
-      if (b && b->type == ArgType::Int && b->i >= 0) {
-        size = b->i;
-        size_ok = true;
-      }
-    } else if (sk != kNoSize && ret && ret->type == ArgType::Int && ret->i >= 0) {
+    if (sk != kNoSize && ret && ret->type == ArgType::Int && ret->i >= 0) {
       if (sk == kRet) {
         size = ret->i;
         size_ok = true;
+      } else if (sk == kSize) {
+        size_ok = asize && asize->type == ArgType::Int && asize->i >= 0;
+        if (size_ok) size = asize->i;
       } else if (asize && asize->type == ArgType::Int) {
         size = ret->i * asize->i;
         size_ok = true;

@@ -437,11 +437,10 @@ void collect_context(const char* buf, size_t len, FileContext& ctx);
 // 4 "M" metadata, other "?" (upstream TracePhaseType; docs/index.md).
 const char* phase_letter(int64_t code);
 
-// Byte rule of an event name (docs/index.md): `size` = args.ret (kRet) or args.ret × args.size
-// (kRetTimesSize, fread/fwrite) when ret >= 0, or args.bytes (kArgBytes, MPI-IO) when >= 0;
-// kNoSize: null. Leading '_' and a "_chk" suffix are
-// ignored (__read_chk is read).
-enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2, kArgBytes = 3 };
+// Byte rule of an event name (docs/index.md): `size` = args.ret (kRet), args.ret × args.size
+// (kRetTimesSize, fread/fwrite) or args.size (kSize, H5Dread/H5Dwrite) when ret >= 0; kNoSize:
+// null. Leading '_' and a "_chk" suffix are ignored (__read_chk is read).
+enum SizeKind : int8_t { kNoSize = 0, kRet = 1, kRetTimesSize = 2, kSize = 3 };
 SizeKind size_kind_of(std::string_view name);
 
 }  // namespace dftracer::reader

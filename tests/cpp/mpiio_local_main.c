@@ -5,7 +5,10 @@
 #include <stdio.h>
 int main(int argc, char** argv) {
   void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  if (!h) {
+    fprintf(stderr, "%s\n", dlerror());
+    return 1;
+  }
   int (*run)(const char*) = (int (*)(const char*))dlsym(h, "run");
   printf("global PMPI before: %p\n", dlsym(RTLD_DEFAULT, "PMPI_File_open"));
   int r = run(argv[2]);
