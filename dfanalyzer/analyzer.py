@@ -923,6 +923,22 @@ class DFAnalyzer:
             self._metadata_futures = []
         return self._metadata
 
+    def ranks(self) -> pd.Series:
+        """The MPI rank of each traced process: int64 Series named ``rank``, indexed by ``pid``,
+        from the ``process_id`` metadata records (the preload records MPI_COMM_WORLD's rank there
+        after ``MPI_Init``; ``dftracer.initialize_log(process_id=...)`` too). Empty when no
+        process recorded one; a value that is not an integer is left out."""
+        m = self.metadata
+        if not len(m) or not {"name", "pid", "value"} <= set(m.columns):
+            return pd.Series([], dtype="int64", name="rank", index=pd.Index([], dtype="int64", name="pid"))
+        r = m[m["name"].astype(str) == "process_id"]
+        v = pd.to_numeric(r["value"].astype(str), errors="coerce")
+        ok = v.notna() & (v == v.round())
+        out = pd.Series(v[ok].astype("int64").to_numpy(), index=pd.Index(r["pid"][ok].astype("int64"), name="pid"))
+        out = out[~out.index.duplicated(keep="first")].sort_index()
+        out.name = "rank"
+        return out
+
     def skipped_files(self) -> List[dict]:
         """Files with skipped lines, lost lines/bytes or warnings: ``path``, ``skipped_lines``,
         ``lost_lines``, ``lost_bytes``, ``warnings``."""
@@ -1113,6 +1129,12 @@ class DFAnalyzer:
         from . import views
 
         return views.layer_view(self.events, mapping, client=self.client)
+
+    def nested_layers(self) -> pd.DataFrame:
+        """HDF5 > MPI-IO > POSIX time and bytes (:func:`dfanalyzer.views.nested_layer_view`)."""
+        from . import views
+
+        return views.nested_layer_view(self.events, client=self.client)
 
     def compare(self, other, threshold: Optional[float] = None) -> pd.DataFrame:
         """Signed deltas and ratios of every summary and per-function metric, ``other`` vs this

@@ -910,6 +910,10 @@ def view_main(args) -> int:
             note = _attrs_text(df)
             if note:  # (wrapped at the table's width)
                 out.print(escape(note), highlight=False, markup=False)
+            if args.command == "layers" and df.attrs.get("nested"):  # HDF5 > MPI-IO > POSIX (issue 24)
+                from .views import nested_frame
+
+                out.print(frame_table(nested_frame(df.attrs["nested"]), "nested layers"))
         else:
             write_frame(shown, args.format, args.output)
             if args.output:

@@ -760,6 +760,9 @@ class Facts:
     t0: int
     t1: int
     bins: int
+    #: multi-level facts (HDF5, MPI-IO; :func:`_mlayer_partial`): ``calls``, one row per
+    #: (cat, name, fname, hostname, pid) with calls, time (µs), bytes, small_calls, small_time
+    mlayers: Dict[str, Any] = field(default_factory=dict)
 
     def window(self, i: int) -> dict:
         """Bin ``i`` as ``{"start_s", "end_s"}`` (seconds since the first event)."""
@@ -1579,6 +1582,146 @@ def _repeated_epoch_reads(f: Facts, th: dict, cfg: dict):
     )
 
 
+# ----------------------------------------------------------------------------- multi-level rules
+#: Collective MPI-IO data calls (every rank of the communicator takes part); the other data
+#: calls are independent. Non-blocking forms count with their blocking twins.
+MPIIO_COLLECTIVE = re.compile(r"MPI_File_i?(read|write)(_at)?_all$|MPI_File_i?(read|write)_ordered$")
+MPIIO_DATA = re.compile(r"MPI_File_i?(read|write)(_at|_all|_at_all|_shared|_ordered)?$")
+_ML_CATS = ("HDF5", "MPI-IO")
+_ML_COLS = ["cat", "name", "fname", "hostname", "pid", "calls", "time", "bytes", "small_calls", "small_time"]
+
+
+def _mlayer_partial(df: pd.DataFrame, small: int) -> pd.DataFrame:
+    """Per (cat, name, fname, hostname, pid) of the HDF5 and MPI-IO events of one partition:
+    calls, time (summed dur, µs), bytes (``size``, else ``args.size``), and the calls (and their
+    time) that moved fewer than ``small`` bytes."""
+    x, calls = select_frame(df)
+    if x.empty:
+        return pd.DataFrame(columns=_ML_COLS)
+    keep = _isin(x["cat"], _ML_CATS)
+    if not keep.any():
+        return pd.DataFrame(columns=_ML_COLS)
+    x = x[keep]
+    size = pd.to_numeric(x["size"], errors="coerce") if "size" in x.columns else pd.Series(np.nan, index=x.index)
+    if "arg_size" in x.columns:  # args.size of a call whose byte rule the reader does not know
+        size = size.fillna(pd.to_numeric(x["arg_size"], errors="coerce"))
+    known = size.notna().to_numpy()
+    sz = size.fillna(0).to_numpy(dtype=np.int64)
+    dur = x["dur"].to_numpy(dtype=np.int64)
+    is_small = known & (sz < small)
+    t = pd.DataFrame(
+        {
+            "cat": x["cat"].astype(object).to_numpy(),
+            "name": x["name"].astype(object).to_numpy(),
+            "fname": x["fname"].astype(object).to_numpy() if "fname" in x.columns else None,
+            "hostname": x["hostname"].astype(object).to_numpy() if "hostname" in x.columns else None,
+            "pid": x["pid"].to_numpy(dtype=np.int64),
+            "calls": calls[keep],
+            "time": dur,
+            "bytes": sz,
+            "small_calls": np.where(is_small, calls[keep], 0),
+            "small_time": np.where(is_small, dur, 0),
+        }
+    )
+    keys = ["cat", "name", "fname", "hostname", "pid"]
+    return t.groupby(keys, dropna=False, sort=False).sum().reset_index()
+
+
+def _mlayer_combine(*parts: pd.DataFrame) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=_ML_COLS)
+    t = pd.concat(parts, ignore_index=True)
+    return t.groupby(["cat", "name", "fname", "hostname", "pid"], dropna=False, sort=False).sum().reset_index()
+
+
+def _small_hdf5_reads(f: Facts, th: dict, cfg: dict):
+    t = f.mlayers.get("calls")
+    if t is None or not len(t):
+        return None
+    r = t[(t["cat"] == "HDF5") & (t["name"] == "H5Dread")]
+    n, small = int(r["calls"].sum()), int(r["small_calls"].sum())
+    if not n or _share(small, n) <= th["hdf5_small_reads"] or small <= th["hdf5_small_reads_absolute"]:
+        return None
+    fl = _floor(cfg, "small_hdf5_reads", int(r["small_time"].sum()), _proc_time(f))
+    if fl is None:
+        return None
+    metrics = {"h5dreads": n, "small_h5dreads": small, "small_share": round(_share(small, n), 6), **fl}
+    top = cfg["evidence"]["top"]
+    files = r.groupby("fname", dropna=False)[["calls", "small_calls", "bytes", "small_time"]].sum()
+    files = files.sort_values("small_calls", ascending=False, kind="stable").head(top)
+    rows = [
+        {"fname": str(k), "h5dreads": int(v.calls), "small_h5dreads": int(v.small_calls), "bytes": int(v.bytes)}
+        for k, v in files.iterrows()
+    ]
+    return (
+        f"{small:,} of {n:,} H5Dread calls ({100 * _share(small, n):.1f}%) read fewer than "
+        f"{th['hdf5_small_bytes']:,} bytes each ({fl['affected_time_s']:.3f} s in them)",
+        metrics,
+        {"files": rows},
+        [
+            "Read larger hyperslabs per H5Dread (whole chunks or many rows at once; h5py: slice more rows "
+            "per access) and keep them aligned to the dataset's chunks",
+            "Raise the chunk cache (H5Pset_chunk_cache; h5py rdcc_nbytes) so small reads hit memory",
+        ],
+    )
+
+
+def _independent_mpiio(f: Facts, th: dict, cfg: dict):
+    t = f.mlayers.get("calls")
+    if t is None or not len(t):
+        return None
+    d = t[(t["cat"] == "MPI-IO") & t["name"].map(lambda n: bool(MPIIO_DATA.match(str(n))))]
+    if not len(d):
+        return None
+    d = d.assign(coll=d["name"].map(lambda n: bool(MPIIO_COLLECTIVE.match(str(n)))))
+    procs = d.groupby("fname", dropna=False).apply(lambda g: len(set(zip(g["hostname"], g["pid"]))))
+    shared = set(procs[procs >= 2].index)
+    s = d[d["fname"].isin(shared)]
+    ind = s[~s["coll"]]
+    n_ind, n_all = int(ind["calls"].sum()), int(s["calls"].sum())
+    if not n_ind or _share(n_ind, n_all) <= th["mpiio_independent_share"] or n_ind <= th["mpiio_independent_absolute"]:
+        return None
+    fl = _floor(cfg, "independent_mpiio", int(ind["time"].sum()), _proc_time(f))
+    if fl is None:
+        return None
+    top = cfg["evidence"]["top"]
+    by_file = ind.groupby("fname", dropna=False).agg(
+        calls=("calls", "sum"), bytes=("bytes", "sum"), time=("time", "sum")
+    )
+    by_file = by_file.sort_values("calls", ascending=False, kind="stable").head(top)
+    rows = [
+        {
+            "fname": str(k),
+            "independent_calls": int(v.calls),
+            "bytes": int(v.bytes),
+            "processes": int(procs[k]),
+            "time_s": int(v.time) / 1e6,
+        }
+        for k, v in by_file.iterrows()
+    ]
+    names = ind.groupby("name")["calls"].sum().sort_values(ascending=False)
+    metrics = {
+        "independent_calls": n_ind,
+        "data_calls": n_all,
+        "independent_share": round(_share(n_ind, n_all), 6),
+        "shared_files": len(shared),
+        **fl,
+    }
+    return (
+        f"{n_ind:,} of {n_all:,} MPI-IO data calls on {len(shared)} shared file(s) are independent "
+        f"({', '.join(f'{k} {int(v):,}' for k, v in names.head(3).items())}) instead of collective",
+        metrics,
+        {"files": rows},
+        [
+            "Use the collective forms (MPI_File_write_at_all / read_at_all, write_all / read_all; mpi4py "
+            "Write_at_all ...) so MPI-IO aggregates the ranks' requests into large contiguous ones (two-phase I/O)",
+            "Set a file view per rank (MPI_File_set_view) and tune the collective buffering hints "
+            "(cb_nodes, cb_buffer_size) for the file system",
+        ],
+    )
+
+
 RULES: Tuple[Rule, ...] = (
     Rule("small_requests", "P05", "Small I/O requests", _small_requests),
     Rule("misaligned_requests", "P08", "Misaligned file requests", _misaligned),
@@ -1594,6 +1737,8 @@ RULES: Tuple[Rule, ...] = (
     Rule("checkpoint_time", "A04", "Checkpoint time share", _checkpoint_time),
     Rule("small_files_per_sample", "A05", "Many small files opened per sample", _small_files_per_sample),
     Rule("repeated_epoch_reads", "A06", "Same bytes read again in later epochs", _repeated_epoch_reads),
+    Rule("small_hdf5_reads", "H01", "Many small H5Dread calls", _small_hdf5_reads),
+    Rule("independent_mpiio", "M01", "Independent instead of collective MPI-IO", _independent_mpiio),
 )
 
 
@@ -1703,6 +1848,11 @@ def compute_insights(analyzer, config=None) -> InsightReport:
     leaves = [c.submit(facts_partial, p, dict(ctx, stream_start=st), pure=False) for p, st in zip(parts, starts)]
     root = tree_reduce(leaves, combine_facts, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()
     facts = finish_facts(root, t0, t1, bins, epochs)
+    small = int(cfg["thresholds"]["hdf5_small_bytes"])
+    ml = [c.submit(_mlayer_partial, p, small, pure=False) for p in parts]
+    facts.mlayers = {
+        "calls": tree_reduce(ml, _mlayer_combine, submit=lambda fn, *a: c.submit(fn, *a, pure=False)).result()
+    }
     return run_rules(facts, cfg)
 
 

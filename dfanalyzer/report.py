@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .safetext import PLAIN_TEXT, escape
+from .views import nested_frame
 
 __all__ = ["write_report", "render_report"]
 
@@ -231,6 +232,19 @@ def _insights_html(rep) -> str:
     return "".join(parts)
 
 
+def _nested_html(nested: pd.DataFrame) -> str:
+    """The multi-level layers section (HDF5 > MPI-IO > POSIX, views.nested_layer_view); empty when
+    the trace has no HDF5 nor MPI-IO events."""
+    if not len(nested):
+        return ""
+    return (
+        f'<section id="nested-layers"><h2>Nested layers</h2>{_table(nested)}'
+        '<p class="muted">child calls made inside the parent layer\'s calls (same thread, time containment); '
+        "time_share: share of the parent layer's time spent in the child layer; bytes_ratio: child bytes / "
+        "parent bytes</p></section>"
+    )
+
+
 def render_report(analyzer, config=None, top: int = 20, bins: int = 50, title: Optional[str] = None) -> str:
     """The report of ``analyzer`` as one HTML string (see the module doc).
 
@@ -270,6 +284,7 @@ def render_report(analyzer, config=None, top: int = 20, bins: int = 50, title: O
         _insights_html(rep),
         f'<section id="layers"><h2>Layers</h2>{_table(layers)}'
         f'<p class="muted">time_s: union of the layer\'s intervals; unoverlapped_s: while no other layer runs</p></section>',
+        _nested_html(nested_frame(layers.attrs.get("nested") or {})),
         f'<section id="functions"><h2>Functions</h2>{_table(funcs, top)}</section>',
         f'<section id="files"><h2>Files</h2>{_table(files, top)}</section>',
         f'<section id="processes"><h2>Processes</h2>{_table(procs, top)}<p class="muted">{_e(pattrs)}</p></section>',

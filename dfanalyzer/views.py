@@ -73,6 +73,9 @@ __all__ = [
     "tag_view",
     "epoch_view",
     "layer_view",
+    "nested_layer_view",
+    "nested_frame",
+    "NESTED_LAYERS",
     "compare",
     "flatten_metrics",
     "parents_from_metadata",
@@ -1175,7 +1178,153 @@ def _layer_partial(df):
             int(dur[rows].sum()),
             union_intervals(ts[rows], te[rows]),
         ]
+    out.update(_parent_unions(c))
     return out
+
+
+#: Multi-level layers (issue 24): parent category -> the categories whose calls it makes
+#: underneath (an HDF5 call's MPI-IO and POSIX calls, an MPI-IO call's POSIX calls).
+NESTED_LAYERS: Dict[str, Tuple[str, ...]] = {"HDF5": ("MPI-IO", "POSIX"), "MPI-IO": ("POSIX",)}
+
+
+def _thread_keys(c, rows):
+    """Dense codes of (cat, hostname, pid, tid) of ``rows`` and the key tuples by code."""
+    cc, cu = c.codes("cat")
+    h, hu = c.codes("hostname")
+    hn = [None] + list(hu)
+    tid = c.ints("tid") if "tid" in c.df.columns else np.zeros(c.n, dtype=np.int64)
+    codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([cc[rows], h[rows], c.ints("pid")[rows], tid[rows]]))
+    keys = [(cu[int(a)], hn[int(b) + 1], int(p), int(t)) for a, b, p, t in uniq]
+    return codes.astype(np.int64), keys
+
+
+def _parent_unions(c):
+    """``("#parent", cat, host, pid, tid) -> [calls, bytes, union]`` of the NESTED_LAYERS parents."""
+    out = {}
+    if c.n == 0:
+        return out
+    rows = np.flatnonzero(c.cat_mask(NESTED_LAYERS))
+    if rows.size == 0:
+        return out
+    size, _ = c.nullable("size")
+    codes, keys = _thread_keys(c, rows)
+    for code, idx in _segments(codes):
+        r = rows[idx]
+        out[("#parent",) + keys[code]] = [int(c.calls[r].sum()), int(size[r].sum()), union_intervals(c.ts[r], c.te[r])]
+    return out
+
+
+def _nest_partial(df, parents):
+    """``(parent, child, host, pid, tid) -> [calls, bytes, union]`` of the child-layer events whose
+    ``[ts, te]`` lies inside one interval of the same thread's parent-layer union."""
+    c = _Cols(df)
+    out = {}
+    if c.n == 0:
+        return out
+    kids = sorted({k for v in NESTED_LAYERS.values() for k in v})
+    rows = np.flatnonzero(c.cat_mask(kids))
+    if rows.size == 0:
+        return out
+    size, _ = c.nullable("size")
+    ts, te = c.ts, c.te
+    codes, keys = _thread_keys(c, rows)
+    for code, idx in _segments(codes):
+        child, host, pid, tid = keys[code]
+        r = rows[idx]
+        for parent, children in NESTED_LAYERS.items():
+            u = parents.get((parent, host, pid, tid)) if child in children else None
+            if u is None:
+                continue
+            s, e = u
+            i = np.searchsorted(s, ts[r], side="right") - 1
+            ok = (i >= 0) & (te[r] <= e[np.maximum(i, 0)])
+            rr = r[ok]
+            if rr.size:
+                out[(parent, child, host, pid, tid)] = [
+                    int(c.calls[rr].sum()),
+                    int(size[rr].sum()),
+                    union_intervals(ts[rr], te[rr]),
+                ]
+    return out
+
+
+_NEST_COLS = [
+    "parent",
+    "child",
+    "parent_events",
+    "parent_time_s",
+    "parent_bytes",
+    "child_events",
+    "child_time_s",
+    "child_bytes",
+    "time_share",
+    "bytes_ratio",
+]
+
+
+def _nest_finish(parents, kids) -> pd.DataFrame:
+    par: Dict[str, list] = {}
+    for (p, _h, _pid, _tid), (n, b, u) in parents.items():
+        o = par.setdefault(p, [0, 0, 0])
+        o[0] += n
+        o[1] += b
+        o[2] += union_measure(u)
+    ch: Dict[Tuple[str, str], list] = {}
+    for (p, k, _h, _pid, _tid), (n, b, u) in kids.items():
+        o = ch.setdefault((p, k), [0, 0, 0])
+        o[0] += n
+        o[1] += b
+        o[2] += union_measure(u)
+    rows = {}
+    for p, (pn, pb, pt) in par.items():
+        for k in NESTED_LAYERS[p]:
+            kn, kb, kt = ch.get((p, k), (0, 0, 0))
+            rows[f"{p} > {k}"] = {
+                "parent": p,
+                "child": k,
+                "parent_events": pn,
+                "parent_time_s": pt * 1e-6,
+                "parent_bytes": pb,
+                "child_events": kn,
+                "child_time_s": kt * 1e-6,
+                "child_bytes": kb,
+                "time_share": kt / pt if pt else math.nan,
+                "bytes_ratio": kb / pb if pb else math.nan,
+            }
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=_NEST_COLS)
+    df.index.name = "nesting"
+    return df
+
+
+def nested_layer_view(events, client=None, _parents=None) -> pd.DataFrame:
+    """Multi-level layers: what the HDF5 and MPI-IO calls did underneath (issue 24).
+
+    A child-layer event (MPI-IO or POSIX under HDF5, POSIX under MPI-IO: :data:`NESTED_LAYERS`)
+    is nested in a parent layer when its ``[ts, te]`` lies inside one interval of the union of
+    that layer's events on the same thread (hostname, pid, tid): the wrappers time each call
+    around the real one, so the calls it makes underneath fall inside it. Index ``nesting``
+    (``"HDF5 > POSIX"``, ...), one row per parent layer present and each of its child layers;
+    columns ``parent``, ``child``, ``parent_events``, ``parent_time_s`` (the measure of the
+    parent's union per thread, summed over threads, s), ``parent_bytes`` (bytes the parent calls
+    asked for), ``child_events``, ``child_time_s`` (the measure of the union of the nested child
+    events per thread, summed, s: overlapping children count once), ``child_bytes``,
+    ``time_share`` (``child_time_s / parent_time_s``: the share of the parent layer's time spent
+    in the child layer), ``bytes_ratio`` (``child_bytes / parent_bytes``; NaN without parent
+    bytes). Empty (same columns) when the trace has no HDF5 nor MPI-IO events.
+    """
+    if _parents is None:
+        _parents = {
+            k[1:]: v for k, v in _run(events, _parent_unions_df, _layer_combine, lambda c: c, client=client).items()
+        }
+    if not _parents:
+        return _nest_finish({}, {})
+    unions = {k: v[2] for k, v in _parents.items()}
+    kids = _run(events, _nest_partial, _layer_combine, lambda c: c, unions, client=client)
+    return _nest_finish(_parents, kids)
+
+
+def _parent_unions_df(df):
+    return _parent_unions(_Cols(df))
 
 
 def _layer_combine(parts):
@@ -1193,7 +1342,10 @@ def _layer_combine(parts):
 def _layer_finish(cats, mapping):
     layers: Dict[str, list] = {}
     members: Dict[str, set] = {}
-    for (cat, spanning), (n, d, u) in cats.items():
+    for key, (n, d, u) in cats.items():
+        if key[0] == "#parent":  # the nested layers' parents (nested_layer_view)
+            continue
+        cat, spanning = key
         lay = mapping.get(cat, cat)
         if lay is None:
             continue
@@ -1237,10 +1389,26 @@ def layer_view(events, mapping: Optional[Mapping[str, Optional[str]]] = None, cl
     when no other layer is in flight: ``|L \\ ∪ others|``), ``share`` (``time_s`` / measure of
     the union of all layers). ``attrs["total_s"]`` is that union. Compare two layers with
     ``df.time_s[a] / df.time_s[b] - 1`` (e.g. "app I/O takes 55 % more time than POSIX").
+    ``attrs["nested"]``: the multi-level split, HDF5 > POSIX, MPI-IO > POSIX, ... as a dict
+    ``{nesting: {column: value}}`` (:func:`nested_layer_view`'s rows, :func:`nested_frame` turns it
+    back into that frame; ``{}`` when the trace has no HDF5 nor MPI-IO events).
     """
     full = dict(DEFAULT_LAYERS)
     full.update(mapping or {})
-    return _run(events, _layer_partial, _layer_combine, lambda c: _layer_finish(c, full), client=client)
+    cats = _run(events, _layer_partial, _layer_combine, lambda c: c, client=client)
+    df = _layer_finish(cats, full)
+    parents = {k[1:]: v for k, v in cats.items() if k[0] == "#parent"}
+    # a plain dict (JSON-able, comparable: frames in attrs break pd.concat and the CLI's notes)
+    df.attrs["nested"] = nested_layer_view(events, client=client, _parents=parents).to_dict(orient="index")
+    return df
+
+
+def nested_frame(nested: Mapping[str, dict]) -> pd.DataFrame:
+    """``layers().attrs["nested"]`` (``{"HDF5 > POSIX": {column: value}}``) as the frame of
+    :func:`nested_layer_view`."""
+    df = pd.DataFrame.from_dict(dict(nested), orient="index", columns=_NEST_COLS)
+    df.index.name = "nesting"
+    return df
 
 
 # ============================================================================ comparison

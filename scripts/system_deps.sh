@@ -4,7 +4,7 @@
 #   build: compilers and libraries for `pip install .` (zlib, SQLite, simdjson, yaml-cpp)
 #   test:  build + GoogleTest, clang-format (scripts/lint.sh), g++-11, g++-12, clang and ccache
 #          (toolchain matrix, scripts/toolchain_matrix.sh; clang also fuzzes), strace, Slurm + munge
-#          (cluster integration test), OpenMPI (DLIO test), HDF5 (tests/test_preload_hdf5.py), chromium (headless rendering of the HTML report)
+#          (cluster integration test), OpenMPI (DLIO test, MPI-IO preload test with mpi4py), HDF5 (tests/test_preload_hdf5.py), chromium (headless rendering of the HTML report)
 set -euo pipefail
 profile=${1:-build}
 

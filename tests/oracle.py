@@ -773,6 +773,57 @@ class Oracle:
         df.attrs = {"total_s": total * 1e-6}
         return df
 
+    #: parent layer -> child layers whose calls it makes underneath (docs/analyzer.md, nested layers)
+    NESTED = {"HDF5": ("MPI-IO", "POSIX"), "MPI-IO": ("POSIX",)}
+
+    def nested_layers(self) -> pd.DataFrame:
+        """HDF5 > MPI-IO, HDF5 > POSIX, MPI-IO > POSIX: a child event is nested when its
+        ``[ts, te]`` lies inside one parent event of the same (hostname, pid, tid); times are
+        measures of unions per thread, summed over threads (overlapping children count once)."""
+        e = self.ev
+
+        def thread(r):
+            return (r["hostname"], int(r["pid"]), int(r["tid"]))
+
+        def events_of(cat):
+            return [r for _, r in e[e["cat"] == cat].iterrows()]
+
+        rows = {}
+        for p, kids in self.NESTED.items():
+            pe = events_of(p)
+            if not pe:
+                continue
+            by_thread: Dict[tuple, list] = {}
+            for r in pe:
+                by_thread.setdefault(thread(r), []).append((int(r["ts"]), int(r["te"])))
+            p_time = sum(measure(union([a for a, _ in v], [b for _, b in v])) for v in by_thread.values())
+            p_bytes = sum(int(r["size"]) for r in pe if not pd.isna(r["size"]))
+            for k in kids:
+                n = nbytes = 0
+                inside: Dict[tuple, list] = {}
+                for r in events_of(k):
+                    spans = by_thread.get(thread(r), [])
+                    if any(a <= r["ts"] and r["te"] <= b for a, b in spans):
+                        n += int(r["cnt"])
+                        nbytes += 0 if pd.isna(r["size"]) else int(r["size"])
+                        inside.setdefault(thread(r), []).append((int(r["ts"]), int(r["te"])))
+                k_time = sum(measure(union([a for a, _ in v], [b for _, b in v])) for v in inside.values())
+                rows[f"{p} > {k}"] = {
+                    "parent": p,
+                    "child": k,
+                    "parent_events": int(sum(int(r["cnt"]) for r in pe)),
+                    "parent_time_s": p_time * 1e-6,
+                    "parent_bytes": p_bytes,
+                    "child_events": n,
+                    "child_time_s": k_time * 1e-6,
+                    "child_bytes": nbytes,
+                    "time_share": k_time / p_time if p_time else float("nan"),
+                    "bytes_ratio": nbytes / p_bytes if p_bytes else float("nan"),
+                }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "nesting"
+        return df
+
     # -- insights' evidence metrics --------------------------------------------------------
     def insight_metrics(self, small_bytes: int = 1 << 20) -> Dict[str, dict]:
         """{rule: evidence metrics} for the rules whose numbers need no offset reconstruction."""

@@ -478,7 +478,7 @@ def test_cli_insights_json_and_table(scenarios, tmp_path):
     doc = json.loads(out.stdout)
     assert [i["rule"] for i in doc["insights"]] == ["small_requests"]
     assert doc["insights"][0]["evidence"]["metrics"]["small_reads"] == 1200
-    assert len(doc["checked"]) == len(SCENARIOS)
+    assert len(doc["checked"]) == len(SCENARIOS) + 2  # + small_hdf5_reads, independent_mpiio (test_analyzer_layers.py)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("thresholds: {small_bytes: 1024}\n")
     out = subprocess.run(
@@ -489,7 +489,7 @@ def test_cli_insights_json_and_table(scenarios, tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "none of the 14 rules triggered" in out.stdout
+    assert "none of the 16 rules triggered" in out.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("thresholds: {nope: 1}\n")
     out = subprocess.run(

@@ -64,6 +64,6 @@ def test_quickstart_notebook_executes(tmp_path):
     assert "I/O imbalance (max/mean over processes):" in text(12)
     assert "POSIX" in text(13)
     # CM1's I/O is ~0.5 % of the run: below every rule's floors; without floors the ratios alone fire
-    assert "I/O insights" in text(15) and "none of the 14 rules triggered" in text(15) and "[]" in text(15)
+    assert "I/O insights" in text(15) and "none of the 16 rules triggered" in text(15) and "[]" in text(15)
     assert "'metadata_time'" in text(16) and "'small_requests'" in text(16)
     assert "sections: summary, insights, layers, functions, files, processes" in text(18)

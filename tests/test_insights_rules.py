@@ -159,7 +159,8 @@ def test_floors_are_configurable(traces, dask_client):
     from dfanalyzer.insights import load_config
 
     cfg = load_config()
-    assert set(cfg["floors"]) == set(base.SCENARIOS)
+    # + the multi-level rules (their floors: tests/test_analyzer_layers.py)
+    assert set(cfg["floors"]) == set(base.SCENARIOS) | {"small_hdf5_reads", "independent_mpiio"}
     for rule, fl in cfg["floors"].items():
         assert fl["seconds"] == 1.0 and fl["run_share"] == 0.01, rule
         assert ("bytes" in fl) == (rule in BYTE_RULES), rule

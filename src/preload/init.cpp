@@ -23,6 +23,7 @@ thread_local PreloadTls t_preload __attribute__((tls_model("initial-exec"))) = {
 thread_local ArgList t_args __attribute__((tls_model("initial-exec")));
 
 void* resolve(const char* name) noexcept {
+  if (strncmp(name, "MPI_", 4) == 0) return resolve_pmpi(name);  // the MPI-IO interface (mpiio.cpp)
   void* p = dlsym(RTLD_NEXT, name);
   if (p == nullptr) p = dlsym(RTLD_DEFAULT, name);  // never ourselves: we are first in the scope
   if (p == nullptr) {

@@ -117,6 +117,9 @@ inline constexpr int kPathCap = 4096 + 256;
 bool traced_path(int dirfd, const char* path, char* out, int* len) noexcept DFT_HIDDEN;
 // Forget the cached cwd (after chdir/fchdir).
 void invalidate_cwd() noexcept DFT_HIDDEN;
+// PMPI_<name + 4> of the loaded MPI library for an MPI_* call of the table (mpiio.cpp); aborts
+// with a message when no loaded object defines it.
+void* resolve_pmpi(const char* name) noexcept DFT_HIDDEN;
 // posix.cpp's state after fork, in the child (the mapping-table lock).
 void posix_after_fork_child() noexcept DFT_HIDDEN;
 

@@ -20,6 +20,8 @@ void* resolve_loaded(const char* name) noexcept {
 // where dlsym may; each resolves on its first call (real.h). Saves 16 of the ~120 dlsym calls.
 namespace {
 constexpr bool kEager_POSIX = true, kEager_PROCESS = true, kEager_STDIO = false, kEager_HDF5 = false;
+// MPI-IO: PMPI_* exist only once an MPI library is loaded (mpiio.cpp resolves them on first use).
+constexpr bool kEager_MPIIO = false;
 
 constexpr const char* kEagerNames[] = {
 #define DFT_CALL(interface, name, ret, params, bytes) kEager_##interface ? #name : nullptr,

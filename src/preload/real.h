@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "mpi_abi.h"
+
 namespace dftracer::preload {
 
 // HDF5's ABI types (H5Ipublic.h, H5public.h of HDF5 >= 1.10), so that no HDF5 header is needed.
@@ -27,9 +29,11 @@ using herr_t = int;
 
 // Interfaces whose real functions live in a library the application loads (maybe RTLD_LOCAL,
 // maybe later with dlopen), not in libc: resolved by resolve_loaded, and null while unresolved.
-inline constexpr bool kLoaded_POSIX = false, kLoaded_STDIO = false, kLoaded_PROCESS = false, kLoaded_HDF5 = true;
+inline constexpr bool kLoaded_POSIX = false, kLoaded_STDIO = false, kLoaded_PROCESS = false, kLoaded_HDF5 = true,
+                      kLoaded_MPIIO = false;  // resolve(): PMPI_<name>, mpiio.cpp
 
-// Resolves the next definition of `name` (libc's); aborts with a message when there is none.
+// Resolves the next definition of `name` (libc's; for an MPI_* name the loaded MPI library's
+// PMPI_<name>, mpiio.cpp); aborts with a message when there is none.
 // Safe to call concurrently; idempotent.
 void* resolve(const char* name) noexcept __attribute__((visibility("hidden")));
 // The definition of `name` in the first loaded object, in load order, other than this library
