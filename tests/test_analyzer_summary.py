@@ -128,6 +128,7 @@ def brute_force(df):
             "unoverlapped_compute": len(setc - seti) * us,
         },
         "functions": dict(sorted(funcs.items())),
+        "aggregated": {"records": 0, "calls": 0},  # complete events only
     }
 
 
