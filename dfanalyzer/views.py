@@ -257,6 +257,7 @@ class _Group:
         "dur_sum",
         "bytes",
         "sized",
+        "agg_calls",
         "hist",
         "union",
         "min_ts",

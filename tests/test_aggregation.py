@@ -304,3 +304,36 @@ def test_selective_rules_on_duration_and_bad_rules(tmp_path):
     prefix, err = run_py(tmp_path, "missing", 10, False, **dict(sel, DFTRACER_AGGREGATION_FILE=str(tmp_path / "no")))
     assert "cannot read aggregation rules" in err and "aggregation disabled" in err, err
     assert not [r for r in read_trace(trace_files(prefix)[0]) if r.get("ph") == 3]
+
+
+def utils_tool(name):
+    """A dftracer-utils (upstream's reader, PyPI ``dftracer-utils``) binary: in the directory
+    ``DFTRACER_UTILS_BIN`` names, else on PATH; None when absent."""
+    d = os.environ.get("DFTRACER_UTILS_BIN")
+    if d and os.access(os.path.join(d, name), os.X_OK):
+        return os.path.join(d, name)
+    import shutil
+
+    return shutil.which(name)
+
+
+@pytest.mark.parametrize("mode", ["FULL", "SELECTIVE"])
+def test_upstream_reader_counts_our_aggregated_records(c_runs, tmp_path, mode):
+    """dftracer-utils' dftracer_stats reads our aggregated trace and finds, per function, the same
+    records (an event to it is a record; dft_cnt is the calls inside) as plain gzip + json."""
+    stats = utils_tool("dftracer_stats")
+    if stats is None:
+        pytest.skip("dftracer-utils (dftracer_stats) is not installed")
+    prefix, _ = c_runs[mode]
+    files = trace_files(prefix)
+    want = collections.Counter(r["name"] for r in records(prefix) if r.get("cat") != "dftracer" and r.get("ph") != "M")
+    p = subprocess.run(
+        [stats, "--files", *files, "--index-dir", str(tmp_path), "--json", "--report", "names", "--log-level", "off"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout[p.stdout.index("[") :])[0]
+    assert got["total_events"] == sum(want.values())
+    assert {r["name"]: r["count"] for r in got["results"]} == dict(want)
