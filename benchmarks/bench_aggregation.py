@@ -166,7 +166,9 @@ def main() -> None:
             row["bytes_vs_full"] = row["trace_bytes"] / fb if fb else None
             row["added_cpu_vs_full"] = row["added_cpu_s"] / fa if fa > 0 else None
             out.append(row)
-        print(f"{'program':8} {'setup':22} {'cpu s':>8} {'added s':>8} {'bytes':>11} {'lines':>9} {'bytes/full':>10} {'add/full':>9}")
+        print(
+            f"{'program':8} {'setup':22} {'cpu s':>8} {'added s':>8} {'bytes':>11} {'lines':>9} {'bytes/full':>10} {'add/full':>9}"
+        )
         for r in out:
             bf = "" if r["bytes_vs_full"] is None else f"{r['bytes_vs_full']:.5f}"
             cf = "" if r["added_cpu_vs_full"] is None else f"{r['added_cpu_vs_full']:.3f}"

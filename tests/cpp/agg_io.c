@@ -45,7 +45,7 @@ static void* worker(void* arg) {
         ssize_t p = pread(fd, buf, 5, i % 100);
         c->pread_n++;
         c->pread_bytes += p;
-        if (read(dfd, buf, 4) == -1) c->read_failed++;  /* EISDIR */
+        if (read(dfd, buf, 4) == -1) c->read_failed++; /* EISDIR */
         c->read_n++;
       }
     }
@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
     s.write_n += c[i].write_n;
     s.write_bytes += c[i].write_bytes;
   }
-  printf("{\"read\": [%ld, %ld], \"read_failed\": %ld, \"pread\": [%ld, %ld], \"write\": [%ld, %ld],"
-         " \"fwrite\": [%ld, %ld]}\n",
-         s.read_n, s.read_bytes, s.read_failed, s.pread_n, s.pread_bytes, s.write_n, s.write_bytes, fw_n, fw_bytes);
+  printf(
+      "{\"read\": [%ld, %ld], \"read_failed\": %ld, \"pread\": [%ld, %ld], \"write\": [%ld, %ld],"
+      " \"fwrite\": [%ld, %ld]}\n",
+      s.read_n, s.read_bytes, s.read_failed, s.pread_n, s.pread_bytes, s.write_n, s.write_bytes, fw_n, fw_bytes);
   return 0;
 }
