@@ -130,13 +130,14 @@ def main() -> None:
             jobs.append(("C", m, c_cmd, extra, lib))
             jobs.append(("Python", m, py_cmd, extra, None))
         if a.original_lib:
-            jobs.append(("C", "upstream-2.2.0 FULL", c_cmd, agg, a.original_lib))
-            jobs.append(("C", "upstream-2.2.0 full", c_cmd, {}, a.original_lib))
+            jobs.append(("C", "upstream220 FULL", c_cmd, agg, a.original_lib))
+            jobs.append(("C", "upstream220 full", c_cmd, {}, a.original_lib))
         res: dict[tuple[str, str], dict] = {}
         for rep in range(a.repeat):
             for prog, setup, cmd, extra, plib in jobs:
                 env = dict(os.environ)
                 env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+                # no '.' in the prefix: upstream takes what follows one as the extension
                 prefix = os.path.join(work, f"t-{prog}-{setup.replace(' ', '_')}-{rep}")
                 if extra is not None:
                     env.update(common, DFTRACER_LOG_FILE=prefix, **extra)

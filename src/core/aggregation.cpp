@@ -340,6 +340,8 @@ Settings* build_settings() {
     };
     compile(c.aggregation_inclusion, "inclusion", s->inclusion);
     compile(c.aggregation_exclusion, "exclusion", s->exclusion);
+    for (const auto* list : {&s->inclusion, &s->exclusion})
+      for (const auto& r : *list) s->per_call |= r->per_call();
     // Every inclusion rule was bad: aggregating everything would fold what the user meant to keep.
     if (s->inclusion.empty() && !c.aggregation_inclusion.empty()) {
       std::fprintf(stderr, "dftracer: warning: no valid aggregation inclusion rule; aggregation disabled\n");

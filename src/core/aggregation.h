@@ -50,6 +50,7 @@ struct Settings {
   bool selective = false;
   int64_t interval_us = 1000000;
   std::vector<std::unique_ptr<Rule>> inclusion, exclusion;
+  bool per_call = false;  // some rule reads ts or dur: no decision cache per function
   // FULL, or SELECTIVE: aggregated when some inclusion rule matches (or there is none) and no
   // exclusion rule does. Never for the tracer's own category.
   bool wants(std::string_view name, std::string_view cat, int64_t ts, int64_t dur) const noexcept;

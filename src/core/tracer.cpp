@@ -57,7 +57,20 @@ __attribute__((noinline)) bool fold_event(TracerImpl* t, std::string_view name, 
                                           const char* cptr, int64_t ts, int64_t dur, const agg::AggArg* args,
                                           int nargs) noexcept {
   const agg::Settings& s = agg::settings();
-  if (!s.wants(name, cat, ts, dur)) return false;
+  if (s.selective && !s.per_call && nptr != nullptr) {
+    // Rules on cat and name only, literal name/cat (preload): one decision per function and thread.
+    static thread_local const char* last_name = nullptr;
+    static thread_local const char* last_cat = nullptr;
+    static thread_local bool last_wants = false;
+    if (nptr != last_name || cptr != last_cat) {
+      last_wants = s.wants(name, cat, ts, dur);
+      last_name = nptr;
+      last_cat = cptr;
+    }
+    if (!last_wants) return false;
+  } else if (!s.wants(name, cat, ts, dur)) {
+    return false;
+  }
   ThreadBuffer* b = t->buffer();
   b->lock();
   if (__builtin_expect(b->agg == nullptr, 0)) {
