@@ -304,18 +304,33 @@ bool Rule::matches(std::string_view name, std::string_view cat, int64_t ts, int6
   return eval(*root_, name, cat, ts, dur);
 }
 
-bool Settings::wants(std::string_view name, std::string_view cat, int64_t ts, int64_t dur) const noexcept {
-  if (cat == DFT_TRACER_CATEGORY) return false;
-  if (!selective) return true;
-  bool in = inclusion.empty();
+uint8_t Settings::static_part(std::string_view name, std::string_view cat) const noexcept {
+  if (cat == DFT_TRACER_CATEGORY) return 2;
+  if (!selective) return 1;
+  uint8_t st = 0;
   for (const auto& r : inclusion)
-    if (r->matches(name, cat, ts, dur)) {
-      in = true;
+    if (!r->per_call() && r->matches(name, cat, 0, 0)) {
+      st |= 1;
       break;
     }
+  for (const auto& r : exclusion)
+    if (!r->per_call() && r->matches(name, cat, 0, 0)) {
+      st |= 2;
+      break;
+    }
+  return st;
+}
+
+bool Settings::wants_given(uint8_t st, std::string_view name, std::string_view cat, int64_t ts,
+                           int64_t dur) const noexcept {
+  if (st & 2) return false;
+  if (!selective) return true;
+  bool in = (st & 1) || inclusion.empty();
+  for (size_t i = 0; !in && i < inclusion.size(); ++i)
+    in = inclusion[i]->per_call() && inclusion[i]->matches(name, cat, ts, dur);
   if (!in) return false;
   for (const auto& r : exclusion)
-    if (r->matches(name, cat, ts, dur)) return false;
+    if (r->per_call() && r->matches(name, cat, ts, dur)) return false;
   return true;
 }
 
@@ -340,8 +355,6 @@ Settings* build_settings() {
     };
     compile(c.aggregation_inclusion, "inclusion", s->inclusion);
     compile(c.aggregation_exclusion, "exclusion", s->exclusion);
-    for (const auto* list : {&s->inclusion, &s->exclusion})
-      for (const auto& r : *list) s->per_call |= r->per_call();
     // Every inclusion rule was bad: aggregating everything would fold what the user meant to keep.
     if (s->inclusion.empty() && !c.aggregation_inclusion.empty()) {
       std::fprintf(stderr, "dftracer: warning: no valid aggregation inclusion rule; aggregation disabled\n");

@@ -50,10 +50,17 @@ struct Settings {
   bool selective = false;
   int64_t interval_us = 1000000;
   std::vector<std::unique_ptr<Rule>> inclusion, exclusion;
-  bool per_call = false;  // some rule reads ts or dur: no decision cache per function
   // FULL, or SELECTIVE: aggregated when some inclusion rule matches (or there is none) and no
   // exclusion rule does. Never for the tracer's own category.
-  bool wants(std::string_view name, std::string_view cat, int64_t ts, int64_t dur) const noexcept;
+  bool wants(std::string_view name, std::string_view cat, int64_t ts, int64_t dur) const noexcept {
+    return wants_given(static_part(name, cat), name, cat, ts, dur);
+  }
+  // The answer of the rules that read only cat and name (the same for every call of a function):
+  // bit 1 some such inclusion rule matches, bit 2 some such exclusion rule matches (or the
+  // tracer's own category). Callers may cache it per function.
+  uint8_t static_part(std::string_view name, std::string_view cat) const noexcept;
+  // wants() given static_part(): evaluates only the rules on ts / dur.
+  bool wants_given(uint8_t st, std::string_view name, std::string_view cat, int64_t ts, int64_t dur) const noexcept;
 };
 // Built from config() on first use; never destroyed.
 const Settings& settings();

@@ -57,17 +57,18 @@ __attribute__((noinline)) bool fold_event(TracerImpl* t, std::string_view name, 
                                           const char* cptr, int64_t ts, int64_t dur, const agg::AggArg* args,
                                           int nargs) noexcept {
   const agg::Settings& s = agg::settings();
-  if (s.selective && !s.per_call && nptr != nullptr) {
-    // Rules on cat and name only, literal name/cat (preload): one decision per function and thread.
+  if (s.selective && nptr != nullptr) {
+    // Literal name/cat (preload): the rules on cat and name are evaluated once per function and
+    // thread; only those on ts / dur run per call.
     static thread_local const char* last_name = nullptr;
     static thread_local const char* last_cat = nullptr;
-    static thread_local bool last_wants = false;
+    static thread_local uint8_t last_static = 0;
     if (nptr != last_name || cptr != last_cat) {
-      last_wants = s.wants(name, cat, ts, dur);
+      last_static = s.static_part(name, cat);
       last_name = nptr;
       last_cat = cptr;
     }
-    if (!last_wants) return false;
+    if (!s.wants_given(last_static, name, cat, ts, dur)) return false;
   } else if (!s.wants(name, cat, ts, dur)) {
     return false;
   }
