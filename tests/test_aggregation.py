@@ -337,3 +337,22 @@ def test_upstream_reader_counts_our_aggregated_records(c_runs, tmp_path, mode):
     got = json.loads(p.stdout[p.stdout.index("[") :])[0]
     assert got["total_events"] == sum(want.values())
     assert {r["name"]: r["count"] for r in got["results"]} == dict(want)
+
+
+def test_report_and_functions_view_say_what_comes_from_aggregates(c_runs, dask_client):
+    from dfanalyzer.report import _summary_html
+
+    an = DFAnalyzer(c_runs["SELECTIVE"][0] + "*.pfw.gz", client=dask_client)
+    try:
+        s = an.summary(show=False)
+        fv = an.functions()
+    finally:
+        an.close()
+    d = s.to_dict()
+    html = _summary_html(d, {})
+    assert f"{d['aggregated']['calls']:,} of the events come from {d['aggregated']['records']:,} aggregated" in html
+    assert "From aggregated records" in str(s)
+    # reads are folded by the rules, writes are not
+    assert fv.loc["read", "agg_calls"] == fv.loc["read", "count"] and fv.loc["write", "agg_calls"] == 0
+    assert fv.attrs["aggregated_calls"] == int(fv["agg_calls"].sum()) > 0
+    assert fv.attrs["estimated"] == ["p50_us", "p90_us", "p99_us", "max_us"]
