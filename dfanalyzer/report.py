@@ -201,6 +201,13 @@ def _summary_html(s: dict, stats: dict) -> str:
     skipped = ""
     if stats.get("skipped_lines") or stats.get("lost_bytes"):
         skipped = f'<p class="muted">skipped input: {stats["skipped_lines"]:,} lines, {stats["lost_bytes"]:,} bytes</p>'
+    agg = s.get("aggregated") or {}
+    if agg.get("calls"):  # which numbers rest on aggregated records (docs/aggregation.md)
+        skipped += (
+            f'<p class="muted">{agg["calls"]:,} of the events come from {agg["records"]:,} aggregated records: '
+            "counts, bytes and time sums are exact; per-call percentiles, access order and timelines within "
+            "a bucket are estimated (column agg_calls of the function view)</p>"
+        )
     return (
         f'<section id="summary"><h2>Summary</h2><div class="grid">{grid}</div>'
         f"<h3>Split of time</h3>{_table(times)}<h3>Metrics by function</h3>{_table(funcs)}{skipped}</section>"

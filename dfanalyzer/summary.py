@@ -96,6 +96,8 @@ class Partial:
     # name -> [count, (values, counts) histogram of the exactly known per-call sizes,
     #          None | [calls, bytes, min, max] of aggregated calls whose sizes are not all equal]
     functions: Dict[str, list] = field(default_factory=dict)
+    agg_records: int = 0  # aggregated records among the events, and the calls they stand for
+    agg_calls: int = 0
 
 
 def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -155,6 +157,9 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
     agg = take(aggregated(ph, ph_cats))
     calls = _calls(cols, agg, take) if agg.any() else None  # calls per row (None: one each)
     p.events = int(cat.size if calls is None else calls.sum())
+    if calls is not None:
+        p.agg_records = int(agg.sum())
+        p.agg_calls = int(calls[agg].sum())
     ts = take(cols.ints("ts"))
     te = take(cols.ints("te"))
     p.min_ts, p.max_te = int(ts.min()), int(te.max())
@@ -352,6 +357,8 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
     out = Partial()
     for p in parts:
         out.events += p.events
+        out.agg_records += p.agg_records
+        out.agg_calls += p.agg_calls
         if p.min_ts is not None:
             out.min_ts = p.min_ts if out.min_ts is None else min(out.min_ts, p.min_ts)
             out.max_te = p.max_te if out.max_te is None else max(out.max_te, p.max_te)
@@ -392,6 +399,11 @@ class Summary:
     :meth:`to_dict`): dicts with ``path``, ``skipped_lines``, ``lost_bytes``, ``warnings``.
     ``warnings`` (not part of :meth:`to_dict`) are input warnings shown in the panel, e.g.
     unresolved file/host hashes (:meth:`DFAnalyzer.input_warnings`).
+    ``aggregated`` says which numbers come from aggregated records (``ph`` 3 / ``"A"``):
+    ``{"records": int, "calls": int}``, the records and the calls they stand for (0, 0 for a trace
+    without them). Their counts, bytes and time sums are exact; the size quantiles of functions
+    whose aggregated calls moved unequal amounts are None, and time unions treat a record as one
+    interval ``[ts, ts + dur_sum)`` (docs/aggregation.md, "What is exact").
     """
 
     events: int
@@ -403,6 +415,7 @@ class Summary:
     functions: Dict[str, dict]
     skipped: List[dict] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
+    aggregated: Dict[str, int] = field(default_factory=lambda: {"records": 0, "calls": 0})
 
     def to_dict(self) -> dict:
         """The JSON shape of the issue: plain ints, floats, dicts and None."""
@@ -422,6 +435,7 @@ class Summary:
                 }
                 for n, f in self.functions.items()
             },
+            "aggregated": {"records": int(self.aggregated["records"]), "calls": int(self.aggregated["calls"])},
         }
 
     # rich rendering ------------------------------------------------------------------------
@@ -454,6 +468,13 @@ class Summary:
         row("Compute", f"{self.threads['compute']:,}", 2)
         row("I/O", f"{self.threads['io']:,}", 2)
         row("Events Recorded", _human_count(self.events))
+        if self.aggregated["calls"]:
+            row(
+                "From aggregated records",
+                f"{self.aggregated['calls']:,} calls in {self.aggregated['records']:,} records "
+                "(exact counts, bytes, time sums; per-call quantiles and timelines estimated)",
+                2,
+            )
         head("Description of Dataset Used")
         row("Files", f"{self.files:,}")
         head("Behavior of Application")
@@ -584,4 +605,5 @@ def finish(p: Partial, skipped: Optional[List[dict]] = None) -> Summary:
         time=time,
         functions=functions,
         skipped=list(skipped or []),
+        aggregated={"records": p.agg_records, "calls": p.agg_calls},
     )

@@ -260,6 +260,7 @@ class _Group:
         "dur_sum",
         "bytes",
         "sized",
+        "agg_calls",
         "hist",
         "union",
         "min_ts",
@@ -279,6 +280,7 @@ class _Group:
         self.dur_sum = 0
         self.bytes = 0
         self.sized = 0
+        self.agg_calls = 0  # calls that come from aggregated records
         self.read_bytes = 0
         self.write_bytes = 0
         self.hist = _EMPTY_U
@@ -325,6 +327,7 @@ def _group_partial(
     dur_sum = np.add.reduceat(dur, first)
     nbytes = np.add.reduceat(sz, first)
     sized = np.add.reduceat(has * w if weighted else has.astype(np.int64), first)
+    agg_calls = np.add.reduceat(np.where(c.agg[rows], w, 0), first) if weighted else None
     max_te = np.maximum.reduceat(te, first)
     unions = grouped_unions(gi, ts, te, k)
     # exact histograms of dur per group: distinct (group, dur) pairs
@@ -371,6 +374,7 @@ def _group_partial(
         g.dur_sum = int(dur_sum[i])
         g.bytes = int(nbytes[i])
         g.sized = int(sized[i])
+        g.agg_calls = int(agg_calls[i]) if weighted else 0
         g.min_ts, g.max_te = int(ts[f]), int(max_te[i])
         g.union = unions[i]
         g.hist = (hvals[hcut[i] : hcut[i + 1]], hn[hcut[i] : hcut[i + 1]])
@@ -399,6 +403,7 @@ def _merge_groups(parts: Sequence[Dict]) -> Dict:
         m.dur_sum = sum(g.dur_sum for g in gs)
         m.bytes = sum(g.bytes for g in gs)
         m.sized = sum(g.sized for g in gs)
+        m.agg_calls = sum(g.agg_calls for g in gs)
         m.read_bytes = sum(g.read_bytes for g in gs)
         m.write_bytes = sum(g.write_bytes for g in gs)
         m.hist = merge_histograms(*(g.hist for g in gs))
@@ -450,8 +455,28 @@ def _functions_combine(parts):
 
 def _functions_finish(groups):
     total = sum(g.dur_sum for g in groups.values())
-    rows = {k: _group_columns(g, total) for k, g in groups.items()}
-    return _frame(rows, "name", _FUNCTION_COLUMNS)
+    rows = {k: dict(_group_columns(g, total), agg_calls=g.agg_calls) for k, g in groups.items()}
+    df = _frame(rows, "name", _FUNCTION_COLUMNS + ["agg_calls"])
+    mark_aggregated(df, int(sum(g.agg_calls for g in groups.values())))
+    return df
+
+
+#: Columns of a view whose values are estimated when some of its calls come from aggregated
+#: records: those calls enter with their record's mean duration (docs/aggregation.md).
+ESTIMATED_WITH_AGGREGATES = ("p50_us", "p90_us", "p99_us", "max_us")
+
+
+def mark_aggregated(df: pd.DataFrame, agg_calls: int) -> None:
+    """Mark a view built from aggregated records: ``df.attrs["aggregated_calls"]`` (int, the
+    calls that come from aggregated records), and when > 0 ``df.attrs["estimated"]`` (the columns
+    of :data:`ESTIMATED_WITH_AGGREGATES` present) and ``df.attrs["note"]`` (one line)."""
+    df.attrs["aggregated_calls"] = int(agg_calls)
+    if agg_calls:
+        df.attrs["estimated"] = [c for c in ESTIMATED_WITH_AGGREGATES if c in df.columns]
+        df.attrs["note"] = (
+            f"{agg_calls:,} calls come from aggregated records: counts, bytes and time sums are exact; "
+            "duration percentiles, max and access order within a bucket are estimated"
+        )
 
 
 _FUNCTION_COLUMNS = [
@@ -491,7 +516,9 @@ def function_metrics(events, io_cats: Sequence[str] = IO_CATS, client=None) -> p
     ``dur``, s), ``busy_s`` (measure of the union of its ``[ts, te)`` intervals, s),
     ``mean_us``, ``p50_us``, ``p90_us``, ``p99_us``, ``max_us`` (exact percentiles of ``dur``,
     numpy's linear method, µs), ``bandwidth_mib_s`` (bytes / busy time, MiB/s; NaN when no busy
-    time), ``time_share`` (its ``time_s`` / the ``time_s`` of all I/O events).
+    time), ``time_share`` (its ``time_s`` / the ``time_s`` of all I/O events), ``agg_calls`` (of
+    ``count``, the calls that come from aggregated records; when > 0 the percentiles and
+    ``max_us`` are estimated: :func:`mark_aggregated` sets ``attrs``).
     """
     return _run(events, _functions_partial, _functions_combine, _functions_finish, tuple(io_cats), client=client)
 

@@ -421,6 +421,7 @@ class Oracle:
                 "unoverlapped_compute": measure(minus(u_cp, u_io)) * us,
             },
             "functions": funcs,
+            "aggregated": {"records": int((e["ph"] == "A").sum()), "calls": int(e.loc[e["ph"] == "A", "cnt"].sum())},
         }
 
     # -- functions() ---------------------------------------------------------------------
@@ -445,6 +446,7 @@ class Oracle:
                 "max_us": float(max(durs)) if durs else float("nan"),
                 "bandwidth_mib_s": nbytes / 2**20 / (busy * 1e-6) if busy else float("nan"),
                 "time_share": float(g["dur"].sum()) / total_dur if total_dur else float("nan"),
+                "agg_calls": int(g.loc[g["ph"] == "A", "cnt"].sum()),
             }
         df = pd.DataFrame.from_dict(rows, orient="index")
         df.index.name = "name"

@@ -128,6 +128,7 @@ def brute_force(df):
             "unoverlapped_compute": len(setc - seti) * us,
         },
         "functions": dict(sorted(funcs.items())),
+        "aggregated": {"records": 0, "calls": 0},  # complete events only
     }
 
 
@@ -194,7 +195,8 @@ def test_to_dict_shape_and_panel_text():
         skipped=[{"path": "/x/bad.pfw.gz", "skipped_lines": 3, "lost_bytes": 120, "warnings": []}],
     )
     d = s.to_dict()
-    assert list(d) == ["events", "nodes", "processes", "threads", "files", "time", "functions"]
+    assert list(d) == ["events", "nodes", "processes", "threads", "files", "time", "functions", "aggregated"]
+    assert d["aggregated"] == {"records": 0, "calls": 0}  # complete events only
     assert list(d["threads"]) == ["compute", "io"]
     assert list(d["time"]) == [
         "total",

@@ -221,8 +221,13 @@ void TracerImpl::writer_flush(bool wait_for_locks) {
     nanosleep(&ts, nullptr);
   }
   if (state.load() == ACTIVE) {
+    const int64_t now = agg_on ? now_us() : 0;
     for (ThreadBuffer* b : buffers) {
-      if (!b->size || !b->try_lock_other()) continue;
+      // An aggregation table is written once its bucket is over (or for a signal's flush:
+      // wait_for_locks), so an idle thread's last bucket reaches the file.
+      bool fold = agg_on && b->agg && !b->agg->empty() && (wait_for_locks || now >= b->agg->bucket + agg_interval_us);
+      if ((!b->size && !fold) || !b->try_lock_other()) continue;
+      if (fold) emit_aggregates_locked(b, false);
       hand_over_locked(b);
       b->unlock();
     }

@@ -146,6 +146,18 @@ void apply(Config& c, const char* key, std::string_view value) {
     else warn_bad(key, value, "a boolean");
   } else if (k == "DFTRACER_LOG_LEVEL") {
     if (!parse_level(value, &c.log_level)) warn_bad(key, value, "ERROR, WARN, INFO or DEBUG");
+  } else if (k == "DFTRACER_ENABLE_AGGREGATION") {
+    if (parse_bool(value, &b)) c.aggregation_enable = b;
+    else warn_bad(key, value, "a boolean");
+  } else if (k == "DFTRACER_AGGREGATION_TYPE") {
+    std::string s = lower(trim(value));
+    if (s == "full") c.aggregation_selective = false;
+    else if (s == "selective") c.aggregation_selective = true;
+    else warn_bad(key, value, "FULL or SELECTIVE");
+  } else if (k == "DFTRACER_AGGREGATION_FILE") {
+    c.aggregation_file = trim(value);
+  } else if (k == "DFTRACER_TRACE_INTERVAL_MS") {
+    if (!parse_int_range(value, 1, 86400000, &c.trace_interval_ms)) warn_bad(key, value, "milliseconds 1..86400000");
   }
 }
 
@@ -169,7 +181,7 @@ void on_yaml_setting(void* ctx, const char* path, const char* env, int invert, c
 
 // The YAML file is read by libdftracer_yaml.so (config_yaml.cpp), loaded from the directory of
 // this library only now: yaml-cpp and the shared C++ runtime stay out of processes without one.
-bool load_yaml(Config& c, const std::string& file) {
+void* yaml_library(const char** why) {
   void* lib = nullptr;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&on_yaml_setting), &info) != 0 && info.dli_fname != nullptr) {
@@ -179,15 +191,45 @@ bool load_yaml(Config& c, const std::string& file) {
     lib = dlopen((dir + "/libdftracer_yaml.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   }
   if (lib == nullptr) lib = dlopen("libdftracer_yaml.so", RTLD_NOW | RTLD_LOCAL);  // the loader's search path
+  if (lib == nullptr) *why = dlerror();
+  return lib;  // stays loaded (no dlclose)
+}
+
+bool load_yaml(Config& c, const std::string& file) {
+  const char* why = nullptr;
+  void* lib = yaml_library(&why);
   auto load = lib != nullptr ? reinterpret_cast<dftracer_yaml_load_fn>(dlsym(lib, "dftracer_yaml_load")) : nullptr;
   if (load == nullptr) {
-    const char* why = dlerror();
+    if (why == nullptr) why = dlerror();
     std::fprintf(stderr,
                  "dftracer: warning: cannot read configuration %s (libdftracer_yaml.so: %s); tracing disabled\n",
                  file.c_str(), why != nullptr ? why : "not found");
     return false;
   }
-  return load(file.c_str(), &on_yaml_setting, &c) != 0;  // the library stays loaded (no dlclose)
+  return load(file.c_str(), &on_yaml_setting, &c) != 0;
+}
+
+void on_yaml_rule(void* ctx, int exclusion, const char* rule) {
+  try {
+    Config& c = *static_cast<Config*>(ctx);
+    (exclusion ? c.aggregation_exclusion : c.aggregation_inclusion).push_back(rule);
+  } catch (...) {
+  }
+}
+
+// The rule file of DFTRACER_AGGREGATION_FILE (upstream's layout: top-level `inclusion` and
+// `exclusion` lists of rule strings). False (warned) when it cannot be read.
+bool load_rules(Config& c) {
+  const char* why = nullptr;
+  void* lib = yaml_library(&why);
+  auto load = lib != nullptr ? reinterpret_cast<dftracer_yaml_rules_fn>(dlsym(lib, "dftracer_yaml_rules")) : nullptr;
+  if (load == nullptr) {
+    if (why == nullptr) why = dlerror();
+    std::fprintf(stderr, "dftracer: warning: cannot read aggregation rules %s (libdftracer_yaml.so: %s)\n",
+                 c.aggregation_file.c_str(), why != nullptr ? why : "not found");
+    return false;
+  }
+  return load(c.aggregation_file.c_str(), &on_yaml_rule, &c) != 0;
 }
 
 const char* real_getenv(const char* k) { return std::getenv(k); }
@@ -249,11 +291,22 @@ Config load_config(const char* (*getenv_fn)(const char*)) {
                                      "DFTRACER_BIND_SIGNALS",
                                      "DFTRACER_FLUSH_INTERVAL",
                                      "DFTRACER_SET_CORE_AFFINITY",
-                                     "DFTRACER_LOG_LEVEL"};
+                                     "DFTRACER_LOG_LEVEL",
+                                     "DFTRACER_ENABLE_AGGREGATION",
+                                     "DFTRACER_AGGREGATION_TYPE",
+                                     "DFTRACER_AGGREGATION_FILE",
+                                     "DFTRACER_TRACE_INTERVAL_MS"};
   for (const char* k : kEnv) {
     if (const char* v = getenv_fn(k)) apply(c, k, v);
   }
   if (c.config_error) c.enable = false;
+  // SELECTIVE folds what the rules include: without readable rules nothing is folded (never
+  // silently everything).
+  if (c.enable && c.aggregation_enable && !c.aggregation_file.empty() && !load_rules(c)) {
+    std::fprintf(stderr, "dftracer: warning: aggregation disabled (rule file %s unreadable)\n",
+                 c.aggregation_file.c_str());
+    c.aggregation_enable = false;
+  }
   // Resolve the log prefix to an absolute path.
   c.log_file = paths::absolute(c.log_file);
   // Data dirs: unset means "all" (never silently trace nothing).

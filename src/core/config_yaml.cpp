@@ -47,6 +47,11 @@ const YamlKey kYamlKeys[] = {
     {"flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
     {"internal.flush_interval", "DFTRACER_FLUSH_INTERVAL", false},
     {"write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
+    {"enable_aggregation", "DFTRACER_ENABLE_AGGREGATION", false},
+    {"aggregation_type", "DFTRACER_AGGREGATION_TYPE", false},
+    {"aggregation_file", "DFTRACER_AGGREGATION_FILE", false},
+    {"trace_interval_ms", "DFTRACER_TRACE_INTERVAL_MS", false},
+    {"features.interval", "DFTRACER_TRACE_INTERVAL_MS", false},
     {"internal.write_buffer_size", "DFTRACER_WRITE_BUFFER_SIZE", false},
 };
 
@@ -107,6 +112,53 @@ int dftracer_yaml_load(const char* file, dftracer_yaml_setting_fn setting, void*
     return load(file, setting, ctx);
   } catch (const std::exception& e) {  // e.g. a scalar that does not convert; never leaves the C interface
     std::fprintf(stderr, "dftracer: warning: cannot read configuration %s (%s); tracing disabled\n", file, e.what());
+    return 0;
+  }
+}
+
+namespace {
+int rules(const char* file, dftracer_yaml_rule_fn rule, void* ctx) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dftracer: warning: cannot read aggregation rules %s (%s)\n", file, e.what());
+    return 0;
+  }
+  if (root.IsNull()) return 1;
+  if (!root.IsMap()) {
+    std::fprintf(stderr, "dftracer: warning: aggregation rules %s: not a YAML mapping\n", file);
+    return 0;
+  }
+  const char* const lists[] = {"inclusion", "exclusion"};
+  for (int x = 0; x < 2; ++x) {
+    YAML::Node n = root[lists[x]];
+    if (!n.IsDefined() || n.IsNull()) continue;
+    if (n.IsScalar()) {
+      rule(ctx, x, n.Scalar().c_str());
+      continue;
+    }
+    if (!n.IsSequence()) {
+      std::fprintf(stderr, "dftracer: warning: aggregation rules %s: %s must be a list of strings\n", file, lists[x]);
+      return 0;
+    }
+    for (const auto& item : n) {
+      if (!item.IsScalar()) {
+        std::fprintf(stderr, "dftracer: warning: aggregation rules %s: %s must be a list of strings\n", file, lists[x]);
+        return 0;
+      }
+      rule(ctx, x, item.Scalar().c_str());
+    }
+  }
+  return 1;
+}
+}  // namespace
+
+int dftracer_yaml_rules(const char* file, dftracer_yaml_rule_fn rule, void* ctx) {
+  try {
+    return rules(file, rule, ctx);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dftracer: warning: cannot read aggregation rules %s (%s)\n", file, e.what());
     return 0;
   }
 }

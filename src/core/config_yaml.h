@@ -14,6 +14,13 @@ typedef void (*dftracer_yaml_setting_fn)(void* ctx, const char* path, const char
 // Returns 1 on success (also for an empty file), 0 if the file cannot be read or parsed or is
 // not a mapping; the reason is printed on stderr ("dftracer: warning: ...").
 typedef int (*dftracer_yaml_load_fn)(const char* file, dftracer_yaml_setting_fn setting, void* ctx);
+// Aggregation rule file (DFTRACER_AGGREGATION_FILE): calls `rule` once per string of the top-level
+// `inclusion` (exclusion = 0) and `exclusion` (1) lists (a single string counts as a list of one).
+// Returns 1 on success, 0 if the file cannot be read or parsed, is not a mapping, or a list holds
+// something other than strings (the reason is printed on stderr).
+typedef void (*dftracer_yaml_rule_fn)(void* ctx, int exclusion, const char* rule);
+typedef int (*dftracer_yaml_rules_fn)(const char* file, dftracer_yaml_rule_fn rule, void* ctx);
+__attribute__((visibility("default"))) int dftracer_yaml_rules(const char* file, dftracer_yaml_rule_fn rule, void* ctx);
 __attribute__((visibility("default"))) int dftracer_yaml_load(const char* file, dftracer_yaml_setting_fn setting,
                                                               void* ctx);
 }

@@ -247,6 +247,8 @@ bool TracerImpl::start_session_locked(const Config& c, const char* log_file, con
   wbs = c.write_buffer_size;
   tcap = std::min<size_t>(wbs, kThreadBufferBytes);
   flush_interval_ms = c.flush_interval_ms;
+  agg_on = agg::settings().on;
+  agg_interval_us = agg::settings().interval_us;
   process_id = pid_given ? *pid_given : -1;
   process_id_logged = pid_given != nullptr;
   warned = false;

@@ -60,9 +60,11 @@ void TracerImpl::buffer_dtor(void* p) {
   }
   pthread_mutex_unlock(&t->reg_mu);
   b->lock();
+  t->emit_aggregates_locked(b, true);
   t->drain_locked(b);
   b->unlock();
   std::free(b->buf);
+  delete b->agg;
   delete b;
   set_current_thread_buffer(nullptr);
 }
@@ -109,10 +111,30 @@ void TracerImpl::drain_locked(ThreadBuffer* b) {
   pthread_mutex_unlock(&buf_mu);
 }
 
+bool TracerImpl::emit_aggregates_locked(ThreadBuffer* b, bool may_drain) {
+  if (!b->agg || b->agg->empty()) return true;
+  size_t need = text_record_bytes(b->agg->text_bound(b->ids));
+  if (b->size + need > b->cap) {
+    if (!may_drain) return false;
+    make_room(b, need);
+    if (b->size + need > b->cap) {  // out of memory: the table's calls are lost
+      b->agg->clear();
+      return false;
+    }
+  }
+  char* rec = b->buf + b->size;
+  uint32_t lines = 0;
+  char* p = b->agg->write_lines(begin_text_record(rec), b->ids, &lines);
+  b->size = static_cast<size_t>(end_text_record(rec, p) - b->buf);
+  b->nev += lines;
+  return true;
+}
+
 void TracerImpl::drain_all() {
   pthread_mutex_lock(&reg_mu);
   for (ThreadBuffer* b : buffers) {
     b->lock(2);
+    emit_aggregates_locked(b, true);
     drain_locked(b);
     b->unlock();
   }
@@ -127,6 +149,7 @@ void TracerImpl::reset_buffers_locked(bool fork_child) {
   for (ThreadBuffer* b : buffers) {
     if (fork_child && b != mine) {
       std::free(b->buf);
+      delete b->agg;
       delete b;
       continue;
     }

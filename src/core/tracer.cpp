@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "paths.h"
@@ -50,6 +51,51 @@ inline bool begin_record(TracerImpl* t, ThreadBuffer* b, size_t need) noexcept {
   return true;
 }
 
+// Aggregation (aggregation.h): folds one complete event into the calling thread's table under
+// its buffer's lock. False: the settings keep this event in full (the caller writes it).
+__attribute__((noinline)) bool fold_event(TracerImpl* t, std::string_view name, std::string_view cat, const char* nptr,
+                                          const char* cptr, int64_t ts, int64_t dur, const agg::AggArg* args,
+                                          int nargs) noexcept {
+  const agg::Settings& s = agg::settings();
+  if (s.selective && nptr != nullptr) {
+    // Literal name/cat (preload): the rules on cat and name are evaluated once per function and
+    // thread; only those on ts / dur run per call.
+    static thread_local const char* last_name = nullptr;
+    static thread_local const char* last_cat = nullptr;
+    static thread_local uint8_t last_static = 0;
+    if (nptr != last_name || cptr != last_cat) {
+      last_static = s.static_part(name, cat);
+      last_name = nptr;
+      last_cat = cptr;
+    }
+    if (!s.wants_given(last_static, name, cat, ts, dur)) return false;
+  } else if (!s.wants(name, cat, ts, dur)) {
+    return false;
+  }
+  ThreadBuffer* b = t->buffer();
+  b->lock();
+  if (__builtin_expect(b->agg == nullptr, 0)) {
+    b->agg = new (std::nothrow) agg::AggTable();
+    if (!b->agg) {
+      b->unlock();
+      if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+      return false;
+    }
+  }
+  int64_t r = ts % t->agg_interval_us;
+  int64_t bucket = ts - (r < 0 ? r + t->agg_interval_us : r);
+  if (bucket != b->agg->bucket) {  // another bucket: write the finished one first
+    t->emit_aggregates_locked(b, true);
+    b->agg->bucket = bucket;
+  }
+  b->agg->add(name, cat, nptr, cptr, false, dur, args, nargs);
+  b->unlock();
+  if (__builtin_expect(b->pending_sig != 0, 0)) deliver_pending(b);
+  // The timed flush writes finished buckets of idle threads: it needs the writer running.
+  if (!t->writer_running.load(std::memory_order_relaxed)) t->start_writer_for_event();
+  return true;
+}
+
 // Counts the record that now ends at `end`, unlocks b and delivers a fatal signal deferred meanwhile.
 inline void end_record(ThreadBuffer* b, const char* end) noexcept {
   b->size = static_cast<size_t>(end - b->buf);
@@ -78,6 +124,31 @@ void Tracer::log_event(Phase phase, std::string_view name, std::string_view cat,
                        const ArgList* args, bool plain_name_cat) noexcept {
   if (!active()) return;
   TracerImpl* t = impl_;
+  if (__builtin_expect(t->agg_on, 0) && phase == Phase::Complete) {
+    agg::AggArg a[ArgList::kCapacity];
+    int n = 0;
+    for (int i = 0; args && i < args->size(); ++i) {
+      const ArgList::Entry& e = (*args)[i];
+      agg::AggArg& x = a[n];
+      x.key = e.key();
+      x.kptr = nullptr;  // keys of this path may be temporary: matched by content
+      x.dbl = false;
+      x.d = 0;
+      switch (e.type) {
+        case ArgList::INT: x.i = e.i; break;
+        case ArgList::UINT: x.i = static_cast<int64_t>(e.u); break;
+        case ArgList::BOOL: x.i = e.b ? 1 : 0; break;
+        case ArgList::DOUBLE:
+          x.dbl = true;
+          x.d = e.d;
+          x.i = 0;
+          break;
+        default: continue;  // strings (file names, tags) are not aggregated
+      }
+      ++n;
+    }
+    if (fold_event(t, name, cat, nullptr, nullptr, ts, dur, a, n)) return;
+  }
   ThreadBuffer* b = t->buffer();
   if (!begin_record(t, b, text_record_bytes(event_bound(name, cat, args)))) return;
   EventFields e{b->id_next++, phase, name, cat, plain_name_cat, &b->ids, ts, dur, args};
@@ -101,6 +172,16 @@ void Tracer::log_compact(std::string_view name, std::string_view cat, int64_t ts
     return;
   }
   TracerImpl* t = impl_;
+  if (__builtin_expect(t->agg_on, 0)) {
+    agg::AggArg a[CompactArgs::kCapacity];
+    int n = ints.size();
+    for (int i = 0; i < n; ++i) {
+      const CompactArgs::Entry& e = ints[i];
+      a[i] = agg::AggArg{std::string_view(e.key, e.klen), e.key, false, e.v, 0.0};
+    }
+    // name, cat and keys are the caller's literals: matched by pointer first
+    if (fold_event(t, name, cat, name.data(), cat.data(), ts, dur, a, n)) return;
+  }
   ThreadBuffer* b = t->buffer();
   if (!begin_record(t, b, compact_record_bytes(ints.size(), fragment.size()))) return;
   end_record(b, write_compact(b->buf + b->size, b->id_next++, name, cat, plain_name_cat, ts, dur, fragment, ints));

@@ -50,8 +50,16 @@ struct Config {
   int flush_interval_ms = 500;          // DFTRACER_FLUSH_INTERVAL: writer flushes every N ms (0: off)
   bool set_core_affinity = false;       // DFTRACER_SET_CORE_AFFINITY (record CPU set)
   LogLevel log_level = LogLevel::WARN;  // DFTRACER_LOG_LEVEL
-  std::string config_file;              // DFTRACER_CONFIGURATION
-  bool config_error = false;            // bad YAML: tracing forced off
+  // Aggregation (docs/aggregation.md): DFTRACER_ENABLE_AGGREGATION, DFTRACER_AGGREGATION_TYPE
+  // (FULL or SELECTIVE), DFTRACER_AGGREGATION_FILE (YAML: `inclusion` / `exclusion` rule lists,
+  // read into the two vectors), DFTRACER_TRACE_INTERVAL_MS (bucket length).
+  bool aggregation_enable = false;
+  bool aggregation_selective = false;
+  std::string aggregation_file;
+  int trace_interval_ms = 1000;
+  std::vector<std::string> aggregation_inclusion, aggregation_exclusion;
+  std::string config_file;    // DFTRACER_CONFIGURATION
+  bool config_error = false;  // bad YAML: tracing forced off
 };
 DFTRACER_EXPORT const Config& config();
 // Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded

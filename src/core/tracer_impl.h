@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "aggregation.h"
 #include "event_format.h"
 #include "gzip_member.h"
 #include "tracer.h"
@@ -87,6 +88,7 @@ struct ThreadBuffer {
   uint64_t id_next = 0, id_end = 0;  // block of event ids reserved by this thread
   uint32_t nev = 0;                  // events ("X"/"i") in buf since the last drain (metadata lines excluded)
   IdsPrefix ids;                     // ,"pid":P,"tid":T,"ts":
+  agg::AggTable* agg = nullptr;      // this thread's aggregation table (aggregation.h), under `busy`
 
   void lock(int who = 1) noexcept {
     if (__builtin_expect(busy.exchange(who, std::memory_order_acquire) == 0, 1)) return;
@@ -103,6 +105,10 @@ struct ThreadBuffer {
   // Empty, with a fresh id block (stale events are dropped).
   void reset(int pid, int new_tid) noexcept {
     size = 0;
+    if (agg) {
+      agg->clear();
+      agg->bucket = INT64_MIN;
+    }
     set_ids(pid, new_tid);
     id_next = id_end = 0;
     nev = 0;
@@ -169,6 +175,9 @@ class TracerImpl {
   size_t wbs = 4u << 20;               // DFTRACER_WRITE_BUFFER_SIZE: chunk bytes per gzip member
   size_t tcap = kThreadBufferBytes;    // bytes of a thread buffer
   std::atomic<uint64_t> next_id{0};
+  // Aggregation of this session (aggregation.h): on, and the bucket length in µs.
+  bool agg_on = false;
+  int64_t agg_interval_us = 1000000;
 
   // --- chunk writer (chunk_writer.cpp)
   std::deque<Chunk> queue;                  // q_mu
@@ -240,6 +249,10 @@ class TracerImpl {
   // The one hand-over of a thread buffer to the chunk (caller holds buf_mu and the buffer).
   void hand_over_locked(ThreadBuffer* b);
   void drain_locked(ThreadBuffer* b);
+  // Writes b's aggregation table as lines into b (caller holds b) and empties it. may_drain: the
+  // buffer may be handed to the chunk to make room (not while holding buf_mu). False when the
+  // lines do not fit without that (the table is kept).
+  bool emit_aggregates_locked(ThreadBuffer* b, bool may_drain);
   void drain_all();
   // Drop all buffered events, fresh ids (caller holds reg_mu); fork_child: other threads are gone.
   void reset_buffers_locked(bool fork_child);

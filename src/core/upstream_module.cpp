@@ -11,7 +11,8 @@
 // and 2.0.x also mark_used(name), set_app_metadata_int/string(key, value).
 // log_event's args are dicts key -> (tag_type, value) with tag_type 0 KEY, 1 VALUE, 2 IGNORE
 // (2.0.x), or key -> value (1.0.x passes string_args of plain str). Tag types only steer the
-// upstream aggregation mode; our core has none, so every tag is written into "args".
+// upstream aggregation mode; here every tag is written into "args" (the core's aggregation,
+// aggregation.h, folds numeric args and drops strings whatever their type).
 //
 // initialize() and finalize() go through dftracer._api (the path of our own
 // dftracer.python.dftracer.initialize_log/finalize), so a pydftracer program gets the same output
@@ -57,7 +58,7 @@ void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tag
     PyObject* value = v;
     if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2) {
       // (tag_type, value): tag_type 0 KEY, 1 VALUE, 2 IGNORE; other numbers count as KEY, as
-      // upstream's convert(). The type does not change what we write (no aggregation mode).
+      // upstream's convert(). The type does not change what we write.
       value = PyTuple_GET_ITEM(v, 1);
     }
     std::string_view key = as_view(k, keep);

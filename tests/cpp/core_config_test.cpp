@@ -147,3 +147,49 @@ TEST(CoreConfig, BadYamlWarnsOnceAndDisables) {
   EXPECT_FALSE(m.enable);
   EXPECT_EQ(count(err2, "dftracer: warning"), 1);
 }
+
+TEST(CoreConfig, AggregationSwitchesAndRuleFile) {
+  std::string err;
+  Config d = load({}, &err);
+  EXPECT_FALSE(d.aggregation_enable);
+  EXPECT_FALSE(d.aggregation_selective);
+  EXPECT_EQ(d.trace_interval_ms, 1000);
+  // upstream's spellings load unchanged; the rule file's two lists are read in order
+  std::string dir = dft_test::make_tmpdir();
+  std::string rules = dir + "/rules.yaml";
+  std::ofstream(rules) << "inclusion:\n  - \"cat == 'posix'\"\n  - \"name LIKE 'read%'\"\nexclusion:\n"
+                       << "  - \"name == 'stat'\"\n";
+  Config c = load({{"DFTRACER_ENABLE", "1"},
+                   {"DFTRACER_ENABLE_AGGREGATION", "1"},
+                   {"DFTRACER_AGGREGATION_TYPE", "SELECTIVE"},
+                   {"DFTRACER_AGGREGATION_FILE", rules},
+                   {"DFTRACER_TRACE_INTERVAL_MS", "2000"}},
+                  &err);
+  EXPECT_EQ(err, "");
+  EXPECT_TRUE(c.aggregation_enable);
+  EXPECT_TRUE(c.aggregation_selective);
+  EXPECT_EQ(c.trace_interval_ms, 2000);
+  ASSERT_EQ(c.aggregation_inclusion.size(), 2u);
+  EXPECT_EQ(c.aggregation_inclusion[1], "name LIKE 'read%'");
+  ASSERT_EQ(c.aggregation_exclusion.size(), 1u);
+  EXPECT_EQ(c.aggregation_exclusion[0], "name == 'stat'");
+  // bad values: warned, defaults kept; an unreadable rule file turns aggregation off
+  Config b = load({{"DFTRACER_ENABLE", "1"},
+                   {"DFTRACER_ENABLE_AGGREGATION", "1"},
+                   {"DFTRACER_AGGREGATION_TYPE", "SOME"},
+                   {"DFTRACER_AGGREGATION_FILE", dir + "/missing.yaml"},
+                   {"DFTRACER_TRACE_INTERVAL_MS", "0"}},
+                  &err);
+  EXPECT_FALSE(b.aggregation_selective);
+  EXPECT_EQ(b.trace_interval_ms, 1000);
+  EXPECT_FALSE(b.aggregation_enable);
+  EXPECT_EQ(count(err, "DFTRACER_AGGREGATION_TYPE"), 1) << err;
+  EXPECT_EQ(count(err, "DFTRACER_TRACE_INTERVAL_MS"), 1) << err;
+  EXPECT_EQ(count(err, "aggregation disabled"), 1) << err;
+  // a list holding something other than strings is an unreadable file too
+  std::ofstream(rules) << "inclusion:\n  - {a: 1}\n";
+  Config m = load(
+      {{"DFTRACER_ENABLE", "1"}, {"DFTRACER_ENABLE_AGGREGATION", "1"}, {"DFTRACER_AGGREGATION_FILE", rules}}, &err);
+  EXPECT_FALSE(m.aggregation_enable);
+  EXPECT_EQ(count(err, "must be a list of strings"), 1) << err;
+}
