@@ -452,20 +452,40 @@ def _proc_cpu(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def start_loopback_cluster(workers: int, host: str = "127.0.0.1"):
+def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = False):
     """A ``dask scheduler`` and ``workers`` single-thread ``dask worker --no-nanny`` processes on
-    ``host``, started as commands (what a user's running cluster is); returns (address, processes)."""
+    ``host``, started as commands (what a user's running cluster is); returns (address, processes).
+    ``quiet``: with ``dfanalyzer.cluster.QUIET_CONFIG`` (as DASK_* environment variables)."""
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="dfa-bench-cluster-")
     sched_file = os.path.join(tmp, "scheduler.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    if quiet:
+        from dfanalyzer.cluster import QUIET_CONFIG
+
+        for k, v in QUIET_CONFIG.items():
+            env["DASK_" + k.upper().replace(".", "__").replace("-", "_")] = str(v)
     log = open(os.path.join(tmp, "log"), "w")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", "0",
-             "--dashboard-address", ":0", "--scheduler-file", sched_file],
-            env=env, stdout=log, stderr=log, cwd=tmp,
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                host,
+                "--port",
+                "0",
+                "--dashboard-address",
+                ":0",
+                "--scheduler-file",
+                sched_file,
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+            cwd=tmp,
         )
     ]
     t = time.time()
@@ -478,15 +498,31 @@ def start_loopback_cluster(workers: int, host: str = "127.0.0.1"):
     for _ in range(workers):
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1", "--no-nanny",
-                 "--host", host, "--dashboard-address", ":0", "--local-directory", tmp],
-                env=env, stdout=log, stderr=log, cwd=tmp,
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    addr,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--host",
+                    host,
+                    "--dashboard-address",
+                    ":0",
+                    "--local-directory",
+                    tmp,
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                cwd=tmp,
             )
         )
     return addr, procs
 
 
-def cluster_compare(paths, workers: int, rounds: int, cli: bool = True) -> dict:
+def cluster_compare(paths, workers: int, rounds: int, cli: bool = True, quiet: bool = False) -> dict:
     """Warm ``DFAnalyzer(paths, args=()).summary()`` in this process: ``workers`` threads vs a
     running loopback cluster of ``workers`` single-thread workers (scheduler and workers started
     as commands); rounds interleaved (order alternating), wall and CPU of every process involved
@@ -495,7 +531,7 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True) -> dict:
 
     from dfanalyzer import DFAnalyzer
 
-    addr, procs = start_loopback_cluster(workers)
+    addr, procs = start_loopback_cluster(workers, quiet=quiet)
     res: dict = {}
     try:
         client = Client(addr, timeout=60, set_as_default=False)  # the threads runs must not find it
@@ -508,7 +544,9 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True) -> dict:
             if mode.startswith("cli"):  # the whole command: start-up, imports, connecting
                 cmd = [sys.executable, "-m", "dfanalyzer.cli", "summary", *paths, "--json", "--no-progress"]
                 cmd += ["--scheduler", addr] if mode == "cli-cluster" else ["--workers", str(workers)]
-                p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=_tree_env(ROOT))
+                p = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=_tree_env(ROOT)
+                )
                 stdout = p.stdout.read()
                 _, _, ru = os.wait4(p.pid, 0)
                 ev = json.loads(stdout)
@@ -559,7 +597,13 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True) -> dict:
                 p.kill()
                 p.wait()
     med = statistics.median
-    out = {"events": a["events"], "workers": workers, "date": time.strftime("%Y-%m-%d %H:%M"), "idle_cpu_per_s": idle}
+    out = {
+        "events": a["events"],
+        "workers": workers,
+        "quiet": quiet,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "idle_cpu_per_s": idle,
+    }
     print(
         "| run | events | workers | threads wall s | cluster wall s | wall ratio (paired) | threads CPU s | "
         "cluster CPU s (client / scheduler / workers) | CPU ratio (paired) | cluster CPU less idle s | "
@@ -592,7 +636,7 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True) -> dict:
             f"{o['cpu_ratio']:.2f} ({o['paired_cpu_ratio']:.2f}) | {o['cluster']['cpu_net_s']:.3f} | "
             f"{o['paired_cpu_net_ratio']:.2f} |"
         )
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}, quiet cluster config: {quiet}")
     return out
 
 
@@ -645,6 +689,8 @@ def main(argv=None) -> int:
         "--ir-workloads on these (small) sets, old vs new",
     )
     ap.add_argument("--ir-workloads", default="summary-warm,summary-cold")
+    ap.add_argument("--quiet-cluster", dest="quiet", action="store_true", help="--cluster-compare: QUIET_CONFIG")
+    ap.add_argument("--no-cli", action="store_true", help="--cluster-compare: in-process runs only")
     ap.add_argument(
         "--cluster-compare",
         default=None,
@@ -668,7 +714,7 @@ def main(argv=None) -> int:
         logging.getLogger("distributed").setLevel(logging.ERROR)
         d = os.path.abspath(a.cluster_compare)
         paths = sorted(glob.glob(os.path.join(d, "*.pfw")) + glob.glob(os.path.join(d, "*.pfw.gz")))
-        out = cluster_compare(paths, a.workers, max(1, a.repeat))
+        out = cluster_compare(paths, a.workers, max(1, a.repeat), cli=not a.no_cli, quiet=a.quiet)
         if a.json:
             with open(a.json, "w") as fh:
                 json.dump(out, fh, indent=2)

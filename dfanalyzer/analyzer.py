@@ -491,7 +491,9 @@ def plan_chunks(n_items: int, order: Sequence[int], threads: int, per_thread: in
     ``threads * per_thread`` contiguous chunks of nearly equal counts (none empty)."""
     k = max(1, min(n_items, max(1, threads) * max(1, per_thread)))
     order = list(order)
-    return [order[n_items * j // k : n_items * (j + 1) // k] for j in range(k) if n_items * (j + 1) // k > n_items * j // k]
+    return [
+        order[n_items * j // k : n_items * (j + 1) // k] for j in range(k) if n_items * (j + 1) // k > n_items * j // k
+    ]
 
 
 def _submitter(client):
