@@ -180,7 +180,7 @@ def test_summary_across_two_namespaces(two_nodes, tmp_path):
     assert got["processes"] == 6
     # each namespace's worker (keyed by its own address) ran summary work
     assert {w.split("//")[1].split(":")[0] for w in per_worker} == {A_ADDR, B_ADDR}
-    for w, done in per_worker.items():
+    for done in per_worker.values():
         assert done.get("_summary_chunk_task", 0) >= 1, per_worker
     assert sum(d.get("_summary_chunk_task", 0) for d in per_worker.values()) >= 2
     assert sum(d.get("_index_task", 0) for d in per_worker.values()) == 4  # the 4 big files, indexed there
