@@ -813,7 +813,8 @@ class DFAnalyzer:
         self._schema = schema
         # persist: the collection's graph is then just the held partitions (no from_delayed
         # wrapper tasks run again by every later computation)
-        events = dd.from_delayed(final, meta=meta, verify_meta=False).persist()
+        # (on this client: it need not be the default one, whose absence makes .persist() local)
+        events = c.persist(dd.from_delayed(final, meta=meta, verify_meta=False))
         self._final_parts = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
         self._events = events
         self._metadata = None
