@@ -68,3 +68,34 @@ def _threads_summary(d):
     import pickle
 
     return pickle.loads(r.stdout)
+
+
+def test_client_that_is_not_the_default(tmp_path):
+    """``DFAnalyzer(client=c)`` with ``Client(..., set_as_default=False)`` and no default client:
+    the streamed summary waited with ``distributed.wait`` (which asks ``default_client()``: "No
+    clients found") and ``events`` persisted on the local scheduler ("Missing dependency")."""
+    import subprocess
+
+    from conftest import pythonpath_env
+
+    d = tmp_path / "t"
+    paths = gen_traces.generate(str(d), 2 * 60_000, 2, member_bytes=32 << 10, jobs=1)
+    want = sum(1 for p in paths for r in read_trace(p) if r.get("ph") == "X" and r.get("cat") != "dftracer")
+    code = (
+        "import sys\n"
+        "from distributed import Client, LocalCluster\n"
+        "from dfanalyzer import DFAnalyzer\n"
+        "if __name__ == '__main__':\n"
+        "    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:\n"
+        "        with Client(lc, set_as_default=False) as c:\n"
+        "            with DFAnalyzer(sys.argv[1], args=(), batch_size_mb=0.25, client=c) as an:\n"
+        "                print(an.summary(show=False).events)\n"
+        "            with DFAnalyzer(sys.argv[1], args=(), batch_size_mb=0.25, client=c) as an:\n"
+        "                ev = an.events  # (computing it needs c: it is not the default client)\n"
+        "                print(c.compute(ev.shape[0]).result(), ev.npartitions > 1)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(d)], capture_output=True, text=True, env=pythonpath_env(), timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == [str(want), str(want), "True"]
