@@ -37,6 +37,12 @@ time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
 same traces), ``--repeat`` rounds in alternating order, wall and CPU medians and new ÷ old
 ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one measured run of each
 ``--ir-workloads`` (needs ``valgrind`` and a C compiler). Results: ``docs/perf/analyzer.md``.
+
+``--cluster-compare DIR``: warm summary of DIR with ``--workers`` threads vs a running loopback
+cluster (``dask scheduler`` + ``--workers`` single-thread ``dask worker --no-nanny`` commands;
+``--quiet-cluster``: with ``dfanalyzer.cluster.QUIET_CONFIG``), ``--repeat`` alternating rounds,
+in process and as whole commands (``--no-cli``: in process only); wall and CPU of client +
+scheduler + workers, the idle cluster's CPU rate, medians and paired ratios.
 """
 
 from __future__ import annotations
