@@ -37,6 +37,12 @@ time (user + system, ``wait4``) and peak RSS; the peers are not run at that size
 same traces), ``--repeat`` rounds in alternating order, wall and CPU medians and new ÷ old
 ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one measured run of each
 ``--ir-workloads`` (needs ``valgrind`` and a C compiler). Results: ``docs/perf/analyzer.md``.
+
+``--cluster-compare DIR``: warm summary of DIR with ``--workers`` threads vs a running loopback
+cluster (``dask scheduler`` + ``--workers`` single-thread ``dask worker --no-nanny`` commands;
+``--quiet-cluster``: with ``dfanalyzer.cluster.QUIET_CONFIG``), ``--repeat`` alternating rounds,
+in process and as whole commands (``--no-cli``: in process only); wall and CPU of client +
+scheduler + workers, the idle cluster's CPU rate, medians and paired ratios.
 """
 
 from __future__ import annotations
@@ -444,6 +450,202 @@ def _compare_table(sets: list, workloads: list, res: dict) -> None:
     print(f"\n# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")
 
 
+# ----------------------------------------------------------------------------- threads vs a running cluster
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its waited-for children (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = False):
+    """A ``dask scheduler`` and ``workers`` single-thread ``dask worker --no-nanny`` processes on
+    ``host``, started as commands (what a user's running cluster is); returns (address, processes).
+    ``quiet``: with ``dfanalyzer.cluster.QUIET_CONFIG`` (as DASK_* environment variables)."""
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="dfa-bench-cluster-")
+    sched_file = os.path.join(tmp, "scheduler.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    if quiet:
+        from dfanalyzer.cluster import QUIET_CONFIG
+
+        for k, v in QUIET_CONFIG.items():
+            env["DASK_" + k.upper().replace(".", "__").replace("-", "_")] = str(v)
+    log = open(os.path.join(tmp, "log"), "w")
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                host,
+                "--port",
+                "0",
+                "--dashboard-address",
+                ":0",
+                "--scheduler-file",
+                sched_file,
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+            cwd=tmp,
+        )
+    ]
+    t = time.time()
+    while not os.path.exists(sched_file):
+        if time.time() - t > 60:
+            raise RuntimeError("dask scheduler did not start")
+        time.sleep(0.1)
+    time.sleep(0.2)
+    addr = json.load(open(sched_file))["address"]
+    for _ in range(workers):
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    addr,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--host",
+                    host,
+                    "--dashboard-address",
+                    ":0",
+                    "--local-directory",
+                    tmp,
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                cwd=tmp,
+            )
+        )
+    return addr, procs
+
+
+def cluster_compare(paths, workers: int, rounds: int, cli: bool = True, quiet: bool = False) -> dict:
+    """Warm ``DFAnalyzer(paths, args=()).summary()`` in this process: ``workers`` threads vs a
+    running loopback cluster of ``workers`` single-thread workers (scheduler and workers started
+    as commands); rounds interleaved (order alternating), wall and CPU of every process involved
+    (this client + scheduler + workers), medians and cluster ÷ threads ratios."""
+    from distributed import Client
+
+    from dfanalyzer import DFAnalyzer
+
+    addr, procs = start_loopback_cluster(workers, quiet=quiet)
+    res: dict = {}
+    try:
+        client = Client(addr, timeout=60, set_as_default=False)  # the threads runs must not find it
+        client.wait_for_workers(workers, timeout=60)
+
+        def one(mode):
+            """(wall s, CPU s of every process, summary dict, CPU s per part)."""
+            before = [time.process_time()] + [_proc_cpu(p.pid) for p in procs]
+            t = time.perf_counter()
+            if mode.startswith("cli"):  # the whole command: start-up, imports, connecting
+                cmd = [sys.executable, "-m", "dfanalyzer.cli", "summary", *paths, "--json", "--no-progress"]
+                cmd += ["--scheduler", addr] if mode == "cli-cluster" else ["--workers", str(workers)]
+                p = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=_tree_env(ROOT)
+                )
+                stdout = p.stdout.read()
+                _, _, ru = os.wait4(p.pid, 0)
+                ev = json.loads(stdout)
+                ev = ev.get("summary", ev)
+                child = ru.ru_utime + ru.ru_stime
+            else:
+                kw = dict(client=client) if mode == "cluster" else dict(n_workers=workers)
+                with DFAnalyzer(paths, args=(), **kw) as an:
+                    ev = an.summary(show=False).to_dict()
+                child = 0.0
+            dt = time.perf_counter() - t
+            after = [time.process_time()] + [_proc_cpu(p.pid) for p in procs]
+            parts = [b - a for a, b in zip(before, after)]
+            parts[0] += child
+            if "cluster" not in mode:  # the idle cluster's heartbeats are not part of a threads run
+                parts = parts[:1]
+            return dt, sum(parts), ev, parts
+
+        a, b = one("threads")[2], one("cluster")[2]  # warm-up: indexes, imports on the workers
+        # what the running cluster costs while idle (heartbeats, system monitor), CPU s per s
+        cpu0, t0 = sum(_proc_cpu(p.pid) for p in procs), time.perf_counter()
+        time.sleep(5)
+        idle = (sum(_proc_cpu(p.pid) for p in procs) - cpu0) / (time.perf_counter() - t0)
+        print(f"# idle cluster: {idle:.3f} CPU s per s (scheduler + {workers} workers)", flush=True)
+        if json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
+            raise SystemExit("cluster and threads summaries differ")
+        for r in range(rounds):
+            pair = [("threads", "cluster"), ("cli-threads", "cli-cluster")] if cli else [("threads", "cluster")]
+            for m1, m2 in pair:
+                for mode in (m1, m2) if r % 2 == 0 else (m2, m1):
+                    dt, cpu, ev, parts = one(mode)
+                    if json.dumps(ev, sort_keys=True) != json.dumps(a, sort_keys=True):
+                        raise SystemExit(f"{mode} summary differs")
+                    res.setdefault(mode, []).append((dt, cpu, parts))
+                    print(
+                        f"# {mode}: {dt:.3f} s wall, {cpu:.3f} s CPU (client, scheduler, workers: "
+                        f"{', '.join(f'{x:.2f}' for x in parts)}), load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
+        client.close()
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    med = statistics.median
+    out = {
+        "events": a["events"],
+        "workers": workers,
+        "quiet": quiet,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "idle_cpu_per_s": idle,
+    }
+    print(
+        "| run | events | workers | threads wall s | cluster wall s | wall ratio (paired) | threads CPU s | "
+        "cluster CPU s (client / scheduler / workers) | CPU ratio (paired) | cluster CPU less idle s | "
+        "paired ratio less idle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    for name, t_key, c_key in (("in process", "threads", "cluster"), ("whole command", "cli-threads", "cli-cluster")):
+        if c_key not in res:
+            continue
+        t, c = res[t_key], res[c_key]
+        o = out[name] = {
+            "threads": {"wall_s": med(x[0] for x in t), "cpu_s": med(x[1] for x in t)},
+            "cluster": {"wall_s": med(x[0] for x in c), "cpu_s": med(x[1] for x in c)},
+            "cluster_cpu_parts_s": [med(x[2][i] for x in c) for i in range(len(c[0][2]))],
+            # paired ratios (round by round), less sensitive to load drifting on a shared machine
+            "paired_wall_ratio": med(y[0] / x[0] for x, y in zip(t, c)),
+            "paired_cpu_ratio": med(y[1] / x[1] for x, y in zip(t, c)),
+            "runs": {t_key: t, c_key: c},
+        }
+        # the cluster's CPU less what it burns idle over the same wall (the load of a shared
+        # machine stretches the wall, and with it the heartbeats' share)
+        o["cluster"]["cpu_net_s"] = med(x[1] - idle * x[0] for x in c)
+        o["paired_cpu_net_ratio"] = med((y[1] - idle * y[0]) / x[1] for x, y in zip(t, c))
+        o["wall_ratio"] = o["cluster"]["wall_s"] / o["threads"]["wall_s"]
+        o["cpu_ratio"] = o["cluster"]["cpu_s"] / o["threads"]["cpu_s"]
+        parts = o["cluster_cpu_parts_s"]
+        print(
+            f"| {name} | {out['events']:,} | {workers} | {o['threads']['wall_s']:.3f} | {o['cluster']['wall_s']:.3f} | "
+            f"{o['wall_ratio']:.2f} ({o['paired_wall_ratio']:.2f}) | {o['threads']['cpu_s']:.3f} | "
+            f"{o['cluster']['cpu_s']:.3f} ({parts[0]:.2f} / {parts[1]:.2f} / {sum(parts[2:]):.2f}) | "
+            f"{o['cpu_ratio']:.2f} ({o['paired_cpu_ratio']:.2f}) | {o['cluster']['cpu_net_s']:.3f} | "
+            f"{o['paired_cpu_net_ratio']:.2f} |"
+        )
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}, quiet cluster config: {quiet}")
+    return out
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -493,6 +695,15 @@ def main(argv=None) -> int:
         "--ir-workloads on these (small) sets, old vs new",
     )
     ap.add_argument("--ir-workloads", default="summary-warm,summary-cold")
+    ap.add_argument("--quiet-cluster", dest="quiet", action="store_true", help="--cluster-compare: QUIET_CONFIG")
+    ap.add_argument("--no-cli", action="store_true", help="--cluster-compare: in-process runs only")
+    ap.add_argument(
+        "--cluster-compare",
+        default=None,
+        metavar="DIR",
+        help="warm summary of the traces in DIR: --workers threads vs a running loopback cluster of --workers "
+        "single-thread workers, --repeat interleaved rounds, wall and CPU (client + scheduler + workers)",
+    )
     a = ap.parse_args(argv)
     if a._utils:
         _utils_main(a._utils)
@@ -502,6 +713,17 @@ def main(argv=None) -> int:
         return 0
     if a._work:
         _work_main(a._work[0], a._work[1], a._ir)
+        return 0
+    if a.cluster_compare:
+        import logging
+
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        d = os.path.abspath(a.cluster_compare)
+        paths = sorted(glob.glob(os.path.join(d, "*.pfw")) + glob.glob(os.path.join(d, "*.pfw.gz")))
+        out = cluster_compare(paths, a.workers, max(1, a.repeat), cli=not a.no_cli, quiet=a.quiet)
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(out, fh, indent=2)
         return 0
     if a.compare:
 

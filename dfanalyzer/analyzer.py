@@ -495,6 +495,36 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
     return part, md, info
 
 
+def _summary_chunk_task(items: List[tuple], index_dir, query, io_cats, compute_cats, app_io_cats):
+    """Several summary tasks in one (the distributed streamed summary): ``items`` are
+    ``("batch", batch)`` or ``("files", paths)``; their partials are folded here as they are made
+    (:class:`~dfanalyzer.summary.PartialFolder`), so one partial leaves the worker instead of one
+    per batch. Returns ``(partial, metadata frames, infos)``, the lists in ``items`` order; never
+    raises (see :func:`_summary_batch_task`)."""
+    kw = dict(index_dir=index_dir, query=query, io_cats=io_cats, compute_cats=compute_cats, app_io_cats=app_io_cats)
+    fold = _summary.PartialFolder()
+    mds, infos = [], []
+    for kind, x in items:
+        if kind == "batch":
+            p, md, info = _summary_batch_task(x, **kw)
+        else:
+            p, md, info = _summary_files_task(x, **kw)
+        fold.add(p)
+        mds.append(md)
+        infos.append(info)
+    return (fold.result() if items else _summary.Partial()), mds, infos
+
+
+def plan_chunks(n_items: int, order: Sequence[int], threads: int, per_thread: int = 2) -> List[List[int]]:
+    """Cut the items ``order`` (a permutation of ``range(n_items)``) into at most
+    ``threads * per_thread`` contiguous chunks of nearly equal counts (none empty)."""
+    k = max(1, min(n_items, max(1, threads) * max(1, per_thread)))
+    order = list(order)
+    return [
+        order[n_items * j // k : n_items * (j + 1) // k] for j in range(k) if n_items * (j + 1) // k > n_items * j // k
+    ]
+
+
 def _submitter(client):
     """engine.reduce.tree_reduce's ``submit`` on a distributed client (impure: results kept)."""
     return lambda fn, *args: client.submit(fn, *args, pure=False)
@@ -706,12 +736,16 @@ class DFAnalyzer:
         else:
             from distributed import as_completed, wait
 
-        if not self.progress or not futures:
-            wait(futures)
-            return
-        with _progress_bar(what, len(futures)) as advance:
-            for _ in as_completed(futures):
-                advance()
+        import contextlib
+
+        # a given client need not be the default one (distributed.wait asks default_client())
+        with self._client.as_current() if not self._use_threads and futures else contextlib.nullcontext():
+            if not self.progress or not futures:
+                wait(futures)
+                return
+            with _progress_bar(what, len(futures)) as advance:
+                for _ in as_completed(futures):
+                    advance()
 
     def _as_completed(self, futures: list, what: str):
         """Yield ``concurrent.futures`` futures as they finish, with the progress bar of
@@ -813,7 +847,8 @@ class DFAnalyzer:
         self._schema = schema
         # persist: the collection's graph is then just the held partitions (no from_delayed
         # wrapper tasks run again by every later computation)
-        events = dd.from_delayed(final, meta=meta, verify_meta=False).persist()
+        # (on this client: it need not be the default one, whose absence makes .persist() local)
+        events = c.persist(dd.from_delayed(final, meta=meta, verify_meta=False))
         self._final_parts = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
         self._events = events
         self._metadata = None
@@ -1031,12 +1066,21 @@ class DFAnalyzer:
             part = fold.result()
         else:
             c = self._client
-            futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)
-            futs += c.map(_summary_files_task, self._groups, pure=False, **kw)
+            # a few tasks per worker thread, each folding its batches' partials itself: per-batch
+            # tasks cost the scheduler ~4 tasks per batch and ship every batch's partial (interval
+            # unions of ~1 MB per 16 MiB batch) to another worker. Batches are taken in turns per
+            # file (as for the threads), so a chunk is one time slice of every process and its
+            # unions collapse before they travel.
+            items = [("batch", b) for b in self._batches] + [("files", g) for g in self._groups]
+            order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
+            chunks = plan_chunks(len(items), order, self._threads())
+            futs = [c.submit(_summary_chunk_task, [items[i] for i in ch], pure=False, **kw) for ch in chunks]
             self._wait(futs, "loading")
-            infos = c.gather(c.map(_pick, futs, [2] * len(futs)))
-            self._metadata_futures = c.map(_pick, futs, [1] * len(futs))
-            self._metadata = None
+            infos, mds = [None] * len(items), [None] * len(items)
+            for ch, inf, md in zip(chunks, *c.gather([c.map(_pick, futs, [k] * len(futs)) for k in (2, 1)])):
+                for i, x, m in zip(ch, inf, md):  # back to batch order
+                    infos[i], mds[i] = x, m
+            self._metadata = _concat_metadata(mds)
             level = c.map(_pick, futs, [0] * len(futs))
             del futs
             part = tree_reduce(level, _summary_combine, submit=_submitter(c)).result() if level else _summary.Partial()

@@ -24,6 +24,18 @@ __all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "u
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
+# Dask settings for the clusters this module starts (and recommended for `dask worker` / `dask
+# scheduler` run by hand, docs/cluster.md): distributed's statistical profiler samples every
+# worker thread's stack 100 times a second, its event loop ticks 50 times a second and its system
+# monitor polls psutil twice a second. Measured on 2 cores (docs/perf/analyzer.md) they make an
+# idle scheduler + 2 workers burn ~0.09 CPU s per s, ~0.03 with these, which a summary of a few
+# seconds of CPU pays for its whole wall time.
+QUIET_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1000ms",
+    "distributed.admin.system-monitor.interval": "2000ms",
+}
+
 # Keys accepted for ``cluster: local``.
 LOCAL_KEYS = frozenset({"cluster", "n_workers", "threads_per_worker", "processes", "memory_limit", "dashboard_address"})
 # Keys accepted for ``cluster: slurm`` (names follow dask-jobqueue's SLURMCluster arguments).
@@ -411,5 +423,9 @@ def setup_dask_cluster(
         local_kwargs["memory_limit"] = cfg["memory_limit"]
     if silence_logs is not None:
         local_kwargs["silence_logs"] = silence_logs
+    import dask
+
     # Client() with no address starts and owns a LocalCluster: client.close() also closes it.
-    return Client(**local_kwargs)
+    # (the workers' nannies take the config current when they are made)
+    with dask.config.set(QUIET_CONFIG):
+        return Client(**local_kwargs)
