@@ -45,7 +45,7 @@ from . import schema as _schema
 from . import summary as _summary
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
-from .records import BatchInfo, FileStats, stats_frame
+from .records import BatchInfo, FileStats, LoadError, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
@@ -299,18 +299,28 @@ def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Op
 
 
 def _load_task(
-    batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
+    batch: tuple,
+    index_dir: Optional[str],
+    keep_args: Optional[frozenset] = None,
+    query: Optional[str] = None,
+    arg_columns: Optional[List[str]] = None,
 ):
-    """Load one batch: ``(events, metadata, info)``; never raises.
+    """Load one batch: ``(events, metadata, info)``; never raises (a failure is
+    ``info.error``, raised by the analyzer as :class:`~dfanalyzer.records.LoadError`).
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
-    ``keep_args`` (a set of args keys) the other args columns are not built (projection).
+    ``keep_args`` (a set of args keys) the other args columns are not built (projection); with
+    ``arg_columns`` (the analyzer's global choice of args columns, :func:`_choose_arg_columns`)
+    exactly those are built and every other args key goes to ``args_extra``.
     """
     from . import reader
 
     path, first, last = batch[:3]
     try:
-        b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
+        if arg_columns is not None:
+            b = reader.load_batch(path, first, last, index_dir=index_dir, columns=arg_columns, extra=True)
+        else:
+            b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
         span = _sanity.span(ev["ts"], ev["te"]) if len(ev) else None  # input sanity (dfanalyzer.sanity)
         if query:
@@ -328,6 +338,7 @@ def _load_task(
             unresolved_hashes=int(getattr(b, "unresolved_hashes", 0)),
             warnings=[str(w) for w in b.warnings],
             span=span,
+            arg_counts=b.arg_counts,
         )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
@@ -335,16 +346,24 @@ def _load_task(
         return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
 
 
-def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
+def _load_files_task(
+    paths: List[str],
+    keep_args: Optional[frozenset] = None,
+    query: Optional[str] = None,
+    arg_columns: Optional[List[str]] = None,
+):
     """Load a group of small files in one task: ``(events, metadata, info)``; never raises.
 
     ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
-    (``rows`` after ``query``, as in :func:`_load_task`).
+    (``rows`` after ``query``, as in :func:`_load_task`); ``arg_columns`` as in :func:`_load_task`.
     """
     from . import reader
 
     try:
-        b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
+        if arg_columns is not None:
+            b, files = reader.load_files(paths, columns=arg_columns, extra=True)
+        else:
+            b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
         for f in files:
             if f["error"] and not f["compressed_bytes"]:
                 try:
@@ -371,12 +390,79 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             skipped_lines=int(b.skipped_lines),
             lost_bytes=int(b.lost_bytes),
             files=[FileStats.from_reader(f) for f in files],
+            arg_counts=b.arg_counts,
         )
         return ev, b.metadata, info
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
         files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
         return None, pd.DataFrame(), BatchInfo(error=msg, files=files)
+
+
+def _task_name(item) -> str:
+    """The file and batch of a load task: a batch ``(path, first, last, ...)`` or a group of
+    small files (a list of paths)."""
+    if isinstance(item, tuple):
+        return f"{item[0]}: batch of checkpoints {item[1]}-{item[2]}"
+    paths = list(item)
+    more = f" and {len(paths) - 1} more small files" if len(paths) > 1 else ""
+    return f"{paths[0] if paths else '?'}{more}: group of small files read whole"
+
+
+def _raise_failed(items: Sequence, infos: Sequence[BatchInfo]) -> None:
+    """Raise :class:`LoadError` naming the first load task of ``items`` whose ``info`` reports
+    an error (an exception inside the task: memory, I/O, a bad filter...); their events would
+    otherwise be an empty partition."""
+    bad = [(it, i) for it, i in zip(items, infos) if i.error is not None]
+    if bad:
+        it, i = bad[0]
+        more = f" (and {len(bad) - 1} more load tasks failed)" if len(bad) > 1 else ""
+        raise LoadError(f"{_task_name(it)}: load failed: {i.error}{more}")
+
+
+def _check_futures(futures: list, items: Sequence) -> None:
+    """Raise :class:`LoadError` for the first of the (waited for) distributed ``futures`` that did
+    not finish: its task raised or its worker died (``KilledWorker``, killed for memory); the
+    message names its file and batch (``items[k]`` for ``futures[k]``). Nothing is gathered."""
+    for f, it in zip(futures, items):
+        if f.status == "finished":
+            continue
+        exc = None
+        with contextlib.suppress(Exception):
+            exc = f.exception(timeout=5) if f.status == "error" else None
+        why = f"{type(exc).__name__}: {exc}" if exc is not None else f"task {f.status}"
+        raise LoadError(f"{_task_name(it)}: load failed: {why}")
+
+
+def _choose_arg_columns(infos: Sequence[BatchInfo]) -> Optional[List[str]]:
+    """The args columns every partition gets when some batch had more args keys than
+    ``MAX_ARG_COLUMNS`` (so put some in ``args_extra``) or the batches' columns together are more:
+    the ``MAX_ARG_COLUMNS`` keys with the most events over all batches (ties by name). None when
+    every batch kept all its keys as columns and they fit (the common case: nothing to redo)."""
+    from .reader import MAX_ARG_COLUMNS
+
+    names = set()
+    overflow = False
+    for i in infos:
+        counts = i.arg_counts or {}
+        names.update(counts)
+        overflow = overflow or "args_extra" in i.schema
+    if not overflow and len(names) <= MAX_ARG_COLUMNS:
+        return None
+    total: Dict[str, int] = {}
+    for i in infos:
+        for k, n in (i.arg_counts or {}).items():
+            total[k] = total.get(k, 0) + n
+    return sorted(sorted(total, key=lambda k: (-total[k], k))[:MAX_ARG_COLUMNS])
+
+
+def _needs_reload(info: BatchInfo, chosen: List[str]) -> bool:
+    """Whether a loaded batch's args columns differ from the global choice (see
+    :func:`_choose_arg_columns`): it put a chosen key into ``args_extra`` or has a column not
+    chosen."""
+    keep = set(chosen)
+    built = set(info.schema) - {"args_extra"}
+    return any(c not in keep for c in built) or any(k in keep and k not in built for k in info.arg_counts or {})
 
 
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
@@ -759,9 +845,32 @@ class DFAnalyzer:
         load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query, pure=False)
         load_f += c.map(_load_files_task, groups, keep_args=self.args, query=self.query, pure=False)
         self._wait(load_f, "loading")
+        items = list(batches) + list(groups)
+        _check_futures(load_f, items)
         info_f = c.map(_pick, load_f, [2] * len(load_f))
         infos = c.gather(info_f)
         del info_f
+        _raise_failed(items, infos)
+        # bounded args columns: when some batch had too many args keys, every batch gets the same
+        # global choice of columns (the others in args_extra); only the batches that differ reload
+        chosen = _choose_arg_columns(infos)
+        if chosen is not None:
+            redo = [k for k, i in enumerate(infos) if _needs_reload(i, chosen)]
+            kw = dict(keep_args=self.args, query=self.query, arg_columns=chosen, pure=False)
+            nb = len(batches)
+            new_f = [
+                c.submit(_load_task, items[k], self.index_dir, **kw)
+                if k < nb
+                else c.submit(_load_files_task, items[k], **kw)
+                for k in redo
+            ]
+            self._wait(new_f, "reloading")
+            _check_futures(new_f, [items[k] for k in redo])
+            new_infos = c.gather(c.map(_pick, new_f, [2] * len(new_f)))
+            _raise_failed([items[k] for k in redo], new_infos)
+            for k, f, i in zip(redo, new_f, new_infos):
+                load_f[k], infos[k] = f, i
+            del new_f
         self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
@@ -968,10 +1077,15 @@ class DFAnalyzer:
             number = {f: i for i, f in enumerate(futures)}
             metadata, infos = [None] * len(futures), [None] * len(futures)
             fold = _summary.PartialFolder()
+            items = list(self._batches) + list(self._groups)
             for f in self._as_completed(futures, "loading"):
                 i = number.pop(f)
                 futures[i] = None
-                p, metadata[i], infos[i] = f.result()
+                try:
+                    p, metadata[i], infos[i] = f.result()
+                except Exception as exc:  # (the tasks catch their own errors: this is e.g. memory)
+                    raise LoadError(f"{_task_name(items[i])}: load failed: {type(exc).__name__}: {exc}") from exc
+                _raise_failed([items[i]], [infos[i]])
                 fold.add(p)
             self._metadata = _concat_metadata(metadata)
             part = fold.result()
@@ -980,7 +1094,10 @@ class DFAnalyzer:
             futs = c.map(_summary_batch_task, self._batches, pure=False, **kw)
             futs += c.map(_summary_files_task, self._groups, pure=False, **kw)
             self._wait(futs, "loading")
+            items = list(self._batches) + list(self._groups)
+            _check_futures(futs, items)
             infos = c.gather(c.map(_pick, futs, [2] * len(futs)))
+            _raise_failed(items, infos)
             self._metadata_futures = c.map(_pick, futs, [1] * len(futs))
             self._metadata = None
             level = c.map(_pick, futs, [0] * len(futs))

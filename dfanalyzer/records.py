@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["BatchInfo", "FileStats", "stats_frame"]
+__all__ = ["BatchInfo", "FileStats", "LoadError", "stats_frame"]
+
+
+class LoadError(OSError):
+    """A load task failed (an exception in it, memory, a killed worker): the message names the
+    file and the batch (checkpoint range, or the group of small files) and the cause. Never
+    turned into an empty partition: the events would be silently incomplete."""
 
 
 @dataclass
@@ -83,6 +89,8 @@ class BatchInfo:
     files: Optional[List[FileStats]] = None
     #: (first ts, last te) of the batch's events in µs, before any query (input sanity)
     span: Optional[Tuple[int, int]] = None
+    #: args column -> events with a value, args_extra keys included (dfanalyzer.reader.Batch)
+    arg_counts: Optional[Dict[str, int]] = None
 
     @classmethod
     def failed(cls, batch: tuple, exc: BaseException) -> "BatchInfo":
