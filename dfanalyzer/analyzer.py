@@ -434,11 +434,19 @@ def _check_futures(futures: list, items: Sequence) -> None:
         raise LoadError(f"{_task_name(it)}: load failed: {why}")
 
 
+#: With more args keys than MAX_ARG_COLUMNS, a key gets a column only when at least one event in
+#: this many has it (:func:`_choose_arg_columns`); the others are in ``args_extra``.
+RARE_KEY_EVENTS = 1000
+
+
 def _choose_arg_columns(infos: Sequence[BatchInfo]) -> Optional[List[str]]:
     """The args columns every partition gets when some batch had more args keys than
     ``MAX_ARG_COLUMNS`` (so put some in ``args_extra``) or the batches' columns together are more:
-    the ``MAX_ARG_COLUMNS`` keys with the most events over all batches (ties by name). None when
-    every batch kept all its keys as columns and they fit (the common case: nothing to redo)."""
+    the ``MAX_ARG_COLUMNS`` keys with the most events over all batches (ties by name), and of those
+    only the keys that at least one event in :data:`RARE_KEY_EVENTS` has (a dense column of a key
+    that nearly no event has costs 9 bytes a row for nothing: 100,000 one-event keys would
+    otherwise make 256 nearly empty columns). None when every batch kept all its keys as columns
+    and they fit (the common case: nothing to redo)."""
     from .reader import MAX_ARG_COLUMNS
 
     names = set()
@@ -453,7 +461,9 @@ def _choose_arg_columns(infos: Sequence[BatchInfo]) -> Optional[List[str]]:
     for i in infos:
         for k, n in (i.arg_counts or {}).items():
             total[k] = total.get(k, 0) + n
-    return sorted(sorted(total, key=lambda k: (-total[k], k))[:MAX_ARG_COLUMNS])
+    least = max(1, sum(i.rows for i in infos) // RARE_KEY_EVENTS)
+    top = sorted(total, key=lambda k: (-total[k], k))[:MAX_ARG_COLUMNS]
+    return sorted(k for k in top if total[k] >= least)
 
 
 def _needs_reload(info: BatchInfo, chosen: List[str]) -> bool:
