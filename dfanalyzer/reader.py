@@ -146,8 +146,9 @@ def load_batch(
     Raises :class:`ReaderError` (an ``OSError``) for unreadable files, ``IndexError`` for a bad
     checkpoint range and ``TypeError`` when ``columns`` is a str.
     """
+    kw = {"extra": True} if extra else {}
     r = _reader.load_batch(
-        os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir, _projection(columns), bool(extra)
+        os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir, _projection(columns), **kw
     )
     return _batch(r, path)
 
@@ -171,7 +172,8 @@ def load_files(paths: List[str], columns: Optional[Iterable[str]] = None, extra:
     in the batch, consecutive), ``skipped_lines``, ``lost_bytes``, ``lost_lines`` and ``warnings``.
     ``columns``, ``extra``: the args columns to build, as in :func:`load_batch`.
     """
-    r = _reader.load_files([os.fspath(p) for p in paths], _projection(columns), bool(extra))
+    kw = {"extra": True} if extra else {}
+    r = _reader.load_files([os.fspath(p) for p in paths], _projection(columns), **kw)
     files = list(r["files"])
     for f in files:
         if f["skipped_lines"]:

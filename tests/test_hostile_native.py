@@ -25,8 +25,17 @@ SPECIAL = {"hostname", "hhash", "fname", "fhash", "offset"}  # args keys that fe
 
 
 def _event(i, args, ts=None, dur=5, name="op"):
-    return {"id": i, "name": name, "cat": "app", "pid": 1, "tid": 1, "ts": TS0 + i if ts is None else ts,
-            "dur": dur, "ph": "X", "args": args}
+    return {
+        "id": i,
+        "name": name,
+        "cat": "app",
+        "pid": 1,
+        "tid": 1,
+        "ts": TS0 + i if ts is None else ts,
+        "dur": dur,
+        "ph": "X",
+        "args": args,
+    }
 
 
 def _write(path, records, raw_lines=()):
@@ -85,7 +94,15 @@ def test_one_event_with_100000_keys_goes_to_args_extra(tmp_path):
     for k in range(100_000):
         m = k % 5
         big[f"k{k}"] = (
-            k if m == 0 else k + 0.5 if m == 1 else f'v"\\\n\u00e9{k}' if m == 2 else (k % 2 == 0) if m == 3 else {"n": [k]}
+            k
+            if m == 0
+            else k + 0.5
+            if m == 1
+            else f'v"\\\n\u00e9{k}'
+            if m == 2
+            else (k % 2 == 0)
+            if m == 3
+            else {"n": [k]}
         )
     records = [_event(0, {"a": 1, "b": "x"})] + [_event(1, big)] + [_event(i, {"a": i}) for i in range(2, 50)]
     path = tmp_path / "wide.pfw.gz"
@@ -184,6 +201,7 @@ def test_failed_load_task_is_an_error_naming_file_and_batch(tmp_path, dask_clien
 
     path = tmp_path / "t.pfw.gz"
     _write(path, [_event(i, {"a": i}) for i in range(100)])
+
     def boom(p, first, last, *args, **kw):
         raise MemoryError("std::bad_alloc")
 
@@ -191,7 +209,7 @@ def test_failed_load_task_is_an_error_naming_file_and_batch(tmp_path, dask_clien
     monkeypatch.setattr(reader._reader, "load_batch", boom)  # (the streamed summary's direct call)
     a = DFAnalyzer([str(path)], index_dir=str(tmp_path), client=dask_client, progress=False, small_file_mb=0)
     with pytest.raises(LoadError) as e:
-        a.events
+        _ = a.events
     assert str(path) in str(e.value) and "checkpoints 0-0" in str(e.value) and "MemoryError" in str(e.value)
     # the streamed summary too
     a2 = DFAnalyzer([str(path)], index_dir=str(tmp_path), client=dask_client, progress=False, small_file_mb=0)
@@ -213,7 +231,7 @@ def test_load_task_that_dies_is_an_error(tmp_path, dask_client, monkeypatch):
     monkeypatch.setattr(analyzer, "_load_task", dies)
     a = DFAnalyzer([str(path)], index_dir=str(tmp_path), client=dask_client, progress=False, small_file_mb=0)
     with pytest.raises(LoadError) as e:
-        a.events
+        _ = a.events
     assert str(path) in str(e.value) and "checkpoints 0-0" in str(e.value), str(e.value)
 
 
@@ -229,7 +247,7 @@ def test_failed_small_files_group_is_an_error(tmp_path, dask_client, monkeypatch
     monkeypatch.setattr(reader, "load_files", boom)
     a = DFAnalyzer([str(path)], index_dir=str(tmp_path), client=dask_client, progress=False)
     with pytest.raises(LoadError) as e:
-        a.events
+        _ = a.events
     assert str(path) in str(e.value) and "group of small files" in str(e.value)
 
 
@@ -362,8 +380,9 @@ def test_cat_when_disk_is_full(tmp_path):
     )
     e = pythonpath_env()
     e["XDG_CACHE_HOME"] = e["HOME"] = os.path.join(str(path), "cache")
-    r = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable], env=e, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, sys.executable], env=e, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == truth
 
@@ -378,7 +397,9 @@ def _py_app(tmp_path, code):
     env["DFTRACER_LOG_FILE"] = str(tmp_path / "trace")
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(code))
-    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     files = sorted(p for p in tmp_path.iterdir() if ".pfw" in p.name)
     assert len(files) == 1, os.listdir(tmp_path)
@@ -448,24 +469,45 @@ def crash_prog(tmp_path_factory):
     return str(exe)
 
 
-@pytest.mark.parametrize("how,sig", [("segv", signal.SIGSEGV), ("fpe", signal.SIGFPE), ("ill", signal.SIGILL),
-                                     ("bus", signal.SIGBUS)])
+@pytest.mark.parametrize(
+    "how,sig", [("segv", signal.SIGSEGV), ("fpe", signal.SIGFPE), ("ill", signal.SIGILL), ("bus", signal.SIGBUS)]
+)
 def test_crash_signal_flushes_then_dies_the_same(tmp_path, crash_prog, how, sig):
     # attack: the application crashes right after its last event (nothing flushed yet)
-    lib = subprocess.run([sys.executable, "-m", "dftracer", "--preload-path"], env=pythonpath_env(),
-                         capture_output=True, text=True, check=True).stdout.strip()
+    lib = subprocess.run(
+        [sys.executable, "-m", "dftracer", "--preload-path"],
+        env=pythonpath_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     data = tmp_path / "data"
     data.mkdir()
     n = 2000
     soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    plain = subprocess.run([crash_prog, str(n), how, str(data)], capture_output=True, timeout=60,
-                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, hard)))
+    plain = subprocess.run(
+        [crash_prog, str(n), how, str(data)],
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, hard)),
+    )
     assert plain.returncode == -sig
-    env = dict(os.environ, LD_PRELOAD=lib, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
-               DFTRACER_LOG_FILE=str(tmp_path / "trace"), DFTRACER_DATA_DIR=str(data),
-               DFTRACER_FLUSH_INTERVAL="600000")
-    traced = subprocess.run([crash_prog, str(n), how, str(data)], env=env, capture_output=True, timeout=60,
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, hard)))
+    env = dict(
+        os.environ,
+        LD_PRELOAD=lib,
+        DFTRACER_ENABLE="1",
+        DFTRACER_INIT="PRELOAD",
+        DFTRACER_LOG_FILE=str(tmp_path / "trace"),
+        DFTRACER_DATA_DIR=str(data),
+        DFTRACER_FLUSH_INTERVAL="600000",
+    )
+    traced = subprocess.run(
+        [crash_prog, str(n), how, str(data)],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, hard)),
+    )
     assert traced.returncode == plain.returncode, traced.stderr
     files = sorted(p for p in tmp_path.iterdir() if ".pfw" in p.name)
     assert files, os.listdir(tmp_path)

@@ -151,9 +151,9 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
   py::list args;
   py::dict arg_counts;  // args column -> events with a value (the analyzer's global column choice)
   for (auto& a : c.args) {
-    int64_t n = a.type == ArgType::String
-                    ? int64_t(std::count_if(a.strings.codes.begin(), a.strings.codes.end(), [](int32_t x) { return x >= 0; }))
-                    : int64_t(std::count(a.mask.begin(), a.mask.end(), uint8_t(0)));
+    int64_t n = a.type == ArgType::String ? int64_t(std::count_if(a.strings.codes.begin(), a.strings.codes.end(),
+                                                                  [](int32_t x) { return x >= 0; }))
+                                          : int64_t(std::count(a.mask.begin(), a.mask.end(), uint8_t(0)));
     arg_counts[py::str(a.key)] = n;
     if (a.type == ArgType::Int)
       args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
