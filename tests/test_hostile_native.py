@@ -440,9 +440,13 @@ CRASH_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+static void on_segv_exit(int sig) { (void)sig; _exit(42); }
+static void on_segv_reraise(int sig) { signal(sig, SIG_DFL); raise(sig); }
 int main(int argc, char** argv) {
   int n = atoi(argv[1]);
   const char* how = argv[2];
+  if (!strcmp(how, "handler_exit")) signal(SIGSEGV, on_segv_exit);
+  if (!strcmp(how, "handler_reraise")) signal(SIGSEGV, on_segv_reraise);
   char path[4096];
   snprintf(path, sizeof path, "%s/data.bin", argv[3]);
   for (int i = 0; i < n; ++i) {  /* n traced events (open + write + close: 3 each) */
@@ -450,7 +454,7 @@ int main(int argc, char** argv) {
     if (write(fd, "x", 1) != 1) return 3;
     close(fd);
   }
-  if (!strcmp(how, "segv")) { volatile int* p = (int*)16; *p = 1; }
+  if (!strncmp(how, "segv", 4) || !strncmp(how, "handler", 7)) { volatile int* p = (int*)16; *p = 1; }
   if (!strcmp(how, "fpe")) { volatile int z = 0; volatile int x = 1 / z; (void)x; raise(SIGFPE); }
   if (!strcmp(how, "ill")) { __builtin_trap(); }
   if (!strcmp(how, "bus")) { raise(SIGBUS); }
@@ -470,7 +474,17 @@ def crash_prog(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "how,sig", [("segv", signal.SIGSEGV), ("fpe", signal.SIGFPE), ("ill", signal.SIGILL), ("bus", signal.SIGBUS)]
+    "how,sig",
+    [
+        ("segv", signal.SIGSEGV),
+        ("fpe", signal.SIGFPE),
+        ("ill", signal.SIGILL),
+        ("bus", signal.SIGBUS),
+        # the application's own handler: one that _exits(42), one that restores the default and
+        # re-raises (faulthandler's way): the same end as untraced, every event kept
+        ("handler_exit", None),
+        ("handler_reraise", signal.SIGSEGV),
+    ],
 )
 def test_crash_signal_flushes_then_dies_the_same(tmp_path, crash_prog, how, sig):
     # attack: the application crashes right after its last event (nothing flushed yet)
@@ -491,7 +505,7 @@ def test_crash_signal_flushes_then_dies_the_same(tmp_path, crash_prog, how, sig)
         timeout=60,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, hard)),
     )
-    assert plain.returncode == -sig
+    assert plain.returncode == (42 if sig is None else -sig)
     env = dict(
         os.environ,
         LD_PRELOAD=lib,

@@ -174,9 +174,12 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
         return;
       }
       t->signal_flush(true);
-    } else if (!is_ign(app)) {
+    } else if (!is_ign(app) && !is_fault(sig)) {
       // The application's handler decides (it may _exit): write what is buffered first, unless
       // this thread holds a tracer lock (then the flush is only requested, not waited for).
+      // Not for a crash signal the application handles itself: runtimes take SIGSEGV/SIGFPE as
+      // part of normal work (guard pages, implicit null checks); a handler that then dies sets
+      // the default and re-raises, which comes back here as the default action and is flushed.
       bool holding = t_defer > 0 || (b && b->busy.load(std::memory_order_relaxed) == 1);
       flush_before_app_handler(t, !holding);
     }
