@@ -396,7 +396,7 @@ def _load_files_task(
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
         files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
-        return None, pd.DataFrame(), BatchInfo(error=msg, files=files)
+        return None, pd.DataFrame(), BatchInfo(error=msg, files=files, fatal=BatchInfo.is_fatal(exc))
 
 
 def _task_name(item) -> str:
@@ -411,9 +411,10 @@ def _task_name(item) -> str:
 
 def _raise_failed(items: Sequence, infos: Sequence[BatchInfo]) -> None:
     """Raise :class:`LoadError` naming the first load task of ``items`` whose ``info`` reports
-    an error (an exception inside the task: memory, I/O, a bad filter...); their events would
-    otherwise be an empty partition."""
-    bad = [(it, i) for it, i in zip(items, infos) if i.error is not None]
+    a task failure (``info.fatal``: memory, a bug, a failing filter...); its events would otherwise
+    be an empty partition. Input the reader could not read (a file changed since it was indexed)
+    stays counted lost lines with the reason."""
+    bad = [(it, i) for it, i in zip(items, infos) if i.error is not None and i.fatal]
     if bad:
         it, i = bad[0]
         more = f" (and {len(bad) - 1} more load tasks failed)" if len(bad) > 1 else ""

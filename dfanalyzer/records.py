@@ -91,6 +91,15 @@ class BatchInfo:
     span: Optional[Tuple[int, int]] = None
     #: args column -> events with a value, args_extra keys included (dfanalyzer.reader.Batch)
     arg_counts: Optional[Dict[str, int]] = None
+    #: the task itself failed (memory, a bug, a failing filter...): the analyzer raises
+    #: LoadError. False for ``error`` caused by the input (the reader's OSError: unreadable or
+    #: changed since indexed; IndexError: the file changed under the planned batch): lost lines
+    fatal: bool = False
+
+    @staticmethod
+    def is_fatal(exc: BaseException) -> bool:
+        """Whether ``exc`` in a load task is a task failure rather than unreadable input."""
+        return not isinstance(exc, (OSError, IndexError))
 
     @classmethod
     def failed(cls, batch: tuple, exc: BaseException) -> "BatchInfo":
@@ -103,6 +112,7 @@ class BatchInfo:
             lost_bytes=int(nbytes),
             warnings=[f"{path}: checkpoints {first}-{last} not loaded: {msg}"],
             error=msg,
+            fatal=cls.is_fatal(exc),
         )
 
 
