@@ -338,7 +338,7 @@ def _load_task(
             unresolved_hashes=int(getattr(b, "unresolved_hashes", 0)),
             warnings=[str(w) for w in b.warnings],
             span=span,
-            arg_counts=b.arg_counts,
+            arg_counts=getattr(b, "arg_counts", None),
         )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
@@ -390,7 +390,7 @@ def _load_files_task(
             skipped_lines=int(b.skipped_lines),
             lost_bytes=int(b.lost_bytes),
             files=[FileStats.from_reader(f) for f in files],
-            arg_counts=b.arg_counts,
+            arg_counts=getattr(b, "arg_counts", None),
         )
         return ev, b.metadata, info
     except Exception as exc:
@@ -448,7 +448,7 @@ def _choose_arg_columns(infos: Sequence[BatchInfo]) -> Optional[List[str]]:
     that nearly no event has costs 9 bytes a row for nothing: 100,000 one-event keys would
     otherwise make 256 nearly empty columns). None when every batch kept all its keys as columns
     and they fit (the common case: nothing to redo)."""
-    from .reader import MAX_ARG_COLUMNS
+    from ._reader import MAX_ARG_COLUMNS  # (= dfanalyzer.reader.MAX_ARG_COLUMNS)
 
     names = set()
     overflow = False
