@@ -45,7 +45,7 @@ from . import schema as _schema
 from . import summary as _summary
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
-from .records import BatchInfo, FileStats, stats_frame
+from .records import BatchInfo, FileStats, LoadError, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
 
 __all__ = [
@@ -307,14 +307,20 @@ def _filter_seen(ev: pd.DataFrame, query: str):
 
 
 def _load_task(
-    batch: tuple, index_dir: Optional[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None
+    batch: tuple,
+    index_dir: Optional[str],
+    keep_args: Optional[frozenset] = None,
+    query: Optional[str] = None,
+    arg_columns: Optional[List[str]] = None,
 ):
-    """Load one batch: ``(events, metadata, info)``; never raises but ``FilterError`` (below).
+    """Load one batch: ``(events, metadata, info)``; never raises but ``FilterError`` (a filter
+    that does not fit the data is the user's error, raised naming the file); any other failure is
+    ``info.error``, raised by the analyzer as :class:`~dfanalyzer.records.LoadError`.
 
     With ``query`` only the events it selects are kept (``dfanalyzer.filters.apply_query``); with
-    ``keep_args`` (a set of args keys) the other args columns are not built (projection). A filter
-    that does not fit the data (``FilterError``) is raised, naming the file: it is the user's
-    error, not a batch that could not be loaded.
+    ``keep_args`` (a set of args keys) the other args columns are not built (projection); with
+    ``arg_columns`` (the analyzer's global choice of args columns, :func:`_choose_arg_columns`)
+    exactly those are built and every other args key goes to ``args_extra``.
     """
     from . import reader
     from .filters import FilterError
@@ -322,7 +328,10 @@ def _load_task(
     path, first, last = batch[:3]
     seen = None
     try:
-        b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
+        if arg_columns is not None:
+            b = reader.load_batch(path, first, last, index_dir=index_dir, columns=arg_columns, extra=True)
+        else:
+            b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
         span = _sanity.span(ev["ts"], ev["te"]) if len(ev) else None  # input sanity (dfanalyzer.sanity)
         if query:
@@ -345,6 +354,7 @@ def _load_task(
             warnings=[str(w) for w in b.warnings],
             span=span,
             filter_seen=seen,
+            arg_counts=getattr(b, "arg_counts", None),
         )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
         return ev, md, info
@@ -354,19 +364,28 @@ def _load_task(
         return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
 
 
-def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, query: Optional[str] = None):
+def _load_files_task(
+    paths: List[str],
+    keep_args: Optional[frozenset] = None,
+    query: Optional[str] = None,
+    arg_columns: Optional[List[str]] = None,
+):
     """Load a group of small files in one task: ``(events, metadata, info)``; never raises but
     ``FilterError``.
 
     ``info.files`` has the per-file rows and counts of :func:`dfanalyzer.reader.load_files`
-    (``rows`` after ``query``, as in :func:`_load_task`; a ``FilterError`` is raised, as there).
+    (``rows`` after ``query``, as in :func:`_load_task`; a ``FilterError`` is raised, as there);
+    ``arg_columns`` as in :func:`_load_task`.
     """
     from . import reader
     from .filters import FilterError
 
     seen = None
     try:
-        b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
+        if arg_columns is not None:
+            b, files = reader.load_files(paths, columns=arg_columns, extra=True)
+        else:
+            b, files = reader.load_files(paths, columns=_args_projection(keep_args, query))
         for f in files:
             if f["error"] and not f["compressed_bytes"]:
                 try:
@@ -398,6 +417,7 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
             lost_bytes=int(b.lost_bytes),
             files=[FileStats.from_reader(f) for f in files],
             filter_seen=seen,
+            arg_counts=getattr(b, "arg_counts", None),
         )
         return ev, b.metadata, info
     except FilterError:
@@ -405,7 +425,86 @@ def _load_files_task(paths: List[str], keep_args: Optional[frozenset] = None, qu
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}"
         files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
-        return None, pd.DataFrame(), BatchInfo(error=msg, files=files)
+        return None, pd.DataFrame(), BatchInfo(error=msg, files=files, fatal=BatchInfo.is_fatal(exc))
+
+
+def _task_name(item) -> str:
+    """The file and batch of a load task: a batch ``(path, first, last, ...)`` or a group of
+    small files (a list of paths)."""
+    if isinstance(item, tuple):
+        return f"{item[0]}: batch of checkpoints {item[1]}-{item[2]}"
+    paths = list(item)
+    more = f" and {len(paths) - 1} more small files" if len(paths) > 1 else ""
+    return f"{paths[0] if paths else '?'}{more}: group of small files read whole"
+
+
+def _raise_failed(items: Sequence, infos: Sequence[BatchInfo]) -> None:
+    """Raise :class:`LoadError` naming the first load task of ``items`` whose ``info`` reports
+    a task failure (``info.fatal``: memory, a bug, a failing filter...); its events would otherwise
+    be an empty partition. Input the reader could not read (a file changed since it was indexed)
+    stays counted lost lines with the reason."""
+    bad = [(it, i) for it, i in zip(items, infos) if i.error is not None and i.fatal]
+    if bad:
+        it, i = bad[0]
+        more = f" (and {len(bad) - 1} more load tasks failed)" if len(bad) > 1 else ""
+        raise LoadError(f"{_task_name(it)}: load failed: {i.error}{more}")
+
+
+def _check_futures(futures: list, items: Sequence) -> None:
+    """Raise :class:`LoadError` for the first of the (waited for) distributed ``futures`` that did
+    not finish: its task raised or its worker died (``KilledWorker``, killed for memory); the
+    message names its file and batch (``items[k]`` for ``futures[k]``). Nothing is gathered."""
+    for f, it in zip(futures, items):
+        if f.status == "finished":
+            continue
+        exc = None
+        with contextlib.suppress(Exception):
+            exc = f.exception(timeout=5) if f.status == "error" else None
+        if type(exc).__name__ == "FilterError":  # the user's filter, not a failed load (exit 2)
+            raise exc
+        why = f"{type(exc).__name__}: {exc}" if exc is not None else f"task {f.status}"
+        raise LoadError(f"{_task_name(it)}: load failed: {why}")
+
+
+#: With more args keys than MAX_ARG_COLUMNS, a key gets a column only when at least one event in
+#: this many has it (:func:`_choose_arg_columns`); the others are in ``args_extra``.
+RARE_KEY_EVENTS = 1000
+
+
+def _choose_arg_columns(infos: Sequence[BatchInfo]) -> Optional[List[str]]:
+    """The args columns every partition gets when some batch had more args keys than
+    ``MAX_ARG_COLUMNS`` (so put some in ``args_extra``) or the batches' columns together are more:
+    the ``MAX_ARG_COLUMNS`` keys with the most events over all batches (ties by name), and of those
+    only the keys that at least one event in :data:`RARE_KEY_EVENTS` has (a dense column of a key
+    that nearly no event has costs 9 bytes a row for nothing: 100,000 one-event keys would
+    otherwise make 256 nearly empty columns). None when every batch kept all its keys as columns
+    and they fit (the common case: nothing to redo)."""
+    from ._reader import MAX_ARG_COLUMNS  # (= dfanalyzer.reader.MAX_ARG_COLUMNS)
+
+    names = set()
+    overflow = False
+    for i in infos:
+        counts = i.arg_counts or {}
+        names.update(counts)
+        overflow = overflow or "args_extra" in i.schema
+    if not overflow and len(names) <= MAX_ARG_COLUMNS:
+        return None
+    total: Dict[str, int] = {}
+    for i in infos:
+        for k, n in (i.arg_counts or {}).items():
+            total[k] = total.get(k, 0) + n
+    least = max(1, sum(i.rows for i in infos) // RARE_KEY_EVENTS)
+    top = sorted(total, key=lambda k: (-total[k], k))[:MAX_ARG_COLUMNS]
+    return sorted(k for k in top if total[k] >= least)
+
+
+def _needs_reload(info: BatchInfo, chosen: List[str]) -> bool:
+    """Whether a loaded batch's args columns differ from the global choice (see
+    :func:`_choose_arg_columns`): it put a chosen key into ``args_extra`` or has a column not
+    chosen."""
+    keep = set(chosen)
+    built = set(info.schema) - {"args_extra"}
+    return any(c not in keep for c in built) or any(k in keep and k not in built for k in info.arg_counts or {})
 
 
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
@@ -827,9 +926,32 @@ class DFAnalyzer:
         load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query, pure=False)
         load_f += c.map(_load_files_task, groups, keep_args=self.args, query=self.query, pure=False)
         self._wait(load_f, "loading")
+        items = list(batches) + list(groups)
+        _check_futures(load_f, items)
         info_f = c.map(_pick, load_f, [2] * len(load_f))
         infos = c.gather(info_f)
         del info_f
+        _raise_failed(items, infos)
+        # bounded args columns: when some batch had too many args keys, every batch gets the same
+        # global choice of columns (the others in args_extra); only the batches that differ reload
+        chosen = _choose_arg_columns(infos)
+        if chosen is not None:
+            redo = [k for k, i in enumerate(infos) if _needs_reload(i, chosen)]
+            kw = dict(keep_args=self.args, query=self.query, arg_columns=chosen, pure=False)
+            nb = len(batches)
+            new_f = [
+                c.submit(_load_task, items[k], self.index_dir, **kw)
+                if k < nb
+                else c.submit(_load_files_task, items[k], **kw)
+                for k in redo
+            ]
+            self._wait(new_f, "reloading")
+            _check_futures(new_f, [items[k] for k in redo])
+            new_infos = c.gather(c.map(_pick, new_f, [2] * len(new_f)))
+            _raise_failed([items[k] for k in redo], new_infos)
+            for k, f, i in zip(redo, new_f, new_infos):
+                load_f[k], infos[k] = f, i
+            del new_f
         self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
@@ -1057,10 +1179,17 @@ class DFAnalyzer:
             number = {f: i for i, f in enumerate(futures)}
             metadata, infos = [None] * len(futures), [None] * len(futures)
             fold = _summary.PartialFolder()
+            items = list(self._batches) + list(self._groups)
             for f in self._as_completed(futures, "loading"):
                 i = number.pop(f)
                 futures[i] = None
-                p, metadata[i], infos[i] = f.result()
+                try:
+                    p, metadata[i], infos[i] = f.result()
+                except ValueError:  # a FilterError: the user's filter, not a failed load
+                    raise
+                except Exception as exc:  # (the tasks catch their own errors: this is e.g. memory)
+                    raise LoadError(f"{_task_name(items[i])}: load failed: {type(exc).__name__}: {exc}") from exc
+                _raise_failed([items[i]], [infos[i]])
                 fold.add(p)
             self._metadata = _concat_metadata(metadata)
             part = fold.result()
@@ -1076,10 +1205,13 @@ class DFAnalyzer:
             chunks = plan_chunks(len(items), order, self._threads())
             futs = [c.submit(_summary_chunk_task, [items[i] for i in ch], pure=False, **kw) for ch in chunks]
             self._wait(futs, "loading")
+            raw = [x for _, x in items]  # the batch tuple or the group's paths (LoadError names it)
+            _check_futures(futs, [raw[ch[0]] for ch in chunks])
             infos, mds = [None] * len(items), [None] * len(items)
             for ch, inf, md in zip(chunks, *c.gather([c.map(_pick, futs, [k] * len(futs)) for k in (2, 1)])):
                 for i, x, m in zip(ch, inf, md):  # back to batch order
                     infos[i], mds[i] = x, m
+            _raise_failed(raw, infos)
             self._metadata = _concat_metadata(mds)
             level = c.map(_pick, futs, [0] * len(futs))
             del futs

@@ -24,7 +24,24 @@ offset      Int64                args.offset, bytes
 <args key>  Int64/Float64/cat.   every other args key; an args key named like a core column
                                  (``name cat ph pid tid ts dur te``) or ``size`` is column
                                  ``arg_<key>`` (``arg_size``, ``arg_dur``, ...)
+args_extra  category             JSON object text of the args that did not get a column (see
+                                 below), null when the event had none
 ==========  ===================  ==============================================================
+
+Bounded args columns: at most :data:`MAX_ARG_COLUMNS` (256) args keys of a batch become columns
+(the first ones met); the values of every other key go, as their exact JSON text, into the one
+``args_extra`` column (a JSON object per event; null args values are left out, as they are absent
+in columns; an args key literally named ``args_extra`` always goes there). So a trace with
+100,000 distinct keys needs memory per event bounded by its line, not 100,000 columns.
+:class:`dfanalyzer.DFAnalyzer` then picks the globally most frequent keys over all batches and
+reloads the batches that disagree with ``columns=<that list>, extra=True``, so every partition
+has the same columns.
+
+Timestamp sanity: an event line (not a metadata record) with ``ts`` outside ``[0, MAX_TS)`` µs
+(``MAX_TS`` = 2100-01-01T00:00:00Z since the epoch), ``ts + dur >= MAX_TS`` or a negative ``dur``
+is invalid: skipped and counted (``ts_out_of_range_lines``, ``negative_dur_lines``, both part of
+``skipped_lines``). ``ts`` before 1990 is accepted as a relative timestamp (µs since some origin,
+as the Chrome trace-event format allows).
 
 Projection: ``columns=`` of :func:`load_batch` / :func:`load_files` names the args columns to
 build (None: all). The core columns are always built; the args keys left out are still parsed and
@@ -64,6 +81,13 @@ __all__ = [  # noqa: F822
 ]
 
 ReaderError = _reader.ReaderError
+#: Most args keys of a batch that become their own column (the others go to ``args_extra``).
+MAX_ARG_COLUMNS: int = int(_reader.MAX_ARG_COLUMNS)
+#: 2100-01-01T00:00:00Z in µs since the epoch: event times at or after it are invalid.
+MAX_TS: int = int(_reader.MAX_TS)
+#: Args keys that never become a column of their own name (core column names and ``size``): their
+#: column is ``arg_<key>``.
+RENAMED_ARGS = frozenset(("name", "cat", "ph", "pid", "tid", "ts", "dur", "te", "size"))
 
 
 def __getattr__(name: str):
@@ -90,6 +114,9 @@ class Batch:
     unresolved_hashes: int = 0  # fhash/hhash values without a FH/HH record in the file
     warnings: List[str] = field(default_factory=list)
     header_mismatches: int = 0  # members read by plain inflation because their header lied
+    #: args column -> events with a value, including the keys in ``args_extra`` (named as their
+    #: column would be: ``arg_<key>`` for :data:`RENAMED_ARGS`)
+    arg_counts: dict = field(default_factory=dict)
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
@@ -106,17 +133,22 @@ def load_batch(
     last_checkpoint: int,
     index_dir: Optional[str] = None,
     columns: Optional[Iterable[str]] = None,
+    extra: bool = False,
 ) -> Batch:
     """Decompress and parse checkpoints ``[first_checkpoint, last_checkpoint]`` of ``path``.
 
     Columns are NumPy views of C++ buffers (no copy); args columns are those the batch's events
     have (kinds and union rule in :mod:`dfanalyzer.schema`), limited to the names in ``columns``
     when it is given (projection, see the module docstring; core columns are always there).
+    Without ``columns`` at most :data:`MAX_ARG_COLUMNS` args keys become columns, the others go
+    to ``args_extra`` (module docstring); with ``columns`` and ``extra`` the keys left out go to
+    ``args_extra`` instead of being dropped.
     Raises :class:`ReaderError` (an ``OSError``) for unreadable files, ``IndexError`` for a bad
     checkpoint range and ``TypeError`` when ``columns`` is a str.
     """
+    kw = {"extra": True} if extra else {}
     r = _reader.load_batch(
-        os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir, _projection(columns)
+        os.fspath(path), int(first_checkpoint), int(last_checkpoint), index_dir, _projection(columns), **kw
     )
     return _batch(r, path)
 
@@ -130,7 +162,7 @@ def _projection(columns: Optional[Iterable[str]]) -> Optional[List[str]]:
     return [str(c) for c in columns]
 
 
-def load_files(paths: List[str], columns: Optional[Iterable[str]] = None):
+def load_files(paths: List[str], columns: Optional[Iterable[str]] = None, extra: bool = False):
     """Read and parse many small files whole into one :class:`Batch` (one call, no SQLite index).
 
     Each file is indexed in memory only (reading a small file whole costs less than an index
@@ -138,15 +170,14 @@ def load_files(paths: List[str], columns: Optional[Iterable[str]] = None):
     ``error`` (None or the message of the ReaderError that made the file unreadable), ``kind``,
     ``lines``, ``compressed_bytes``, ``uncompressed_bytes``, ``checkpoints``, ``rows`` (its events
     in the batch, consecutive), ``skipped_lines``, ``lost_bytes``, ``lost_lines`` and ``warnings``.
-    ``columns``: the args columns to build, as in :func:`load_batch`.
+    ``columns``, ``extra``: the args columns to build, as in :func:`load_batch`.
     """
-    r = _reader.load_files([os.fspath(p) for p in paths], _projection(columns))
+    kw = {"extra": True} if extra else {}
+    r = _reader.load_files([os.fspath(p) for p in paths], _projection(columns), **kw)
     files = list(r["files"])
     for f in files:
         if f["skipped_lines"]:
-            f["warnings"].append(
-                "%s: %d lines skipped (invalid JSON or missing/invalid name or ts)" % (f["path"], f["skipped_lines"])
-            )
+            f["warnings"].append(_skipped_warning(f["path"], f))
         if f["unresolved_hashes"]:
             f["warnings"].append("%s: %d file/host hashes without a FH/HH record" % (f["path"], f["unresolved_hashes"]))
     return _batch(r, None), files
@@ -182,6 +213,7 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         warnings=warnings,
         header_mismatches=int(r["header_mismatches"]),
         unresolved_hashes=int(r["unresolved_hashes"]),
+        arg_counts=arg_counts(r),
     )
 
 
@@ -205,15 +237,38 @@ def metadata_frame(m: dict) -> pd.DataFrame:
     )
 
 
+def _skipped_warning(path: str, r: dict) -> str:
+    """The warning for the skipped lines of a reader result or file dict, with the counted
+    timestamp reasons."""
+    msg = "%s: %d lines skipped (invalid JSON or missing/invalid name or ts" % (path, r["skipped_lines"])
+    why = []
+    if r.get("ts_out_of_range_lines"):
+        why.append("%d with ts or ts + dur outside [0, 2100-01-01) µs" % r["ts_out_of_range_lines"])
+    if r.get("negative_dur_lines"):
+        why.append("%d with a negative dur" % r["negative_dur_lines"])
+    return msg + ("; " + ", ".join(why) if why else "") + ")"
+
+
+def arg_counts(r: dict) -> dict:
+    """Args column -> events with a value, of a C++ reader result: its columns' counts plus
+    the keys it put into ``args_extra`` (under their column names)."""
+    out = dict(r.get("arg_counts", {}))
+    out.pop("args_extra", None)
+    for k, n in r.get("extra_keys", {}).items():
+        if k == "args_extra":
+            continue
+        c = "arg_" + k if k in RENAMED_ARGS else k
+        out[c] = out.get(c, 0) + int(n)
+    return out
+
+
 def batch_problems(r: dict, path: Optional[str]):
     """``(warnings, lost_bytes, lost_lines)`` of a C++ reader result (``path`` None: a
     :func:`load_files` result, whose per-file warnings are in its ``files``)."""
     warnings = list(r["warnings"])
     if path is not None:  # (load_files gives these per file)
         if r["skipped_lines"]:
-            warnings.append(
-                "%s: %d lines skipped (invalid JSON or missing/invalid name or ts)" % (path, r["skipped_lines"])
-            )
+            warnings.append(_skipped_warning(path, r))
         if r["unresolved_hashes"]:
             warnings.append("%s: %d file/host hashes without a FH/HH record" % (path, r["unresolved_hashes"]))
     lost_bytes = sum(f["lost_bytes"] for f in r["files"]) if path is None else r["lost_bytes"]

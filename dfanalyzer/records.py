@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["BatchInfo", "FileStats", "stats_frame"]
+__all__ = ["BatchInfo", "FileStats", "LoadError", "stats_frame"]
+
+
+class LoadError(OSError):
+    """A load task failed (an exception in it, memory, a killed worker): the message names the
+    file and the batch (checkpoint range, or the group of small files) and the cause. Never
+    turned into an empty partition: the events would be silently incomplete."""
 
 
 @dataclass
@@ -86,6 +92,17 @@ class BatchInfo:
     #: with a filter: its args columns that the loaded events have (None: no event loaded);
     #: dfanalyzer.filters.check_columns_seen
     filter_seen: Optional[Tuple[str, ...]] = None
+    #: args column -> events with a value, args_extra keys included (dfanalyzer.reader.Batch)
+    arg_counts: Optional[Dict[str, int]] = None
+    #: the task itself failed (memory, a bug, a failing filter...): the analyzer raises
+    #: LoadError. False for ``error`` caused by the input (the reader's OSError: unreadable or
+    #: changed since indexed; IndexError: the file changed under the planned batch): lost lines
+    fatal: bool = False
+
+    @staticmethod
+    def is_fatal(exc: BaseException) -> bool:
+        """Whether ``exc`` in a load task is a task failure rather than unreadable input."""
+        return not isinstance(exc, (OSError, IndexError))
 
     @classmethod
     def failed(cls, batch: tuple, exc: BaseException) -> "BatchInfo":
@@ -98,6 +115,7 @@ class BatchInfo:
             lost_bytes=int(nbytes),
             warnings=[f"{path}: checkpoints {first}-{last} not loaded: {msg}"],
             error=msg,
+            fatal=cls.is_fatal(exc),
         )
 
 

@@ -367,6 +367,12 @@ void TracerImpl::end_session(bool at_exit) {
   pthread_mutex_unlock(&ctl_mu);
 }
 
+namespace {
+std::atomic<void (*)()> g_before_finalize{nullptr};
+}  // namespace
+
+void set_before_finalize(void (*fn)()) noexcept { g_before_finalize.store(fn); }
+
 void Tracer::finalize() noexcept { finalize_impl(false); }
 
 void Tracer::finalize_at_exit() noexcept { finalize_impl(true); }
@@ -374,6 +380,7 @@ void Tracer::finalize_at_exit() noexcept { finalize_impl(true); }
 void Tracer::finalize_impl(bool at_exit) noexcept {
   TracerImpl* t = impl_;
   if (t->state.load() != ACTIVE && t->state.load() != FAILED) return;
+  if (auto fn = g_before_finalize.load(); fn && t->state.load() == ACTIVE) fn();
   // One exit policy for every API: a flush signal arriving now (a pool's terminate() SIGTERMs
   // workers on their way out) is delivered once the file is complete, with or without the
   // tracer's handler (DFTRACER_BIND_SIGNALS).

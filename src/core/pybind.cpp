@@ -3,12 +3,15 @@
 // Python objects (no copies) and the args dict is walked with the CPython API.
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "../format/event.h"
+#include "../format/json_text.h"
 #include "gzip_member.h"
 #include "py_strings.h"
 #include "tracer.h"
@@ -20,37 +23,109 @@ using dftracer::py_strings::as_view;
 
 namespace {
 
-// Fill `args` from a dict (values int/float/bool/str; others str()-ed).
-void fill_args(PyObject* dict, ArgList* args, std::vector<py::object>* keep) {
+// Bytes of an event's args JSON (its `"key":value` pairs and commas) the Python API keeps
+// (docs/python_api.md, "Args"): every arg up to this limit; an arg that would cross it is dropped
+// and counted (g_dropped_*), recorded at finalize as metadata `dropped_args` and on stderr.
+constexpr size_t kMaxArgsBytes = size_t(1) << 20;
+std::atomic<int64_t> g_dropped_args{0}, g_dropped_bytes{0};
+
+// Writes what was dropped into the trace (still active) and on stderr, once per finalize.
+void report_dropped() {
+  int64_t n = g_dropped_args.exchange(0), bytes = g_dropped_bytes.exchange(0);
+  if (n == 0) return;
+  Tracer::instance()->log_metadata("dropped_args", std::to_string(n) + " args, " + std::to_string(bytes) +
+                                                       " bytes over the " + std::to_string(kMaxArgsBytes) +
+                                                       "-byte args limit of an event");
+  std::fprintf(stderr, "dftracer: %lld event args (%lld bytes) dropped: over the %zu-byte args limit of an event\n",
+               static_cast<long long>(n), static_cast<long long>(bytes), kMaxArgsBytes);
+}
+
+enum class Kind { Int, Uint, Double, Bool, Str };
+struct Value {
+  Kind kind = Kind::Str;
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  bool b = false;
+  std::string_view s;
+};
+
+// `"key":value` as format_event writes it (src/core/event_format.h), appended to `out`.
+void append_pair(std::string& out, std::string_view key, const Value& v) {
+  dftracer::json::append_quoted(out, key);
+  out += ':';
+  char num[dftracer::json::kMaxNumber];
+  switch (v.kind) {
+    case Kind::Int: out.append(num, dftracer::json::write_i64(num, v.i)); break;
+    case Kind::Uint: out.append(num, dftracer::json::write_u64(num, v.u)); break;
+    case Kind::Double: out.append(num, dftracer::json::write_double(num, v.d)); break;
+    case Kind::Bool: out += v.b ? "true" : "false"; break;
+    case Kind::Str: dftracer::json::append_quoted(out, v.s); break;
+  }
+}
+
+// Fill `args` from a dict (values int/float/bool/str; others str()-ed). Every arg is kept up to
+// kMaxArgsBytes: the first ArgList::kCapacity - 1 as entries, the others as one raw fragment in
+// `extra` (same JSON text), which must live until the log_* call returns.
+void fill_args(PyObject* dict, ArgList* args, std::string* extra, std::vector<py::object>* keep) {
   if (!dict || dict == Py_None || !PyDict_Check(dict)) return;
   PyObject *k, *v;
   Py_ssize_t pos = 0;
+  std::string pair;
+  size_t total = 0;
   while (PyDict_Next(dict, &pos, &k, &v)) {
     std::string_view key = as_view(k, keep);
+    Value x;
     if (PyBool_Check(v)) {
-      args->add_bool(key, v == Py_True);
+      x.kind = Kind::Bool;
+      x.b = v == Py_True;
     } else if (PyLong_Check(v)) {
       int overflow = 0;
-      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      long long ll = PyLong_AsLongLongAndOverflow(v, &overflow);
       if (overflow > 0) {
         unsigned long long u = PyLong_AsUnsignedLongLong(v);
         if (PyErr_Occurred()) {
           PyErr_Clear();
-          args->add_str(key, as_view(v, keep));
+          x.s = as_view(v, keep);
         } else {
-          args->add_uint(key, u);
+          x.kind = Kind::Uint;
+          x.u = u;
         }
       } else if (overflow < 0) {
-        args->add_str(key, as_view(v, keep));
+        x.s = as_view(v, keep);
       } else {
-        args->add_int(key, x);
+        x.kind = Kind::Int;
+        x.i = ll;
       }
     } else if (PyFloat_Check(v)) {
-      args->add_double(key, PyFloat_AS_DOUBLE(v));
+      x.kind = Kind::Double;
+      x.d = PyFloat_AS_DOUBLE(v);
     } else {
-      args->add_str(key, as_view(v, keep));
+      x.s = as_view(v, keep);
+    }
+    pair.clear();
+    append_pair(pair, key, x);
+    size_t bytes = pair.size() + 1;  // with its ','
+    if (total + bytes > kMaxArgsBytes) {
+      g_dropped_args.fetch_add(1, std::memory_order_relaxed);
+      g_dropped_bytes.fetch_add(int64_t(bytes), std::memory_order_relaxed);
+      continue;
+    }
+    total += bytes;
+    if (args->size() < ArgList::kCapacity - 1) {
+      switch (x.kind) {
+        case Kind::Int: args->add_int(key, x.i); break;
+        case Kind::Uint: args->add_uint(key, x.u); break;
+        case Kind::Double: args->add_double(key, x.d); break;
+        case Kind::Bool: args->add_bool(key, x.b); break;
+        case Kind::Str: args->add_str(key, x.s); break;
+      }
+    } else {
+      if (!extra->empty()) *extra += ',';
+      *extra += pair;
     }
   }
+  if (!extra->empty()) args->add_raw(*extra);
 }
 
 }  // namespace
@@ -58,6 +133,8 @@ void fill_args(PyObject* dict, ArgList* args, std::vector<py::object>* keep) {
 PYBIND11_MODULE(_dftracer, m) {
   m.doc() = "dftracer core binding: Chrome trace-event records (µs timestamps) into gzip-member traces";
   m.attr("__version__") = DFTRACER_VERSION;  // dftracer/_version.py, through CMake
+  m.attr("MAX_ARGS_BYTES") = kMaxArgsBytes;
+  dftracer::set_before_finalize(&report_dropped);
 
   m.def(
       "initialize",
@@ -143,7 +220,8 @@ PYBIND11_MODULE(_dftracer, m) {
           return;
         }
         ArgList a;
-        fill_args(args.ptr(), &a, &keep);
+        std::string extra;
+        fill_args(args.ptr(), &a, &extra, &keep);
         t->log_complete(n, c, start, dur, &a);
       },
       py::arg("name"), py::arg("cat"), py::arg("start"), py::arg("dur"), py::arg("args") = py::none(),
@@ -158,7 +236,8 @@ PYBIND11_MODULE(_dftracer, m) {
         std::string_view n = as_view(name.ptr(), &keep);
         std::string_view c = as_view(cat.ptr(), &keep);
         ArgList a;
-        fill_args(args.ptr(), &a, &keep);
+        std::string extra;
+        fill_args(args.ptr(), &a, &extra, &keep);
         t->log_instant(n, c, ts, &a);
       },
       py::arg("name"), py::arg("cat"), py::arg("ts"), py::arg("args") = py::none(),

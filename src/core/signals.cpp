@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "tracer_impl.h"
 
@@ -51,6 +52,16 @@ void TracerImpl::signal_flush(bool wait) noexcept {
 namespace signals {
 namespace {
 constexpr int kFlushSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGPIPE, SIGTERM, SIGXCPU};
+// Crashes of the application (synchronous faults, or sent with kill): what is buffered is written
+// (bounded by kSignalFlushWaitMs), then the default action runs (same status and core dump) or the
+// application's handler. Never blocked by block_flush_signals (a blocked fault kills at once) and
+// never deferred (returning from a fault handler re-runs the faulting instruction).
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+bool is_fault(int sig) {
+  for (int s : kFaultSignals)
+    if (s == sig) return true;
+  return false;
+}
 constexpr int kMaxSig = 65;
 
 // Per signal: the action the application sees (two slots, switched atomically, so a handler never
@@ -84,7 +95,8 @@ struct sigaction ours_for(const struct sigaction& app) {
     sa.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER));
     sa.sa_mask = app.sa_mask;
   } else {
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    // (SA_ONSTACK: a stack-overflow SIGSEGV can run us on an alternate stack the application set)
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     for (int s : kFlushSignals) sigaddset(&sa.sa_mask, s);
   }
@@ -144,7 +156,11 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
   if (own) {
     ReentryGuard guard;
     ThreadBuffer* b = current_thread_buffer();
-    if (dfl) {
+    if (dfl && is_fault(sig)) {
+      // A crash inside the tracer (this thread holds its locks or is mid-event): no flush, it
+      // could only wait for itself; otherwise write what is buffered, then the default action.
+      if (t_defer == 0 && !(b && b->busy.load(std::memory_order_relaxed) == 1)) t->signal_flush(true);
+    } else if (dfl) {
       if (t_defer > 0) {  // this thread holds locks the writer needs
         t_pending_sig = sig;
         errno = saved;
@@ -158,9 +174,12 @@ void on_signal(int sig, siginfo_t* info, void* ctx) {
         return;
       }
       t->signal_flush(true);
-    } else if (!is_ign(app)) {
+    } else if (!is_ign(app) && !is_fault(sig)) {
       // The application's handler decides (it may _exit): write what is buffered first, unless
       // this thread holds a tracer lock (then the flush is only requested, not waited for).
+      // Not for a crash signal the application handles itself: runtimes take SIGSEGV/SIGFPE as
+      // part of normal work (guard pages, implicit null checks); a handler that then dies sets
+      // the default and re-raises, which comes back here as the default action and is flushed.
       bool holding = t_defer > 0 || (b && b->busy.load(std::memory_order_relaxed) == 1);
       flush_before_app_handler(t, !holding);
     }
@@ -196,7 +215,8 @@ void install() noexcept {
   std::memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
   const struct sigaction ours_dfl = ours_for(dfl);
-  for (int sig : kFlushSignals) {
+  for (int k = 0; k < int(std::size(kFlushSignals) + std::size(kFaultSignals)); ++k) {
+    int sig = k < int(std::size(kFlushSignals)) ? kFlushSignals[k] : kFaultSignals[k - int(std::size(kFlushSignals))];
     Slot& sl = g_slots[sig];
     if (sl.managed.load()) continue;
     struct sigaction cur;
@@ -224,7 +244,7 @@ void block_flush_signals(sigset_t* old) noexcept {
 bool is_flush_signal(int sig) noexcept {
   for (int s : kFlushSignals)
     if (s == sig) return true;
-  return false;
+  return is_fault(sig);
 }
 
 void set_real_sigaction(SigactionFn fn) noexcept {

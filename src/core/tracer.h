@@ -62,6 +62,10 @@ struct Config {
   bool config_error = false;  // bad YAML: tracing forced off
 };
 DFTRACER_EXPORT const Config& config();
+
+// `fn` runs at the start of every finalize of an active tracer (events can still be logged): the
+// Python binding records there what it dropped (args over its byte limit). nullptr: none.
+DFTRACER_EXPORT void set_before_finalize(void (*fn)()) noexcept;
 // Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded
 // process, DFTRACER_INIT=PRELOAD enables tracing unless DFTRACER_ENABLE was given explicitly
 // (so DFTRACER_ENABLE=0 still wins). Returns config().enable afterwards.
@@ -419,7 +423,9 @@ DFTRACER_EXPORT int current_tid() noexcept;
 // docs/design.md, "Signals", states the whole policy.
 namespace signals {
 // SIGHUP SIGINT SIGQUIT SIGABRT SIGPIPE SIGTERM SIGXCPU (all end the process by default; SIGKILL
-// cannot be caught: the writer's timed flush, DFTRACER_FLUSH_INTERVAL, bounds what it loses).
+// cannot be caught: the writer's timed flush, DFTRACER_FLUSH_INTERVAL, bounds what it loses), and
+// the crash signals SIGSEGV SIGBUS SIGFPE SIGILL (flushed, then their default action or the
+// application's handler; never blocked or deferred by the tracer).
 DFTRACER_EXPORT bool is_flush_signal(int sig) noexcept;
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 // The preload library wraps sigaction(); the core must install its handler with libc's.

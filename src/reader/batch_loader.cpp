@@ -108,6 +108,7 @@ std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std:
     FileLoad& fl = files[k];
     fl.path = paths[k];
     int64_t rows0 = cols.rows, skipped0 = cols.skipped_lines, unresolved0 = cols.unresolved_hashes;
+    int64_t bad_ts0 = cols.ts_out_of_range_lines, bad_dur0 = cols.negative_dur_lines;
     try {
       IndexInfo idx = build_index_in_memory(paths[k]);
       fl.indexed = true;
@@ -135,6 +136,8 @@ std::vector<FileLoad> load_files_into(ParsedBatch& batch, const std::vector<std:
     fl.rows = cols.rows - rows0;
     fl.skipped_lines = cols.skipped_lines - skipped0;
     fl.unresolved_hashes = cols.unresolved_hashes - unresolved0;
+    fl.ts_out_of_range_lines = cols.ts_out_of_range_lines - bad_ts0;
+    fl.negative_dur_lines = cols.negative_dur_lines - bad_dur0;
   }
   Parser::finish(cols);
   return files;
@@ -147,14 +150,18 @@ VerifiedLines read_lines_verified(const std::string& trace, int64_t first_line, 
   if (out.result.line_count_mismatch || out.result.needs_verified_index) {
     bool mismatch = out.result.line_count_mismatch;
     IndexInfo v = build_index(trace, index_dir, true, true);
+    int64_t mismatches = v.header_mismatches;
     out.reindexed = true;
-    out.result = read_lines_checked(*open_index(trace, index_dir), first_line, n_lines);
+    // the verified index itself: one kept in memory (read-only folder, full disk, a directory at
+    // <trace>.zindex) would otherwise be rebuilt unverified by open_index and never agree
+    std::shared_ptr<const IndexInfo> vi = open_index_with(trace, index_dir, false, &v);
+    out.result = read_lines_checked(*vi, first_line, n_lines);
     if (out.result.line_count_mismatch || out.result.needs_verified_index)
       throw ReaderError(trace + ": line numbering still disagrees with the data after re-indexing");
-    if (mismatch || v.header_mismatches)
+    if (mismatch || mismatches)
       out.result.warnings.insert(
           out.result.warnings.begin(),
-          trace + ": " + std::to_string(v.header_mismatches) +
+          trace + ": " + std::to_string(mismatches) +
               " gzip member header(s) disagreed with their data; re-indexed with every member verified");
   }
   return out;

@@ -44,6 +44,7 @@ struct FileLoad {
   IndexKind kind = IndexKind::Plain;
   int64_t lines = 0, compressed_bytes = 0, uncompressed_bytes = 0, checkpoints = 0;
   int64_t rows = 0, skipped_lines = 0, lost_bytes = 0, lost_lines = 0, unresolved_hashes = 0;
+  int64_t ts_out_of_range_lines = 0, negative_dur_lines = 0;  // of skipped_lines (EventColumns)
   std::vector<std::string> warnings;
 };
 struct FilesBatch {

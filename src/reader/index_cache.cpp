@@ -27,11 +27,16 @@ int64_t mtime_of(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 10
 }  // namespace
 
 std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir, bool allow_grown) {
+  return open_index_with(trace, index_dir, allow_grown, nullptr);
+}
+
+std::shared_ptr<const IndexInfo> open_index_with(const std::string& trace, const std::string& index_dir,
+                                                 bool allow_grown, IndexInfo* built) {
   char real[PATH_MAX];
   bool resolved = ::realpath(trace.c_str(), real) != nullptr;
   std::string key = index_dir + '\0' + (resolved ? std::string(real) : trace);
   struct stat ts, is;
-  if (resolved && stat_ns(real, ts)) {
+  if (resolved && !built && stat_ns(real, ts)) {
     std::lock_guard<std::mutex> lk(g_cache_mu);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) {
@@ -49,7 +54,8 @@ std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std:
     }
   }
   // allow_grown: the index this run planned its batches on, even when the trace grew since
-  auto info = std::make_shared<IndexInfo>(build_index(trace, index_dir, false, false, allow_grown));
+  auto info = built ? std::make_shared<IndexInfo>(std::move(*built))
+                    : std::make_shared<IndexInfo>(build_index(trace, index_dir, false, false, allow_grown));
   CacheEntry e;
   e.size = info->size;
   e.mtime_ns = info->mtime_ns;

@@ -90,9 +90,17 @@ struct Staged {
   int64_t i;
   double d;
   std::string_view s;
+  std::string_view raw;  // the value's JSON text as in the line (args_extra)
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
 };
+
+// `tok` without trailing JSON whitespace (simdjson's raw tokens may end with some).
+inline std::string_view trim_ws(std::string_view tok) {
+  while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t' || tok.back() == '\n' || tok.back() == '\r'))
+    tok.remove_suffix(1);
+  return tok;
+}
 
 // The double of a JSON number token, read with from_chars (correctly rounded): simdjson 3.0.1's
 // on-demand get_number() gives 0 for some floats of 19+ significant digits (e.g.
@@ -339,10 +347,13 @@ struct Parser::Impl {
     Special special = kPlain;
     bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;           // fast match of short keys
+    bool extra = false;  // col -1 and the value goes to args_extra (bounded args columns)
   };
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
+  int32_t extra_col = -1;                        // the args_extra column, once made
+  std::string extra_json;                        // args_extra of the event being committed
   bool fast_path = true;
   int64_t fast_lines = 0;
 
@@ -385,8 +396,13 @@ struct Parser::Impl {
       // column is never overwritten (docs/index.md).
       std::string_view core = core_name(k);
       std::string column = core.empty() ? std::string(k) : "arg_" + std::string(core);
-      if (!projection.wants(column)) {  // not built: col -1, only its special role is kept
-        sl.key = core.empty() ? std::string_view(*dropped_keys.emplace(k).first) : core;
+      bool to_extra = k == kArgsExtraColumn && (projection.all || projection.extra || projection.wants(k));
+      if (!to_extra && !projection.wants(column)) to_extra = projection.extra;
+      else if (!to_extra && projection.all && arg_index.find(column) == arg_index.end())
+        to_extra = out.args.size() - (extra_col >= 0) >= kMaxArgColumns;  // the column budget is spent
+      if (to_extra || !projection.wants(column)) {  // not built: col -1, only its special role is kept
+        sl.key = std::string_view(*dropped_keys.emplace(k).first);
+        sl.extra = to_extra;
       } else if (core.empty()) {
         sl.col = column_for(out, k, s.type);
         sl.key = keys[size_t(sl.col)];
@@ -518,6 +534,7 @@ struct Parser::Impl {
     s.i = 0;
     s.d = 0.0;
     s.s = {};
+    s.raw = {};
     s.is_null = false;
     s.slot_known = false;
     if (!stage_value(s, v)) {
@@ -529,6 +546,7 @@ struct Parser::Impl {
 
   static bool stage_value(Staged& s, od::value& v) {
     std::string_view tok = v.raw_json_token();
+    s.raw = trim_ws(tok);
     char c0 = tok.empty() ? '\0' : tok[0];
     switch (c0) {
       case '"': {
@@ -557,6 +575,7 @@ struct Parser::Impl {
         if (v.get_object().get(o) || o.raw_json().get(raw)) return false;
         s.type = ArgType::String;
         s.s = raw;
+        s.raw = trim_ws(raw);
         break;
       }
       case '[': {
@@ -565,6 +584,7 @@ struct Parser::Impl {
         if (v.get_array().get(a) || a.raw_json().get(raw)) return false;
         s.type = ArgType::String;
         s.s = raw;
+        s.raw = trim_ws(raw);
         break;
       }
       default: {
@@ -672,8 +692,7 @@ struct Parser::Impl {
       return true;
     }
     if (!has_ts) return false;
-    int64_t te;
-    if (__builtin_add_overflow(ts, dur, &te)) return false;  // end time beyond int64 µs
+    if (insane_time(ts, dur, out)) return false;  // (also catches an end time beyond int64 µs)
     commit(name, has_cat ? cat : std::string_view(), has_cat, ph, pid, tid, ts, dur, ctx, out);
     return true;
   }
@@ -739,6 +758,7 @@ struct Parser::Impl {
         s.d = 0.0;
         s.s = {};
         s.is_null = false;
+        const char* vb = q;
         char c = *q;
         if (c == '"') {
           ++q;
@@ -785,6 +805,7 @@ struct Parser::Impl {
         } else {
           return nullptr;  // nested object/array or invalid
         }
+        s.raw = std::string_view(vb, size_t(q - vb));
         if (lit1(',')) continue;
         if (lit1('}')) break;
         return nullptr;
@@ -794,8 +815,27 @@ struct Parser::Impl {
     ++fast_lines;
     if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
+    else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
     else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
     return q;
+  }
+
+  // Timestamp sanity (reader.h, kMaxTs): true when the event's times make its line invalid; the
+  // reason is counted (the caller counts the skipped line).
+  static bool insane_time(int64_t ts, int64_t dur, EventColumns& out) {
+    if (dur < 0) {
+      ++out.negative_dur_lines;
+      return true;
+    }
+    if (ts < 0 || ts >= kMaxTs || dur >= kMaxTs - ts) {
+      ++out.ts_out_of_range_lines;
+      return true;
+    }
+    return false;
+  }
+  static void skip(const char* b, const char* e, EventColumns& out) {
+    ++out.skipped_lines;
+    if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(size_t(e - b), 200));
   }
 
   bool repaired(const char* p, size_t n, FileContext& ctx, EventColumns& out) {
@@ -887,6 +927,17 @@ struct Parser::Impl {
     return !__builtin_mul_overflow(sum->i, smin->i, &size);
   }
 
+  // Adds `key: value` (the value's JSON text as in the line) to the event's args_extra object.
+  void add_extra(std::string_view key, const Staged& s, EventColumns& out) {
+    extra_json += extra_json.empty() ? '{' : ',';
+    json::append_quoted(extra_json, key);
+    extra_json += ':';
+    extra_json += s.raw;
+    auto it = out.extra_keys.find(std::string(key));
+    if (it == out.extra_keys.end()) out.extra_keys.emplace(std::string(key), 1);
+    else ++it->second;
+  }
+
   // `nc`: the name's code when already known (fast path), else -1.
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
               int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
@@ -908,6 +959,7 @@ struct Parser::Impl {
     out.dur.push_back(dur);
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
+    extra_json.clear();
     for (size_t j = 0; j < staged.size(); ++j) {
       const Staged& s = staged[j];
       if (s.is_null) continue;  // null is the same as absent
@@ -921,8 +973,16 @@ struct Parser::Impl {
         case kCol:
           special[sl.special] = &s;
           if (sl.col >= 0) put(out.args[size_t(sl.col)], s, row);
+          else if (sl.extra) add_extra(sl.key, s, out);
           break;
       }
+    }
+    if (!extra_json.empty()) {
+      extra_json += '}';
+      if (extra_col < 0) extra_col = column_for(out, kArgsExtraColumn, ArgType::String);
+      ArgColumn& c = out.args[size_t(extra_col)];
+      pad(c, row);
+      c.strings.codes.push_back(c.strings.intern(extra_json));
     }
     // hostname: args.hostname, HH resolution of args.hhash, else the file's host.
     int32_t hc = -1;
@@ -985,6 +1045,8 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
     im.keys.emplace_back(out.args[i].key);
     im.arg_index.emplace(std::string_view(im.keys.back()), int(i));
   }
+  im.extra_col = -1;
+  if (auto it = im.arg_index.find(kArgsExtraColumn); it != im.arg_index.end()) im.extra_col = it->second;
   im.name_size_kind.assign(out.name.categories.size(), -1);
   im.name_cat.assign(out.name.categories.size(), -1);
   im.shapes.clear();

@@ -2,6 +2,8 @@
 // only: every rule lives in the C++ reader (batch_loader.h, reader.h). Columns are handed to
 // NumPy without a copy: one heap ColumnOwner owns every vector and a capsule holding it is the
 // base of each array.
+#include <algorithm>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,12 +21,13 @@ std::string opt(const py::object& o) { return o.is_none() ? std::string() : py::
 
 // `columns`: None = every args column; else an iterable of column names whose args columns are
 // built (core column names in it are allowed: core columns are always built).
-ArgsProjection projection(const py::object& columns) {
+// `extra`: with `columns`, the args keys left out go to args_extra instead of being dropped.
+ArgsProjection projection(const py::object& columns, bool extra = false) {
   if (columns.is_none()) return {};
   if (py::isinstance<py::str>(columns)) throw py::type_error("columns must be an iterable of column names, not a str");
   std::vector<std::string> names;
   for (auto c : columns) names.push_back(py::str(c).cast<std::string>());
-  return ArgsProjection::only(std::move(names));
+  return ArgsProjection::only(std::move(names), extra);
 }
 
 py::dict checkpoint_dict(const Checkpoint& c) {
@@ -146,7 +149,12 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
   core["offset"] = py::make_tuple(view(c.offset, base), mask_view(c.offset_mask, base));
   out["core"] = core;
   py::list args;
+  py::dict arg_counts;  // args column -> events with a value (the analyzer's global column choice)
   for (auto& a : c.args) {
+    int64_t n = a.type == ArgType::String ? int64_t(std::count_if(a.strings.codes.begin(), a.strings.codes.end(),
+                                                                  [](int32_t x) { return x >= 0; }))
+                                          : int64_t(std::count(a.mask.begin(), a.mask.end(), uint8_t(0)));
+    arg_counts[py::str(a.key)] = n;
     if (a.type == ArgType::Int)
       args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
     else if (a.type == ArgType::Float)
@@ -154,6 +162,7 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
     else args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
   }
   out["args"] = args;
+  out["arg_counts"] = arg_counts;
   py::dict meta;
   py::list mn, mc, mph, mk, mv, ma, mpid, mtid, mts, mdur;
   for (auto& m : c.metadata) {
@@ -187,6 +196,11 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
   out["warnings"] = b->batch.warnings;
   out["unresolved_hashes"] = c.unresolved_hashes;
   out["replaced_utf8_lines"] = c.replaced_utf8_lines;
+  out["ts_out_of_range_lines"] = c.ts_out_of_range_lines;
+  out["negative_dur_lines"] = c.negative_dur_lines;
+  py::dict extra;
+  for (auto& [k, n] : c.extra_keys) extra[py::str(k)] = n;
+  out["extra_keys"] = extra;
   return out;
 }
 
@@ -209,10 +223,10 @@ py::dict lines_dict(const VerifiedLines& c) {
 }
 
 py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, const py::object& index_dir,
-                       const py::object& columns) {
+                       const py::object& columns, bool extra) {
   auto owner = std::make_unique<ColumnOwner>();
   std::string idir = opt(index_dir);
-  ArgsProjection args = projection(columns);
+  ArgsProjection args = projection(columns, extra);
   {
     py::gil_scoped_release nogil;
     load_batch_into(owner->batch, path, first, last, idir, args);
@@ -220,10 +234,10 @@ py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, con
   return batch_dict(std::move(owner));
 }
 
-py::dict load_files_py(const std::vector<std::string>& paths, const py::object& columns) {
+py::dict load_files_py(const std::vector<std::string>& paths, const py::object& columns, bool extra) {
   auto owner = std::make_unique<ColumnOwner>();
   std::vector<FileLoad> files;
-  ArgsProjection args = projection(columns);
+  ArgsProjection args = projection(columns, extra);
   {
     py::gil_scoped_release nogil;
     files = load_files_into(owner->batch, paths, args);
@@ -241,6 +255,8 @@ py::dict load_files_py(const std::vector<std::string>& paths, const py::object& 
     d["checkpoints"] = f.checkpoints;
     d["rows"] = f.rows;
     d["skipped_lines"] = f.skipped_lines;
+    d["ts_out_of_range_lines"] = f.ts_out_of_range_lines;
+    d["negative_dur_lines"] = f.negative_dur_lines;
     d["lost_bytes"] = f.lost_bytes;
     d["lost_lines"] = f.lost_lines;
     d["unresolved_hashes"] = f.unresolved_hashes;
@@ -342,9 +358,10 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("first"), py::arg("last"), py::arg("index_dir") = py::none(),
       "Raw bytes of checkpoints [first, last] (inclusive).");
   m.def("load_batch", &load_batch_py, py::arg("path"), py::arg("first"), py::arg("last"),
-        py::arg("index_dir") = py::none(), py::arg("columns") = py::none(),
+        py::arg("index_dir") = py::none(), py::arg("columns") = py::none(), py::arg("extra") = false,
         "Parse checkpoints [first, last] into columns (NumPy views owned by the batch). columns: None = every "
-        "args column, else the names of the args columns to build (core columns are always built).");
+        "args column (at most MAX_ARG_COLUMNS, the others in args_extra), else the names of the args columns to "
+        "build (core columns are always built); extra: keys left out of columns go to args_extra, not dropped.");
   m.def(
       "checkpoint_stats",
       [](const std::string& path, const py::object& index_dir) {
@@ -371,7 +388,9 @@ PYBIND11_MODULE(_reader, m) {
       py::arg("path"), py::arg("index_dir") = py::none(),
       "Per-checkpoint event stats (events, min/max ts and te, category and name sets or None), "
       "kept in the index.");
-  m.def("load_files", &load_files_py, py::arg("paths"), py::arg("columns") = py::none(),
+  m.attr("MAX_ARG_COLUMNS") = kMaxArgColumns;
+  m.attr("MAX_TS") = kMaxTs;
+  m.def("load_files", &load_files_py, py::arg("paths"), py::arg("columns") = py::none(), py::arg("extra") = false,
         "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts. "
         "columns: as in load_batch.");
   m.def(

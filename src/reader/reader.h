@@ -153,6 +153,12 @@ IndexInfo build_index_in_memory(const std::string& trace);
 std::shared_ptr<const IndexInfo> open_index(const std::string& trace, const std::string& index_dir = "",
                                             bool allow_grown = false);
 
+// open_index with `built` (not null): that index, just built by the caller (e.g. with verify),
+// replaces the cached one and is returned. An index kept in memory (no safe writable location)
+// exists only in this cache, so this is how a verified in-memory index reaches later reads.
+std::shared_ptr<const IndexInfo> open_index_with(const std::string& trace, const std::string& index_dir,
+                                                 bool allow_grown, IndexInfo* built);
+
 // The raw window of checkpoint `number` (empty if it has none); read from the index file when
 // it was not loaded with the index.
 std::string load_window(const IndexInfo& idx, int64_t number);
@@ -373,14 +379,27 @@ struct MetaRecord {
 // projection) and still feed the byte and duration rules (`ret`, `size`, `dur_sum`, ...); only
 // their columns are not built. Names are column names as delivered: an args key named like a
 // core column is `arg_<key>` (docs/index.md).
+// Bounded args columns (docs/index.md, "Args columns"): without a projection at most
+// kMaxArgColumns args keys of a batch become columns (the first ones met); every other key's
+// value goes, as its exact JSON text, into one string column `args_extra` holding a JSON object
+// of the event's remaining args (null values are left out, as they are absent in columns). An
+// args key literally named `args_extra` always goes there. Memory per event is then bounded by
+// its line, whatever the number of distinct keys.
+inline constexpr size_t kMaxArgColumns = 256;
+inline constexpr const char* kArgsExtraColumn = "args_extra";
+
 struct ArgsProjection {
   bool all = true;                   // every args column (no projection)
   std::vector<std::string> columns;  // when !all: the args columns to build (others are dropped)
+  // when !all: the keys left out go to `args_extra` instead of being dropped (a global column
+  // choice made by the analyzer over all batches, so that every batch has the same columns)
+  bool extra = false;
   // Only `columns` (none when empty).
-  static ArgsProjection only(std::vector<std::string> columns) {
+  static ArgsProjection only(std::vector<std::string> columns, bool extra = false) {
     ArgsProjection p;
     p.all = false;
     p.columns = std::move(columns);
+    p.extra = extra;
     return p;
   }
   bool wants(std::string_view column) const {
@@ -403,8 +422,18 @@ struct EventColumns {
   int64_t skipped_lines = 0;
   int64_t unresolved_hashes = 0;  // fhash/hhash not found in any map
   int64_t replaced_utf8_lines = 0;
-  std::vector<std::string> skipped_examples;  // first few skip reasons
+  // Skipped lines by reason (also counted in skipped_lines): event ts outside [0, kMaxTs) or an
+  // end time ts + dur at or beyond kMaxTs; negative dur.
+  int64_t ts_out_of_range_lines = 0, negative_dur_lines = 0;
+  // Args keys put into `args_extra` -> events that had them (bounded args columns).
+  std::unordered_map<std::string, int64_t> extra_keys;
+  std::vector<std::string> skipped_examples;  // first few skipped lines
 };
+
+// Timestamp sanity of event lines (not metadata records): ts in [0, kMaxTs) µs since the epoch
+// (2100-01-01T00:00:00Z), ts + dur < kMaxTs, dur >= 0. Timestamps before 1990 are accepted as
+// relative (µs since some origin, as the Chrome trace-event format allows); negative ones are not.
+inline constexpr int64_t kMaxTs = 4102444800000000;
 
 // Parses newline-separated JSON lines into columns. `ctx` may be updated with batch-local
 // FH/HH/SH records. Never throws on bad lines: they are counted in skipped_lines.

@@ -178,3 +178,72 @@ TEST(ReaderParse, DictColumnMoveWithManyCategories) {
   EXPECT_EQ(copied.intern("new"), 1000);
   EXPECT_EQ(moved.find("absent"), -1);
 }
+
+namespace {
+EventColumns parse_with(const std::string& text, bool fast, ArgsProjection proj = {}) {
+  std::string buf = text;
+  size_t n = buf.size();
+  buf.append(simdjson::SIMDJSON_PADDING, ' ');
+  EventColumns out;
+  FileContext ctx;
+  Parser p;
+  p.set_fast_path(fast);
+  p.set_args_projection(std::move(proj));
+  p.parse(buf.data(), n, buf.size(), ctx, out);
+  Parser::finish(out);
+  return out;
+}
+}  // namespace
+
+// Issue 25: at most kMaxArgColumns args keys become columns; the others go, as their JSON text, to
+// args_extra. The fast path (tracer layout) and simdjson give the same columns and text.
+TEST(ReaderParse, ArgsBeyondTheColumnLimitGoToArgsExtra) {
+  std::string line = R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{)";
+  for (int k = 0; k < 300; ++k)
+    line += (k ? "," : "") + std::string("\"k") + std::to_string(k) + "\":" + std::to_string(k);
+  line += R"(,"s":"a\"b","f":1.50,"args_extra":true}})";
+  std::string spaced = line;
+  spaced.insert(1, " ");  // not the tracer's layout: simdjson only
+  for (const std::string& l : {line, spaced}) {
+    for (bool fast : {true, false}) {
+      EventColumns e = parse_with("[\n" + l + "\n", fast);
+      ASSERT_EQ(e.rows, 1);
+      ASSERT_EQ(e.args.size(), kMaxArgColumns + 1);  // + args_extra
+      const ArgColumn* x = arg(e, "args_extra");
+      ASSERT_NE(x, nullptr);
+      std::string want = "{";
+      for (int k = 256; k < 300; ++k)
+        want += (k > 256 ? "," : "") + std::string("\"k") + std::to_string(k) + "\":" + std::to_string(k);
+      want += R"(,"s":"a\"b","f":1.50,"args_extra":true})";
+      EXPECT_EQ(cat_of(x->strings, 0), want);
+      EXPECT_EQ(e.extra_keys.at("k299"), 1);
+      EXPECT_EQ(e.extra_keys.count("k0"), 0u);
+    }
+  }
+  // a projection with extra: the keys left out go to args_extra, not dropped
+  EventColumns p = parse_with("[\n" + line + "\n", true, ArgsProjection::only({"k1"}, true));
+  ASSERT_EQ(p.args.size(), 2u);
+  EXPECT_NE(cat_of(arg(p, "args_extra")->strings, 0).find(R"("k0":0,"k2":2)"), std::string::npos);
+}
+
+// Issue 25: event times outside [0, 2100-01-01) µs or a negative dur make the line invalid,
+// counted by reason; both parse paths agree.
+TEST(ReaderParse, InsaneTimestampsSkippedWithReason) {
+  std::string text =
+      "[\n"
+      R"({"id":1,"name":"n","cat":"c","pid":1,"tid":2,"ts":-9223372036854775808,"dur":4,"ph":"X"})"
+      "\n"
+      R"({"id":2,"name":"n","cat":"c","pid":1,"tid":2,"ts":4102444800000000,"dur":0,"ph":"X"})"
+      "\n"
+      R"({"id":3,"name":"n","cat":"c","pid":1,"tid":2,"ts":1700000000000000,"dur":-1,"ph":"X"})"
+      "\n"
+      R"({"id":4,"name":"n","cat":"c","pid":1,"tid":2,"ts":5,"dur":1,"ph":"X"})"
+      "\n";
+  for (bool fast : {true, false}) {
+    EventColumns e = parse_with(text, fast);
+    EXPECT_EQ(e.rows, 1);
+    EXPECT_EQ(e.skipped_lines, 3);
+    EXPECT_EQ(e.ts_out_of_range_lines, 2);
+    EXPECT_EQ(e.negative_dur_lines, 1);
+  }
+}
