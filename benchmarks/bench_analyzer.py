@@ -663,6 +663,14 @@ def _cpu_of(pids) -> float:
     return tot
 
 
+def _import_frame_libs() -> None:
+    import dask.dataframe  # noqa: F401
+    import pandas  # noqa: F401
+
+    import dfanalyzer.analyzer  # noqa: F401
+    import dfanalyzer.reader  # noqa: F401
+
+
 def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
     """``DFAnalyzer(paths).events`` cold (indexes removed, persisted, ``len``) vs the naive
     ``dask.bag.read_text(paths).filter(event line).map(json.loads).count()``, on one
@@ -681,6 +689,8 @@ def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
         Client(cl) as client,
     ):
         pids = [os.getpid()] + list(client.run(os.getpid).values())
+        # libraries loaded in the workers first: their import is a cost of the cluster, not of a load
+        client.run(_import_frame_libs)
 
         def ours() -> int:
             _clear_indexes(d)

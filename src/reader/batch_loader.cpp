@@ -57,6 +57,9 @@ constexpr int64_t kChunkBytes = int64_t(4) << 20;
 void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
                      const std::string& index_dir, const ArgsProjection& args) {
   std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir, true);
+  if (first < 0 || first > last || last >= int64_t(idx->checkpoints.size()))
+    (void)read_checkpoints(*idx, first, last);  // its error for a bad range (IndexError)
+  if (first > last || first < 0) return;        // (an empty range it accepted: no rows)
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
   FileContext ctx = idx->context;
