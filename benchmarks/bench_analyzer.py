@@ -38,6 +38,11 @@ same traces), ``--repeat`` rounds in alternating order, wall and CPU medians and
 ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one measured run of each
 ``--ir-workloads`` (needs ``valgrind`` and a C compiler). Results: ``docs/perf/analyzer.md``.
 
+``--frame-vs-bag DIR``: cold ``DFAnalyzer(DIR).events`` (indexes removed, persisted, ``len``)
+vs the naive ``read_text`` + ``json.loads`` bag (event lines counted), one ``LocalCluster`` of
+``--workers`` processes, ``--repeat`` alternating rounds; CPU (client + workers) per event and
+bag ÷ ours.
+
 ``--cluster-compare DIR``: warm summary of DIR with ``--workers`` threads vs a running loopback
 cluster (``dask scheduler`` + ``--workers`` single-thread ``dask worker --no-nanny`` commands;
 ``--quiet-cluster``: with ``dfanalyzer.cluster.QUIET_CONFIG``), ``--repeat`` alternating rounds,
@@ -646,6 +651,98 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True, quiet: b
     return out
 
 
+# ----------------------------------------------------------------------------- frame vs naive bag
+def _cpu_of(pids) -> float:
+    """User + system CPU seconds so far of the processes ``pids`` (their threads included)."""
+    import psutil
+
+    tot = 0.0
+    for pid in pids:
+        t = psutil.Process(pid).cpu_times()
+        tot += t.user + t.system
+    return tot
+
+
+def _import_frame_libs() -> None:
+    import dask.dataframe  # noqa: F401
+    import pandas  # noqa: F401
+
+    import dfanalyzer.analyzer  # noqa: F401
+    import dfanalyzer.reader  # noqa: F401
+
+
+def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
+    """``DFAnalyzer(paths).events`` cold (indexes removed, persisted, ``len``) vs the naive
+    ``dask.bag.read_text(paths).filter(event line).map(json.loads).count()``, on one
+    ``LocalCluster`` of ``workers`` single-thread worker processes, ``repeat`` alternating rounds.
+    Wall and CPU (client + workers, ``psutil``) of each; CPU µs per event, events/s per core
+    (events / CPU s) and bag ÷ ours; medians."""
+    import dask.bag as db
+    from distributed import Client, LocalCluster
+
+    from dfanalyzer import DFAnalyzer
+
+    d = os.path.dirname(paths[0])
+    res = {"ours": [], "bag": []}
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+        Client(cl) as client,
+    ):
+        pids = [os.getpid()] + list(client.run(os.getpid).values())
+        # libraries loaded in the workers first: their import is a cost of the cluster, not of a load
+        client.run(_import_frame_libs)
+
+        def ours() -> int:
+            _clear_indexes(d)
+            with DFAnalyzer(paths, client=client) as an:
+                return int(len(an.events))
+
+        def bag() -> int:
+            return int(db.read_text(paths).filter(_is_event).map(json.loads).count().compute())
+
+        for r in range(repeat):
+            for name, fn in (("ours", ours), ("bag", bag)) if r % 2 == 0 else (("bag", bag), ("ours", ours)):
+                c0, t0 = _cpu_of(pids), time.perf_counter()
+                n = fn()
+                wall, cpu = time.perf_counter() - t0, _cpu_of(pids) - c0
+                res[name].append({"events": n, "wall_s": wall, "cpu_s": cpu})
+                print(
+                    f"# {name}: {n:,} events, wall {wall:.2f} s, CPU {cpu:.2f} s, "
+                    f"{cpu * 1e6 / n:.3f} µs/event, {n / cpu / 1e6:.2f} M events/s/core",
+                    flush=True,
+                )
+    out = {}
+    for name, runs in res.items():
+        n = runs[0]["events"]
+        wall = statistics.median(x["wall_s"] for x in runs)
+        cpu = statistics.median(x["cpu_s"] for x in runs)
+        out[name] = {
+            "events": n,
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "cpu_us_per_event": cpu * 1e6 / n,
+            "events_per_s_per_core": n / cpu,
+            "runs": runs,
+        }
+    if out["ours"]["events"] != out["bag"]["events"]:
+        raise SystemExit(f"event counts differ: ours {out['ours']['events']}, bag {out['bag']['events']}")
+    out["bag_over_ours_cpu"] = out["bag"]["cpu_s"] / out["ours"]["cpu_s"]
+    out["bag_over_ours_wall"] = out["bag"]["wall_s"] / out["ours"]["wall_s"]
+    o, b = out["ours"], out["bag"]
+    print(
+        "| events | workers | ours wall s | ours CPU s | ours µs/event CPU | ours M ev/s/core | bag wall s | "
+        "bag CPU s | bag ÷ ours CPU (wall) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {o['events']:,} | {workers} | {o['wall_s']:.2f} | {o['cpu_s']:.2f} | {o['cpu_us_per_event']:.3f} | "
+        f"{o['events_per_s_per_core'] / 1e6:.2f} | {b['wall_s']:.2f} | {b['cpu_s']:.2f} | "
+        f"{out['bag_over_ours_cpu']:.1f} ({out['bag_over_ours_wall']:.1f}) |"
+    )
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")
+    return out
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -704,7 +801,24 @@ def main(argv=None) -> int:
         help="warm summary of the traces in DIR: --workers threads vs a running loopback cluster of --workers "
         "single-thread workers, --repeat interleaved rounds, wall and CPU (client + scheduler + workers)",
     )
+    ap.add_argument(
+        "--frame-vs-bag",
+        default=None,
+        metavar="DIR",
+        help="cold DFAnalyzer(DIR).events (persisted, len) vs the naive bag read_text + json.loads + count, "
+        "same LocalCluster of --workers processes, --repeat alternating rounds: CPU per event and the ratio",
+    )
     a = ap.parse_args(argv)
+    if a.frame_vs_bag:
+        import logging
+
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        d = os.path.abspath(a.frame_vs_bag)
+        out = frame_vs_bag(sorted(glob.glob(os.path.join(d, "*.pfw.gz"))), a.workers, max(1, a.repeat))
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(out, fh, indent=2)
+        return 0
     if a._utils:
         _utils_main(a._utils)
         return 0

@@ -49,17 +49,43 @@ ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, co
   return b;
 }
 
+// Checkpoints are inflated and parsed a few MiB at a time (kChunkBytes of text): the text is
+// parsed while it is still in cache and its buffer is reused, instead of inflating the whole
+// batch into one fresh buffer (page faults, and every byte written to and read back from DRAM).
+constexpr int64_t kChunkBytes = int64_t(4) << 20;
+
 void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
                      const std::string& index_dir, const ArgsProjection& args) {
   std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir, true);
-  RangeData r = read_checkpoints(*idx, first, last);
+  if (first < 0 || first > last || last >= int64_t(idx->checkpoints.size()))
+    (void)read_checkpoints(*idx, first, last);  // its error for a bad range (IndexError)
+  if (first > last || first < 0) return;        // (an empty range it accepted: no rows)
   int64_t lines = 0;
   for (int64_t i = first; i <= last; ++i) lines += idx->checkpoints[size_t(i)].num_lines;
   FileContext ctx = idx->context;
   Parser parser;
   parser.set_args_projection(args);
+  // Parses [first, last] chunk by chunk into b.columns with `c`; what reading could not deliver
+  // is collected in `lost` (once: a reparse reads the same checkpoints again).
+  auto parse_range = [&](FileContext& c, RangeData* lost) {
+    for (int64_t i = first; i <= last;) {
+      int64_t j = i, bytes = idx->checkpoints[size_t(i)].uncompressed_size;
+      while (j < last && bytes + idx->checkpoints[size_t(j + 1)].uncompressed_size <= kChunkBytes)
+        bytes += idx->checkpoints[size_t(++j)].uncompressed_size;
+      RangeData r = read_checkpoints(*idx, i, j);
+      parser.parse(r.data.data(), r.data.size(), r.data.capacity(), c, b.columns);
+      if (lost) {
+        lost->lost_lines += r.lost_lines;
+        lost->lost_bytes += r.lost_bytes;
+        lost->header_mismatches += r.header_mismatches;
+        for (auto& w : r.warnings) lost->warnings.push_back(std::move(w));
+      }
+      i = j + 1;
+    }
+  };
+  RangeData lost;
   b.columns.reserve_rows = lines;
-  parser.parse(r.data.data(), r.data.size(), r.data.capacity(), ctx, b.columns);
+  parse_range(ctx, &lost);
   bool reparse = false;
   if (b.columns.unresolved_hashes > 0) {
     reparse = !idx->context.scanned;  // hashes defined outside this batch
@@ -83,13 +109,13 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
     b.columns = EventColumns{};
     b.columns.reserve_rows = lines;
     FileContext full = full_idx.context;
-    parser.parse(r.data.data(), r.data.size(), r.data.capacity(), full, b.columns);
+    parse_range(full, nullptr);
   }
   Parser::finish(b.columns);
-  b.lost_lines = r.lost_lines;
-  b.lost_bytes = r.lost_bytes;
-  b.header_mismatches = r.header_mismatches;
-  b.warnings = std::move(r.warnings);
+  b.lost_lines = lost.lost_lines;
+  b.lost_bytes = lost.lost_bytes;
+  b.header_mismatches = lost.header_mismatches;
+  b.warnings = std::move(lost.warnings);
 }
 
 FilesBatch load_files(const std::vector<std::string>& paths, const ArgsProjection& args) {
