@@ -9,7 +9,7 @@ set -euo pipefail
 profile=${1:-build}
 
 build_pkgs=(g++ make pkg-config zlib1g-dev libdeflate-dev libsqlite3-dev libsimdjson-dev libyaml-cpp-dev gzip procps)
-test_pkgs=(libgtest-dev clang-format g++-11 g++-12 ccache strace slurm-wlm munge libopenmpi-dev openmpi-bin libhdf5-dev clang libclang-rt-14-dev chromium)
+test_pkgs=(libgtest-dev clang-format g++-11 g++-12 ccache strace slurm-wlm munge libopenmpi-dev openmpi-bin libhdf5-dev iproute2 clang libclang-rt-14-dev chromium)
 
 pkgs=("${build_pkgs[@]}")
 case "$profile" in
