@@ -32,8 +32,9 @@ Lookup lookup(std::vector<const char*> names) {
 }  // namespace
 
 TEST(PreloadNextSymbol, EveryCallOfTheTableAsDlsym) {
-  // libc's calls (the interfaces resolved with dlsym(RTLD_NEXT); HDF5's resolve in loaded objects).
-  constexpr bool kLibc_POSIX = true, kLibc_STDIO = true, kLibc_PROCESS = true, kLibc_HDF5 = false;
+  // libc's calls (the interfaces resolved with dlsym(RTLD_NEXT); HDF5's and MPI-IO's resolve in
+  // loaded objects).
+  constexpr bool kLibc_POSIX = true, kLibc_STDIO = true, kLibc_PROCESS = true, kLibc_HDF5 = false, kLibc_MPIIO = false;
   std::vector<const char*> names;
 #define DFT_CALL(interface, name, ret, params, bytes) \
   if (kLibc_##interface) names.push_back(#name);
