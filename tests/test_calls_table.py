@@ -42,7 +42,12 @@ def test_calls_def_is_well_formed():
     assert {r[0] for r in rows} == {"POSIX", "STDIO", "PROCESS", "HDF5", "MPIIO"}
     assert {r[4] for r in rows} == {"RET", "RET_TIMES_SIZE", "RET_COPY", "ARG_SIZE", "NONE", "NO_EVENT"}
     # HDF5: the data calls carry their bytes in args.size (the wrapper computes them).
-    assert {r[1] for r in rows if r[4] == "ARG_SIZE" and r[0] == "HDF5"} == {"H5Dread", "H5Dwrite", "H5Aread", "H5Awrite"}
+    assert {r[1] for r in rows if r[4] == "ARG_SIZE" and r[0] == "HDF5"} == {
+        "H5Dread",
+        "H5Dwrite",
+        "H5Aread",
+        "H5Awrite",
+    }
     assert all(r[0] == "HDF5" for r in rows if r[1].startswith("H5"))
     # MPI-IO: every data call (read/write, all forms) carries its bytes in args.size
     mpi = {r[1]: r[4] for r in rows if r[0] == "MPIIO"}
@@ -59,7 +64,13 @@ def test_calls_def_is_well_formed():
 
 def test_docs_call_table_matches_calls_def():
     text = open(os.path.join(ROOT, "docs", "preload.md")).read()
-    module = {"POSIX": "posix.cpp", "STDIO": "stdio.cpp", "PROCESS": "process.cpp", "HDF5": "hdf5.cpp", "MPIIO": "mpiio.cpp"}
+    module = {
+        "POSIX": "posix.cpp",
+        "STDIO": "stdio.cpp",
+        "PROCESS": "process.cpp",
+        "HDF5": "hdf5.cpp",
+        "MPIIO": "mpiio.cpp",
+    }
     for iface, src in module.items():
         row = re.search(r"^\| `%s` \| (.*) \| `%s` \|$" % (re.escape(src), iface), text, re.M)
         assert row, f"docs/preload.md has no call-table row for {src}"
