@@ -21,6 +21,7 @@ import sys
 from typing import List, Optional
 
 from . import reader
+from .safetext import cell, escape
 
 __all__ = ["index_main", "cat_main", "damage_report", "INDEX_COLUMNS"]
 
@@ -76,7 +77,7 @@ def index_main(argv: Optional[List[str]] = None) -> int:
             if scanned:
                 s = reader.scan(f, a.index_dir)
         except (OSError, ValueError) as e:
-            print("dftracer-index: %s" % e, file=sys.stderr)
+            print("dftracer-index: %s" % escape(e), file=sys.stderr)
             rc = 1
             continue
         rows.append(
@@ -96,7 +97,7 @@ def index_main(argv: Optional[List[str]] = None) -> int:
             lost = (s["lost_lines"], s["lost_bytes"] + s["truncated_bytes"], 0, s["header_mismatches"])
         msg = damage_report(f, *lost)
         if msg:
-            print("dftracer-index: " + msg, file=sys.stderr)
+            print("dftracer-index: " + escape(msg), file=sys.stderr)
         if lost[0] or lost[1]:
             rc = 1
     total = {k: None if any(r[k] is None for r in rows) else sum(r[k] for r in rows) for k in INDEX_COLUMNS[1:]}
@@ -122,7 +123,7 @@ def _print_index_table(rows: List[dict], total: dict) -> None:
         width = max([len(col), len(total_cells[i])] + [len(c[i]) for c in cells])
         table.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True, min_width=width)
     for r, c in zip(rows, cells):
-        table.add_row(r["file"], *c)
+        table.add_row(cell(r["file"]), *c)  # a path is anybody's bytes: never markup, no controls
     if len(rows) > 1:
         table.add_section()
         table.add_row("total (%d files)" % len(rows), *total_cells, style="bold")
@@ -156,7 +157,7 @@ def _unique_files(paths: List[str]) -> List[str]:
             seen[key] = p
             out.append(p)
         else:
-            print("note: %s is the same file as %s; listed once" % (p, seen[key]), file=sys.stderr)
+            print("note: %s is the same file as %s; listed once" % (escape(p), escape(seen[key])), file=sys.stderr)
     return out
 
 
@@ -201,13 +202,13 @@ def cat_main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:
         return 0
     except (OSError, ValueError) as e:
-        print("dftracer-cat: %s" % e, file=sys.stderr)
+        print("dftracer-cat: %s" % escape(e), file=sys.stderr)
         return 1
     for w in dict.fromkeys(warnings):
-        print("dftracer-cat: warning: %s" % w, file=sys.stderr)
+        print("dftracer-cat: warning: %s" % escape(w), file=sys.stderr)
     msg = damage_report(a.file, lost_lines, lost_bytes)
     if msg:
-        print("dftracer-cat: " + msg, file=sys.stderr)
+        print("dftracer-cat: " + escape(msg), file=sys.stderr)
         return 1
     return 0
 

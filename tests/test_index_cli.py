@@ -46,3 +46,24 @@ def test_unknown_event_count_is_null_and_dash(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out.splitlines()[1].split()[1:] == ["inflate", "1,013", "-", "8,947", "253,630", "1"]
     assert tools.index_main([LEGACY, "--index-dir", str(tmp_path), "--scan", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"][0]["events"] == 1012
+
+
+def test_hostile_file_names_are_printed_escaped(tmp_path, capsys):
+    """A trace's path is anybody's bytes: the table and the messages print its control
+    characters as JSON escapes and its rich markup as text (``dfanalyzer.safetext``)."""
+    import shutil
+
+    name = "evil\x1b]0;owned\x07[bold red]y.pfw.gz"
+    evil = tmp_path / name
+    shutil.copy(LEGACY, evil)
+    assert tools.index_main([str(evil), "--index-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\u001b]0;owned\\u0007[bold red]y.pfw.gz" in out.replace("\n", "")
+    missing = str(tmp_path / "gone\x1b[2J.pfw.gz")
+    assert tools.index_main([missing, "--index-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "gone\\u001b[2J.pfw.gz" in err
+    assert tools.cat_main([missing]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "gone\\u001b[2J.pfw.gz" in err
