@@ -433,6 +433,38 @@ def test_python_api_keeps_40_args_and_counts_oversize(tmp_path):
     assert r.stderr.count("event args") == 1 and "dropped" in r.stderr, r.stderr
 
 
+def test_pydftracer_module_keeps_every_arg_under_the_same_limit(tmp_path):
+    # dftracer.dftracer (what pydftracer drives, src/core/upstream_module.cpp) kept only 24 tags;
+    # it now shares the Python API's args builder (src/core/py_args.h) and drop counters: one
+    # dropped_args record for the whole process, whichever binding dropped
+    r, recs = _py_app(
+        tmp_path,
+        """
+        import dftracer.dftracer as profiler
+        from dftracer.logger import dftracer
+        log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=None)
+        t0 = profiler.get_time()
+        ints = {f"i{k}": (1, k) for k in range(30)}
+        strs = {f"s{k}": (0, f"v{k}") for k in range(10)}
+        floats = {"f": (1, 2.5), "i3": (1, 0.5)}  # a key in several dicts keeps the last
+        profiler.log_event("many", "compat", t0, 7, ints, strs, floats)
+        profiler.log_event("over", "compat", t0, 7, {"a": (1, 1)}, {"huge": (0, "x" * (2 << 20))}, {"z": (1, 1.0)})
+        log.log_event("over2", "api", t0, 5, {"huge": "y" * (2 << 20), "b": 2})
+        log.finalize()
+        """,
+    )
+    ev = {e["name"]: e for e in recs if e.get("ph") == "X"}
+    want = {f"i{k}": k for k in range(30)}
+    want.update({f"s{k}": f"v{k}" for k in range(10)})
+    want.update({"f": 2.5, "i3": 0.5})
+    assert ev["many"]["args"] == want
+    assert ev["over"]["args"] == {"a": 1, "z": 1.0}
+    assert ev["over2"]["args"] == {"b": 2}
+    meta = [e for e in recs if e.get("ph") == "M" and e.get("name") == "dropped_args"]
+    assert len(meta) == 1 and meta[0]["args"]["value"].startswith("2 args, "), meta
+    assert r.stderr.count("event args") == 1 and "2 event args" in r.stderr, r.stderr
+
+
 # ---- crash signals ----------------------------------------------------------------------------
 
 CRASH_C = r"""

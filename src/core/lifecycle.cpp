@@ -368,10 +368,26 @@ void TracerImpl::end_session(bool at_exit) {
 }
 
 namespace {
-std::atomic<void (*)()> g_before_finalize{nullptr};
+std::atomic<int64_t> g_dropped_args{0}, g_dropped_bytes{0};
+
+// What the Python APIs dropped since the last finalize, into the (still active) trace and on
+// stderr; nothing when nothing was dropped.
+void report_dropped_args(Tracer* t) noexcept {
+  int64_t n = g_dropped_args.exchange(0), bytes = g_dropped_bytes.exchange(0);
+  if (n == 0) return;
+  char value[160];
+  std::snprintf(value, sizeof value, "%lld args, %lld bytes over the %zu-byte args limit of an event",
+                static_cast<long long>(n), static_cast<long long>(bytes), kMaxPyArgsBytes);
+  t->log_metadata("dropped_args", std::string_view(value));
+  std::fprintf(stderr, "dftracer: %lld event args (%lld bytes) dropped: over the %zu-byte args limit of an event\n",
+               static_cast<long long>(n), static_cast<long long>(bytes), kMaxPyArgsBytes);
+}
 }  // namespace
 
-void set_before_finalize(void (*fn)()) noexcept { g_before_finalize.store(fn); }
+void count_dropped_args(int64_t args, int64_t bytes) noexcept {
+  g_dropped_args.fetch_add(args, std::memory_order_relaxed);
+  g_dropped_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
 
 void Tracer::finalize() noexcept { finalize_impl(false); }
 
@@ -380,7 +396,7 @@ void Tracer::finalize_at_exit() noexcept { finalize_impl(true); }
 void Tracer::finalize_impl(bool at_exit) noexcept {
   TracerImpl* t = impl_;
   if (t->state.load() != ACTIVE && t->state.load() != FAILED) return;
-  if (auto fn = g_before_finalize.load(); fn && t->state.load() == ACTIVE) fn();
+  if (t->state.load() == ACTIVE) report_dropped_args(this);
   // One exit policy for every API: a flush signal arriving now (a pool's terminate() SIGTERMs
   // workers on their way out) is delivered once the file is complete, with or without the
   // tracer's handler (DFTRACER_BIND_SIGNALS).

@@ -3,7 +3,6 @@
 // Python objects (no copies) and the args dict is walked with the CPython API.
 #include <pybind11/pybind11.h>
 
-#include <atomic>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -13,6 +12,7 @@
 #include "../format/event.h"
 #include "../format/json_text.h"
 #include "gzip_member.h"
+#include "py_args.h"
 #include "py_strings.h"
 #include "tracer.h"
 
@@ -23,56 +23,15 @@ using dftracer::py_strings::as_view;
 
 namespace {
 
-// Bytes of an event's args JSON (its `"key":value` pairs and commas) the Python API keeps
-// (docs/python_api.md, "Args"): every arg up to this limit; an arg that would cross it is dropped
-// and counted (g_dropped_*), recorded at finalize as metadata `dropped_args` and on stderr.
-constexpr size_t kMaxArgsBytes = size_t(1) << 20;
-std::atomic<int64_t> g_dropped_args{0}, g_dropped_bytes{0};
+using dftracer::py_args::Kind;
+using dftracer::py_args::Value;
 
-// Writes what was dropped into the trace (still active) and on stderr, once per finalize.
-void report_dropped() {
-  int64_t n = g_dropped_args.exchange(0), bytes = g_dropped_bytes.exchange(0);
-  if (n == 0) return;
-  Tracer::instance()->log_metadata("dropped_args", std::to_string(n) + " args, " + std::to_string(bytes) +
-                                                       " bytes over the " + std::to_string(kMaxArgsBytes) +
-                                                       "-byte args limit of an event");
-  std::fprintf(stderr, "dftracer: %lld event args (%lld bytes) dropped: over the %zu-byte args limit of an event\n",
-               static_cast<long long>(n), static_cast<long long>(bytes), kMaxArgsBytes);
-}
-
-enum class Kind { Int, Uint, Double, Bool, Str };
-struct Value {
-  Kind kind = Kind::Str;
-  int64_t i = 0;
-  uint64_t u = 0;
-  double d = 0;
-  bool b = false;
-  std::string_view s;
-};
-
-// `"key":value` as format_event writes it (src/core/event_format.h), appended to `out`.
-void append_pair(std::string& out, std::string_view key, const Value& v) {
-  dftracer::json::append_quoted(out, key);
-  out += ':';
-  char num[dftracer::json::kMaxNumber];
-  switch (v.kind) {
-    case Kind::Int: out.append(num, dftracer::json::write_i64(num, v.i)); break;
-    case Kind::Uint: out.append(num, dftracer::json::write_u64(num, v.u)); break;
-    case Kind::Double: out.append(num, dftracer::json::write_double(num, v.d)); break;
-    case Kind::Bool: out += v.b ? "true" : "false"; break;
-    case Kind::Str: dftracer::json::append_quoted(out, v.s); break;
-  }
-}
-
-// Fill `args` from a dict (values int/float/bool/str; others str()-ed). Every arg is kept up to
-// kMaxArgsBytes: the first ArgList::kCapacity - 1 as entries, the others as one raw fragment in
-// `extra` (same JSON text), which must live until the log_* call returns.
-void fill_args(PyObject* dict, ArgList* args, std::string* extra, std::vector<py::object>* keep) {
+// Fill `builder` from a dict (values int/float/bool/str; others str()-ed): every arg up to the
+// byte limit (src/core/py_args.h).
+void fill_args(PyObject* dict, dftracer::py_args::Builder* builder, std::vector<py::object>* keep) {
   if (!dict || dict == Py_None || !PyDict_Check(dict)) return;
   PyObject *k, *v;
   Py_ssize_t pos = 0;
-  std::string pair;
-  size_t total = 0;
   while (PyDict_Next(dict, &pos, &k, &v)) {
     std::string_view key = as_view(k, keep);
     Value x;
@@ -103,29 +62,9 @@ void fill_args(PyObject* dict, ArgList* args, std::string* extra, std::vector<py
     } else {
       x.s = as_view(v, keep);
     }
-    pair.clear();
-    append_pair(pair, key, x);
-    size_t bytes = pair.size() + 1;  // with its ','
-    if (total + bytes > kMaxArgsBytes) {
-      g_dropped_args.fetch_add(1, std::memory_order_relaxed);
-      g_dropped_bytes.fetch_add(int64_t(bytes), std::memory_order_relaxed);
-      continue;
-    }
-    total += bytes;
-    if (args->size() < ArgList::kCapacity - 1) {
-      switch (x.kind) {
-        case Kind::Int: args->add_int(key, x.i); break;
-        case Kind::Uint: args->add_uint(key, x.u); break;
-        case Kind::Double: args->add_double(key, x.d); break;
-        case Kind::Bool: args->add_bool(key, x.b); break;
-        case Kind::Str: args->add_str(key, x.s); break;
-      }
-    } else {
-      if (!extra->empty()) *extra += ',';
-      *extra += pair;
-    }
+    builder->add(key, x);
   }
-  if (!extra->empty()) args->add_raw(*extra);
+  builder->finish();
 }
 
 }  // namespace
@@ -133,8 +72,7 @@ void fill_args(PyObject* dict, ArgList* args, std::string* extra, std::vector<py
 PYBIND11_MODULE(_dftracer, m) {
   m.doc() = "dftracer core binding: Chrome trace-event records (µs timestamps) into gzip-member traces";
   m.attr("__version__") = DFTRACER_VERSION;  // dftracer/_version.py, through CMake
-  m.attr("MAX_ARGS_BYTES") = kMaxArgsBytes;
-  dftracer::set_before_finalize(&report_dropped);
+  m.attr("MAX_ARGS_BYTES") = dftracer::kMaxPyArgsBytes;
 
   m.def(
       "initialize",
@@ -220,8 +158,8 @@ PYBIND11_MODULE(_dftracer, m) {
           return;
         }
         ArgList a;
-        std::string extra;
-        fill_args(args.ptr(), &a, &extra, &keep);
+        dftracer::py_args::Builder b(&a);
+        fill_args(args.ptr(), &b, &keep);
         t->log_complete(n, c, start, dur, &a);
       },
       py::arg("name"), py::arg("cat"), py::arg("start"), py::arg("dur"), py::arg("args") = py::none(),
@@ -236,8 +174,8 @@ PYBIND11_MODULE(_dftracer, m) {
         std::string_view n = as_view(name.ptr(), &keep);
         std::string_view c = as_view(cat.ptr(), &keep);
         ArgList a;
-        std::string extra;
-        fill_args(args.ptr(), &a, &extra, &keep);
+        dftracer::py_args::Builder b(&a);
+        fill_args(args.ptr(), &b, &keep);
         t->log_instant(n, c, ts, &a);
       },
       py::arg("name"), py::arg("cat"), py::arg("ts"), py::arg("args") = py::none(),

@@ -63,9 +63,13 @@ struct Config {
 };
 DFTRACER_EXPORT const Config& config();
 
-// `fn` runs at the start of every finalize of an active tracer (events can still be logged): the
-// Python binding records there what it dropped (args over its byte limit). nullptr: none.
-DFTRACER_EXPORT void set_before_finalize(void (*fn)()) noexcept;
+// Bytes of an event's args JSON the Python APIs keep (src/core/py_args.h, docs/python_api.md
+// "Args"); what crosses the limit is counted with count_dropped_args(args, bytes) by either
+// binding, and the next finalize of an active tracer records the total once: a metadata record
+// `dropped_args` ("<n> args, <bytes> bytes over the 1048576-byte args limit of an event") and
+// one stderr line. Counters are process-wide (both bindings share them).
+constexpr size_t kMaxPyArgsBytes = size_t(1) << 20;
+DFTRACER_EXPORT void count_dropped_args(int64_t args, int64_t bytes) noexcept;
 // Called by the LD_PRELOAD library's constructor only (before any tracing): in a preloaded
 // process, DFTRACER_INIT=PRELOAD enables tracing unless DFTRACER_ENABLE was given explicitly
 // (so DFTRACER_ENABLE=0 still wins). Returns config().enable afterwards.

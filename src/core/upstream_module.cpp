@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "py_args.h"
 #include "py_strings.h"
 #include "tracer.h"
 
@@ -36,17 +37,17 @@ namespace {
 
 thread_local int t_event_depth = 0;  // enter_event() - exit_event() on this thread
 
-enum class Kind { INT, STRING, FLOAT };
+enum class Source { INT, STRING, FLOAT };  // which *_args dict a tag came from
 
 struct Tag {
   std::string_view key;
   PyObject* value;  // borrowed from the caller's dict/tuple, alive for the call
-  Kind kind;
+  Source source;
 };
 
 // Collect the tags of one args dict into *tags; a key seen before is replaced (the upstream
 // binding inserts int, then string, then float args into one map, later ones winning).
-void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tags, std::vector<py::object>* keep) {
+void collect(py::handle dict, Source kind, const char* what, std::vector<Tag>* tags, std::vector<py::object>* keep) {
   if (!dict || dict.is_none()) return;
   if (!PyDict_Check(dict.ptr())) {
     throw py::type_error(std::string("log_event: ") + what + " must be a dict of key -> (tag_type, value), got " +
@@ -66,7 +67,7 @@ void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tag
     for (Tag& t : *tags) {
       if (t.key == key) {
         t.value = value;
-        t.kind = kind;
+        t.source = kind;
         replaced = true;
         break;
       }
@@ -75,41 +76,49 @@ void collect(py::handle dict, Kind kind, const char* what, std::vector<Tag>* tag
   }
 }
 
-// Append one tag to `args`: int args as integers, float args as doubles, string args as strings;
-// a value of another Python type is written by its own type (bool, int, float, else str()).
-void add_tag(const Tag& t, ArgList* args, std::vector<py::object>* keep) {
+// One tag as a value: int args as integers, float args as doubles, string args as strings; a
+// value of another Python type is written by its own type (bool, int, float, else str()).
+dftracer::py_args::Value tag_value(const Tag& t, std::vector<py::object>* keep) {
+  using dftracer::py_args::Kind;
+  dftracer::py_args::Value x;
   PyObject* v = t.value;
-  if (t.kind == Kind::STRING || PyUnicode_Check(v)) {
-    args->add_str(t.key, as_view(v, keep));
+  if (t.source == Source::STRING || PyUnicode_Check(v)) {
+    x.s = as_view(v, keep);
   } else if (PyBool_Check(v)) {
-    args->add_bool(t.key, v == Py_True);
-  } else if (t.kind == Kind::FLOAT && (PyFloat_Check(v) || PyLong_Check(v))) {
+    x.kind = Kind::Bool;
+    x.b = v == Py_True;
+  } else if (t.source == Source::FLOAT && (PyFloat_Check(v) || PyLong_Check(v))) {
     double d = PyFloat_AsDouble(v);
     if (d == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
-      args->add_str(t.key, as_view(v, keep));
+      x.s = as_view(v, keep);
     } else {
-      args->add_double(t.key, d);
+      x.kind = Kind::Double;
+      x.d = d;
     }
   } else if (PyLong_Check(v)) {
     int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    long long i = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow == 0) {
-      args->add_int(t.key, x);
+      x.kind = Kind::Int;
+      x.i = i;
     } else {
       unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(v) : 0;
       if (overflow < 0 || PyErr_Occurred()) {
         PyErr_Clear();
-        args->add_str(t.key, as_view(v, keep));
+        x.s = as_view(v, keep);
       } else {
-        args->add_uint(t.key, u);
+        x.kind = Kind::Uint;
+        x.u = u;
       }
     }
   } else if (PyFloat_Check(v)) {
-    args->add_double(t.key, PyFloat_AS_DOUBLE(v));
+    x.kind = Kind::Double;
+    x.d = PyFloat_AS_DOUBLE(v);
   } else {
-    args->add_str(t.key, as_view(v, keep));
+    x.s = as_view(v, keep);
   }
+  return x;
 }
 
 // DFTRACER_* configuration value as the upstream get_config returns it (a string; "" unknown).
@@ -206,17 +215,19 @@ PYBIND11_MODULE(dftracer, m) {
         if (!t->active()) return;
         std::vector<py::object> keep;
         std::vector<Tag> tags;
-        collect(int_args, Kind::INT, "int_args", &tags, &keep);
-        collect(string_args, Kind::STRING, "string_args", &tags, &keep);
-        collect(float_args, Kind::FLOAT, "float_args", &tags, &keep);
+        collect(int_args, Source::INT, "int_args", &tags, &keep);
+        collect(string_args, Source::STRING, "string_args", &tags, &keep);
+        collect(float_args, Source::FLOAT, "float_args", &tags, &keep);
         std::string_view n = as_view(name.ptr(), &keep);
         std::string_view c = as_view(cat.ptr(), &keep);
         if (tags.empty()) {
           t->log_complete(n, c, start_time, duration, nullptr);
           return;
         }
-        ArgList args;
-        for (const Tag& tag : tags) add_tag(tag, &args, &keep);
+        ArgList args;  // every tag up to the byte limit, as the Python API (py_args.h)
+        dftracer::py_args::Builder b(&args);
+        for (const Tag& tag : tags) b.add(tag.key, tag_value(tag, &keep));
+        b.finish();
         t->log_complete(n, c, start_time, duration, &args);
       },
       py::arg("name"), py::arg("cat"), py::arg("start_time"), py::arg("duration"), py::arg("int_args") = py::none(),
