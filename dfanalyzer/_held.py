@@ -14,6 +14,9 @@ import functools
 from dask.dataframe.dask_expr._collection import new_collection
 from dask.dataframe.dask_expr.io.io import FromGraph
 
+if list(FromGraph._parameters) != ["layer", "_meta", "divisions", "keys", "name_prefix"]:
+    raise ImportError("dask's FromGraph has other parameters than HeldFrame is written for")
+
 
 class HeldFrame(FromGraph):
     """``FromGraph`` whose name is ``name_prefix`` itself (the held futures' keys are

@@ -533,6 +533,8 @@ def _pick_each(i: int, *loaded: tuple) -> list:
 def _holders(client, futures: list) -> Dict[Optional[str], List[int]]:
     """Worker address → indices of ``futures`` (finished) that it holds, in order; one scheduler
     round trip. A future no worker holds (its worker just died) goes under None."""
+    if not futures:
+        return {}
     who = client.who_has(futures)
     out: Dict[Optional[str], List[int]] = {}
     for k, f in enumerate(futures):
@@ -576,10 +578,19 @@ def _most_rows_on(part: List[Tuple[int, int, int]], where: Dict[int, Optional[st
     return max(rows, key=lambda w: (rows[w], w is not None), default=None)
 
 
-def _held_frame(futures: list, meta: pd.DataFrame, name: str):
-    from ._held import held_frame
+def _held_frame(client, futures: list, meta: pd.DataFrame, name: str):
+    """The events collection of the held partition ``futures`` (keys ``(name, i)``): a
+    :class:`dfanalyzer._held.HeldFrame`; with a Dask whose expression classes differ from those
+    it is written for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task
+    per partition in every computation, as before)."""
+    try:
+        from ._held import held_frame
 
-    return held_frame(futures, meta, name)
+        return held_frame(futures, meta, name)
+    except ImportError:
+        import dask.dataframe as dd
+
+        return client.persist(dd.from_delayed(futures, meta=meta, verify_meta=False))
 
 
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
@@ -975,8 +986,8 @@ class DFAnalyzer:
         self._n_small = len(small)
 
     def _load(self) -> None:
-        """Steps (4)-(5): load every batch on the cluster and persist the partitions of
-        :attr:`events` (called on first use of the events)."""
+        """Steps (4)-(5): load every batch on the cluster and hold the partitions of
+        :attr:`events` there (called on first use of the events)."""
         c = self.client
         threads = self._threads()
         batches, groups = self._batches, self._groups
@@ -1033,7 +1044,7 @@ class DFAnalyzer:
         del load_f
         self._schema = schema
         self._final_parts = final  # held partitions, in order
-        self._events = _held_frame(final, meta, name)
+        self._events = _held_frame(c, final, meta, name)
         self._metadata = None
         self._build_stats(infos, partitions=len(final))
 

@@ -120,3 +120,20 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
     assert moved == []
     # the collection's graph is exactly the held partitions
     assert sorted(graph) == sorted(f.key for f in parts)
+
+
+def test_without_held_frame_the_persisted_fallback_is_the_same_frame(traces, cluster_client, monkeypatch):
+    """With a Dask whose expression classes ``dfanalyzer._held`` does not fit (ImportError), the
+    events are ``from_delayed`` persisted on the client: the same frame."""
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    kw = dict(client=c, batch_size_mb=0.1, partition_size_mb=0.25, small_file_mb=0)
+    with DFAnalyzer(traces[:1], **kw) as an:
+        held = c.compute(an.events).result()
+        assert sorted(dict(an.events.__dask_graph__())) == sorted(f.key for f in an.partitions())
+    monkeypatch.setitem(sys.modules, "dfanalyzer._held", None)  # import raises ImportError
+    with DFAnalyzer(traces[:1], **kw) as an:
+        persisted = c.compute(an.events).result()
+        assert an.events.npartitions == len(an.partitions()) >= 2
+    pd.testing.assert_frame_equal(held, persisted)
