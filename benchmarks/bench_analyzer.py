@@ -41,7 +41,8 @@ ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one meas
 ``--frame-vs-bag DIR``: cold ``DFAnalyzer(DIR).events`` (indexes removed, persisted, ``len``)
 vs the naive ``read_text`` + ``json.loads`` bag (event lines counted), one ``LocalCluster`` of
 ``--workers`` processes, ``--repeat`` alternating rounds; CPU (client + workers) per event and
-bag ÷ ours.
+bag ÷ ours; CPU split client (+ scheduler) / workers; ``--quiet-cluster``: the cluster with
+``dfanalyzer.cluster.QUIET_CONFIG``, as ``DFAnalyzer`` starts its own.
 
 ``--cluster-compare DIR``: warm summary of DIR with ``--workers`` threads vs a running loopback
 cluster (``dask scheduler`` + ``--workers`` single-thread ``dask worker --no-nanny`` commands;
@@ -671,12 +672,16 @@ def _import_frame_libs() -> None:
     import dfanalyzer.reader  # noqa: F401
 
 
-def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
+def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False) -> dict:
     """``DFAnalyzer(paths).events`` cold (indexes removed, persisted, ``len``) vs the naive
     ``dask.bag.read_text(paths).filter(event line).map(json.loads).count()``, on one
     ``LocalCluster`` of ``workers`` single-thread worker processes, ``repeat`` alternating rounds.
     Wall and CPU (client + workers, ``psutil``) of each; CPU µs per event, events/s per core
-    (events / CPU s) and bag ÷ ours; medians."""
+    (events / CPU s) and bag ÷ ours; medians. ``quiet``: the cluster gets
+    ``dfanalyzer.cluster.QUIET_CONFIG`` (what ``DFAnalyzer`` itself starts without a client)."""
+    import contextlib
+
+    import dask
     import dask.bag as db
     from distributed import Client, LocalCluster
 
@@ -684,7 +689,10 @@ def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
 
     d = os.path.dirname(paths[0])
     res = {"ours": [], "bag": []}
+    if quiet:
+        from dfanalyzer.cluster import QUIET_CONFIG
     with (
+        dask.config.set(QUIET_CONFIG) if quiet else contextlib.nullcontext(),
         LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
         Client(cl) as client,
     ):
@@ -702,13 +710,16 @@ def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
 
         for r in range(repeat):
             for name, fn in (("ours", ours), ("bag", bag)) if r % 2 == 0 else (("bag", bag), ("ours", ours)):
-                c0, t0 = _cpu_of(pids), time.perf_counter()
+                c0, w0, t0 = _cpu_of(pids[:1]), _cpu_of(pids[1:]), time.perf_counter()
                 n = fn()
-                wall, cpu = time.perf_counter() - t0, _cpu_of(pids) - c0
-                res[name].append({"events": n, "wall_s": wall, "cpu_s": cpu})
+                wall = time.perf_counter() - t0
+                cc, cw = _cpu_of(pids[:1]) - c0, _cpu_of(pids[1:]) - w0
+                cpu = cc + cw
+                res[name].append({"events": n, "wall_s": wall, "cpu_s": cpu, "client_cpu_s": cc, "workers_cpu_s": cw})
                 print(
                     f"# {name}: {n:,} events, wall {wall:.2f} s, CPU {cpu:.2f} s, "
-                    f"{cpu * 1e6 / n:.3f} µs/event, {n / cpu / 1e6:.2f} M events/s/core",
+                    f"{cpu * 1e6 / n:.3f} µs/event (client + scheduler {cc * 1e6 / n:.3f}, workers "
+                    f"{cw * 1e6 / n:.3f}), {n / cpu / 1e6:.2f} M events/s/core",
                     flush=True,
                 )
     out = {}
@@ -739,7 +750,7 @@ def frame_vs_bag(paths, workers: int, repeat: int) -> dict:
         f"{o['events_per_s_per_core'] / 1e6:.2f} | {b['wall_s']:.2f} | {b['cpu_s']:.2f} | "
         f"{out['bag_over_ours_cpu']:.1f} ({out['bag_over_ours_wall']:.1f}) |"
     )
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}, quiet cluster config: {quiet}")
     return out
 
 
@@ -792,7 +803,9 @@ def main(argv=None) -> int:
         "--ir-workloads on these (small) sets, old vs new",
     )
     ap.add_argument("--ir-workloads", default="summary-warm,summary-cold")
-    ap.add_argument("--quiet-cluster", dest="quiet", action="store_true", help="--cluster-compare: QUIET_CONFIG")
+    ap.add_argument(
+        "--quiet-cluster", dest="quiet", action="store_true", help="--cluster-compare / --frame-vs-bag: QUIET_CONFIG"
+    )
     ap.add_argument("--no-cli", action="store_true", help="--cluster-compare: in-process runs only")
     ap.add_argument(
         "--cluster-compare",
@@ -814,7 +827,7 @@ def main(argv=None) -> int:
 
         logging.getLogger("distributed").setLevel(logging.ERROR)
         d = os.path.abspath(a.frame_vs_bag)
-        out = frame_vs_bag(sorted(glob.glob(os.path.join(d, "*.pfw.gz"))), a.workers, max(1, a.repeat))
+        out = frame_vs_bag(sorted(glob.glob(os.path.join(d, "*.pfw.gz"))), a.workers, max(1, a.repeat), quiet=a.quiet)
         if a.json:
             with open(a.json, "w") as fh:
                 json.dump(out, fh, indent=2)

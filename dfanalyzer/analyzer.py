@@ -18,7 +18,9 @@ Steps 0-3 run in the constructor. Then, on demand:
   batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the exact row
   counts: the balanced batches themselves become the partitions (small neighbours packed,
   oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker that
-  holds it, without copying events, persisted.
+  holds it, without copying events; the collection's graph is the held partitions themselves
+  (``dfanalyzer._held``: no alias task per partition). Per-batch infos and metadata come back by
+  one task per worker, so no loaded batch moves between workers.
 
 Where it runs: on the given ``client`` / scheduler / active default client; otherwise indexing
 and the streamed summary run in a thread pool of this process (the C++ reader releases the GIL),
@@ -35,6 +37,7 @@ import glob
 import math
 import os
 import stat
+import uuid
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -521,6 +524,75 @@ def _pick(t: tuple, i: int):
     return t[i]
 
 
+def _pick_each(i: int, *loaded: tuple) -> list:
+    """Item ``i`` of each loaded ``(events, metadata, info)`` tuple: one task per worker for all
+    the tuples it holds (not one ``_pick`` task per batch)."""
+    return [t[i] for t in loaded]
+
+
+def _holders(client, futures: list) -> Dict[Optional[str], List[int]]:
+    """Worker address → indices of ``futures`` (finished) that it holds, in order; one scheduler
+    round trip. A future no worker holds (its worker just died) goes under None."""
+    if not futures:
+        return {}
+    who = client.who_has(futures)
+    out: Dict[Optional[str], List[int]] = {}
+    for k, f in enumerate(futures):
+        addrs = who.get(f.key) or [None]
+        out.setdefault(sorted(addrs)[0] if addrs[0] is not None else None, []).append(k)
+    return out
+
+
+def _on(w: Optional[str]) -> dict:
+    """``submit`` keywords that run a task on worker ``w`` (elsewhere only if ``w`` is gone)."""
+    return {} if w is None else {"workers": [w], "allow_other_workers": True}
+
+
+def _gather_each(client, futures: list, i: int, held: Optional[Dict] = None, gather: bool = True):
+    """Item ``i`` of every loaded tuple of ``futures``, by one :func:`_pick_each` task per worker
+    run where the tuples are (nothing moves between workers). With ``gather`` the values in the
+    order of ``futures``; else ``[(indices, future of their values)]`` (gathered later)."""
+    held = _holders(client, futures) if held is None else held
+    parts = [
+        (ks, client.submit(_pick_each, i, *[futures[k] for k in ks], pure=False, **_on(w))) for w, ks in held.items()
+    ]
+    return _values_in_order(client, parts, len(futures)) if gather else parts
+
+
+def _values_in_order(client, parts: list, n: int) -> list:
+    """The values of :func:`_gather_each`'s ``[(indices, future)]`` in index order."""
+    out: list = [None] * n
+    for (ks, _), vals in zip(parts, client.gather([f for _, f in parts])):
+        for k, v in zip(ks, vals):
+            out[k] = v
+    return out
+
+
+def _most_rows_on(part: List[Tuple[int, int, int]], where: Dict[int, Optional[str]]) -> Optional[str]:
+    """The worker holding most of the rows of a planned partition ``[(batch, start, stop)]``
+    (``where``: batch → worker), so that assembling it moves the least."""
+    rows: Dict[Optional[str], int] = {}
+    for b, a, z in part:
+        w = where.get(b)
+        rows[w] = rows.get(w, 0) + z - a
+    return max(rows, key=lambda w: (rows[w], w is not None), default=None)
+
+
+def _held_frame(client, futures: list, meta: pd.DataFrame, name: str):
+    """The events collection of the held partition ``futures`` (keys ``(name, i)``): a
+    :class:`dfanalyzer._held.HeldFrame`; with a Dask whose expression classes differ from those
+    it is written for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task
+    per partition in every computation, as before)."""
+    try:
+        from ._held import held_frame
+
+        return held_frame(futures, meta, name)
+    except ImportError:
+        import dask.dataframe as dd
+
+        return client.persist(dd.from_delayed(futures, meta=meta, verify_meta=False))
+
+
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     """One output partition: slices ``(loaded batch, start, stop)`` aligned to ``schema`` and
     concatenated; a loaded batch is the ``(events, metadata, info)`` result of ``_load_task``."""
@@ -914,11 +986,8 @@ class DFAnalyzer:
         self._n_small = len(small)
 
     def _load(self) -> None:
-        """Steps (4)-(5): load every batch on the cluster and persist the partitions of
-        :attr:`events` (called on first use of the events)."""
-        import dask.dataframe as dd
-        from distributed import futures_of
-
+        """Steps (4)-(5): load every batch on the cluster and hold the partitions of
+        :attr:`events` there (called on first use of the events)."""
         c = self.client
         threads = self._threads()
         batches, groups = self._batches, self._groups
@@ -928,9 +997,8 @@ class DFAnalyzer:
         self._wait(load_f, "loading")
         items = list(batches) + list(groups)
         _check_futures(load_f, items)
-        info_f = c.map(_pick, load_f, [2] * len(load_f))
-        infos = c.gather(info_f)
-        del info_f
+        held = _holders(c, load_f)
+        infos = _gather_each(c, load_f, 2, held)
         _raise_failed(items, infos)
         # bounded args columns: when some batch had too many args keys, every batch gets the same
         # global choice of columns (the others in args_extra); only the batches that differ reload
@@ -947,34 +1015,38 @@ class DFAnalyzer:
             ]
             self._wait(new_f, "reloading")
             _check_futures(new_f, [items[k] for k in redo])
-            new_infos = c.gather(c.map(_pick, new_f, [2] * len(new_f)))
+            new_infos = _gather_each(c, new_f, 2)
             _raise_failed([items[k] for k in redo], new_infos)
             for k, f, i in zip(redo, new_f, new_infos):
                 load_f[k], infos[k] = f, i
             del new_f
-        self._metadata_futures = c.map(_pick, load_f, [1] * len(load_f))
+            held = _holders(c, load_f)
+        # metadata frames: one future per worker, gathered on first use of .metadata
+        self._metadata_futures = _gather_each(c, load_f, 1, held, gather=False)
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
-        # aligned to the union schema on the worker that holds them, persisted
+        # aligned to the union schema on the worker that holds them (no partition moves), held
         rows = [i.rows for i in infos]
         total = sum(rows)
         row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
         plan = plan_partitions(rows, target)
-        slices = [[(load_f[b], a, z) for b, a, z in part] for part in plan]
-        final = [c.submit(_assemble, s, schema, pure=False) for s in slices]
+        where = {k: w for w, ks in held.items() for k in ks}
+        # the partitions' keys are those the collection's graph names (_HeldFrame): no alias task
+        name = f"dfanalyzer-events-{uuid.uuid4().hex}"
+        final = []
+        for j, part in enumerate(plan):
+            w = _most_rows_on(part, where)
+            slices = [(load_f[b], a, z) for b, a, z in part]
+            final.append(c.submit(_assemble, slices, schema, key=(name, j), pure=False, **_on(w)))
         self._wait(final, "partitioning")
-        del load_f, slices
+        del load_f
         self._schema = schema
-        # persist: the collection's graph is then just the held partitions (no from_delayed
-        # wrapper tasks run again by every later computation)
-        # (on this client: it need not be the default one, whose absence makes .persist() local)
-        events = c.persist(dd.from_delayed(final, meta=meta, verify_meta=False))
-        self._final_parts = sorted(futures_of(events), key=lambda f: f.key[1])  # held partitions, in order
-        self._events = events
+        self._final_parts = final  # held partitions, in order
+        self._events = _held_frame(c, final, meta, name)
         self._metadata = None
-        self._build_stats(infos, partitions=len(self._final_parts))
+        self._build_stats(infos, partitions=len(final))
 
     def _ensure_loaded(self) -> None:
         if self._events is None and not self._closed:
@@ -1076,7 +1148,9 @@ class DFAnalyzer:
         if self._metadata is None:
             if not self._metadata_futures:
                 self._ensure_loaded()
-            self._metadata = _concat_metadata(self.client.gather(self._metadata_futures))
+            parts = self._metadata_futures  # [(batch indices, future of their frames)], per worker
+            n = sum(len(ks) for ks, _ in parts)
+            self._metadata = _concat_metadata(_values_in_order(self.client, parts, n))
             self._metadata_futures = []
         return self._metadata
 

@@ -1,0 +1,42 @@
+"""A Dask DataFrame whose partitions are futures already held on the cluster, by their own keys.
+
+``client.persist(dd.from_delayed(futures))`` (and ``dd.from_graph``) name the partitions anew and
+map each new key to the held one with an ``Alias`` task: every computation on the frame then runs
+one extra task per partition, and each worker stores (and measures with ``sizeof``) the same
+DataFrame once more. :class:`HeldFrame` names the partitions by the keys the futures were
+submitted with, ``(name, i)``, so its graph is exactly the held futures.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from dask.dataframe.dask_expr._collection import new_collection
+from dask.dataframe.dask_expr.io.io import FromGraph
+
+if list(FromGraph._parameters) != ["layer", "_meta", "divisions", "keys", "name_prefix"]:
+    raise ImportError("dask's FromGraph has other parameters than HeldFrame is written for")
+
+
+class HeldFrame(FromGraph):
+    """``FromGraph`` whose name is ``name_prefix`` itself (the held futures' keys are
+    ``(name_prefix, i)``) and whose layer is the futures, without aliases."""
+
+    @functools.cached_property
+    def _name(self):
+        return self.operand("name_prefix")
+
+    def __dask_tokenize__(self):
+        return self.operand("name_prefix")  # unique per load (a uuid); futures need no hashing
+
+    def _layer(self):
+        return dict(self.operand("layer"))
+
+
+def held_frame(futures: list, meta, name: str):
+    """Dask DataFrame of the held ``futures`` (keys ``(name, 0..n-1)``, in order), ``meta`` its
+    exact empty frame, divisions unknown."""
+    keys = [f.key for f in futures]
+    if keys != [(name, i) for i in range(len(futures))]:
+        raise ValueError(f"held partitions must have the keys ({name!r}, 0..{len(futures) - 1})")
+    return new_collection(HeldFrame(dict(zip(keys, futures)), meta, (None,) * (len(futures) + 1), keys, name))
