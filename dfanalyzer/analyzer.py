@@ -883,7 +883,8 @@ class DFAnalyzer:
             return [f.result() for f in futures]
         c = self._client
         futures = c.map(fn, items, pure=False, **kwargs)
-        self._wait(futures, what)
+        if self.progress:  # (else gather alone waits: one round trip less)
+            self._wait(futures, what)
         return c.gather(futures)
 
     def _threads(self) -> int:
