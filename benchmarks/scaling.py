@@ -186,7 +186,11 @@ def main(argv=None) -> int:
                 for p in procs[::-1]:
                     p.terminate()
                 for p in procs:
-                    p.wait(timeout=30)
+                    try:
+                        p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # (a worker whose scheduler went first)
+                        p.kill()
+                        p.wait()
         for k in ("threads", "cluster"):
             if k in row and row[k]["summary"] != first:
                 raise SystemExit(f"{k} summary with {n} workers differs from the first run's")
