@@ -883,8 +883,7 @@ class DFAnalyzer:
             return [f.result() for f in futures]
         c = self._client
         futures = c.map(fn, items, pure=False, **kwargs)
-        if self.progress:  # (else gather alone waits: one round trip less)
-            self._wait(futures, what)
+        self._wait(futures, what)
         return c.gather(futures)
 
     def _threads(self) -> int:
@@ -1244,15 +1243,15 @@ class DFAnalyzer:
             order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
             chunks = plan_chunks(len(items), order, self._threads())
             futs = [c.submit(_summary_chunk_task, [items[i] for i in ch], pure=False, **kw) for ch in chunks]
-            if self.progress:
-                self._wait(futs, "loading")
-            # One round trip: the chunks' results are gathered (a few collapsed partials, their
-            # infos and metadata) and folded here, as the threads fold theirs; no pick or combine
-            # tasks. A task that raised or whose worker died is named by _check_futures.
-            results = c.gather(futs, errors="skip")
+            # (waited for before the gather: Ctrl-C in a gather leaves asyncio's "Task exception
+            # was never retrieved" on stderr when the client closes; in a wait it does not)
+            self._wait(futs, "loading")
             raw = [x for _, x in items]  # the batch tuple or the group's paths (LoadError names it)
-            if len(results) != len(futs):
-                _check_futures(futs, [raw[ch[0]] for ch in chunks])
+            _check_futures(futs, [raw[ch[0]] for ch in chunks])
+            # The chunks' results (a few collapsed partials, their infos and metadata) are
+            # gathered at once and folded here, as the threads fold theirs: no pick or combine
+            # tasks, no second gather.
+            results = c.gather(futs)
             del futs
             infos, mds = [None] * len(items), [None] * len(items)
             fold = _summary.PartialFolder()
