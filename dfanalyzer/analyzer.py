@@ -41,11 +41,11 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import pandas as pd
 
 from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
+from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .records import BatchInfo, FileStats, LoadError, stats_frame
@@ -627,9 +627,12 @@ def _concat_metadata(frames: List[Optional[pd.DataFrame]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats):
+def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats, raw_metadata=False):
     """Load one batch (core columns and the summary's aggregate columns only) and reduce it to a
-    summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`)."""
+    summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`).
+    ``raw_metadata``: the metadata as the reader's dict of lists (:func:`reader.metadata_frame`
+    makes the frame), not a DataFrame: what a distributed summary sends, so that its client
+    needs no pandas to receive it."""
     if query:
         ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
@@ -651,7 +654,13 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
             unresolved_hashes=int(r["unresolved_hashes"]),
             warnings=[str(w) for w in warnings],
         )
-        md = reader.metadata_frame(r["metadata"]) if len(r["metadata"]["name"]) else None
+        md = (
+            None
+            if not len(r["metadata"]["name"])
+            else r["metadata"]
+            if raw_metadata
+            else reader.metadata_frame(r["metadata"])
+        )
     except Exception as exc:  # reported exactly as _load_task reports it, without loading it again
         return _summary.Partial(), pd.DataFrame(), BatchInfo.failed(batch, exc)
     part = _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats)
@@ -670,14 +679,15 @@ def _summary_chunk_task(items: List[tuple], index_dir, query, io_cats, compute_c
     """Several summary tasks in one (the distributed streamed summary): ``items`` are
     ``("batch", batch)`` or ``("files", paths)``; their partials are folded here as they are made
     (:class:`~dfanalyzer.summary.PartialFolder`), so one partial leaves the worker instead of one
-    per batch. Returns ``(partial, metadata frames, infos)``, the lists in ``items`` order; never
-    raises (see :func:`_summary_batch_task`)."""
+    per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (a batch's
+    metadata as the reader's dict of lists, a group's as a frame, None for none: see
+    :func:`_summary_batch_task`); never raises."""
     kw = dict(index_dir=index_dir, query=query, io_cats=io_cats, compute_cats=compute_cats, app_io_cats=app_io_cats)
     fold = _summary.PartialFolder()
     mds, infos = [], []
     for kind, x in items:
         if kind == "batch":
-            p, md, info = _summary_batch_task(x, **kw)
+            p, md, info = _summary_batch_task(x, raw_metadata=True, **kw)
         else:
             p, md, info = _summary_files_task(x, **kw)
         fold.add(p)
@@ -828,6 +838,8 @@ class DFAnalyzer:
         self._schema: Optional[Dict[str, str]] = None
         self._metadata_futures = []
         self._metadata = None
+        self._metadata_parts = None  # per batch: reader metadata dicts, frames or None (not concatenated yet)
+        self._per_file: List[FileStats] = []
         self._index_and_plan(force_index)
 
     # -- cluster ------------------------------------------------------------------------------
@@ -1076,6 +1088,14 @@ class DFAnalyzer:
     @property
     def stats(self) -> dict:
         """Load statistics (class docstring); computed by the first load or streamed summary."""
+        stats = self.totals
+        if stats is not None and "per_file" not in stats:
+            stats["per_file"] = stats_frame(self._per_file)
+        return stats
+
+    @property
+    def totals(self) -> dict:
+        """:attr:`stats` without ``per_file`` (made without pandas: what the command line needs)."""
         if self._stats is None:
             self._ensure_loaded()
         return self._stats
@@ -1122,29 +1142,40 @@ class DFAnalyzer:
         self._spans = _sanity.spans_from_infos(batches, infos)  # per-file time ranges (dfanalyzer.sanity)
         self._sanity = None
         self._notes += [w for i in indexes for w in i.get("warnings", [])]
-        df = stats_frame(list(per.values()))
+        # per_file, the DataFrame of these, is made on first use of .stats (no pandas before)
+        self._per_file = files = list(per.values())
+
+        def total(key: str) -> int:
+            return int(sum(getattr(f, key) for f in files))
+
         self._stats = {
             "files": len(self.files),
-            "events": int(df["events"].sum()),
-            "lines": int(df["lines"].sum()),
-            "compressed_bytes": int(df["compressed_bytes"].sum()),
-            "uncompressed_bytes": int(df["uncompressed_bytes"].sum()),
+            "events": total("events"),
+            "lines": total("lines"),
+            "compressed_bytes": total("compressed_bytes"),
+            "uncompressed_bytes": total("uncompressed_bytes"),
             "batches": len(batches),
             "partitions": partitions,
             "small_files": self._n_small,
-            "skipped_lines": int(df["skipped_lines"].sum()),
-            "lost_bytes": int(df["lost_bytes"].sum()),
-            "skipped_checkpoints": int(df["skipped_checkpoints"].sum()),
-            "lost_lines": int(df["lost_lines"].sum()),
+            "skipped_lines": total("skipped_lines"),
+            "lost_bytes": total("lost_bytes"),
+            "skipped_checkpoints": total("skipped_checkpoints"),
+            "lost_lines": total("lost_lines"),
             "duplicates": len(self.duplicates),
-            "unresolved_hashes": int(df["unresolved_hashes"].sum()),
-            "per_file": df,
+            "unresolved_hashes": total("unresolved_hashes"),
         }
 
     # -- accessors ----------------------------------------------------------------------------
     @property
     def metadata(self) -> pd.DataFrame:
         """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once)."""
+        if self._metadata is None and self._metadata_parts is not None and not self._metadata_futures:
+            from .reader import metadata_frame
+
+            self._metadata = _concat_metadata(
+                [metadata_frame(m) if isinstance(m, dict) else m for m in self._metadata_parts]
+            )
+            self._metadata_parts = None
         if self._metadata is None:
             if not self._metadata_futures:
                 self._ensure_loaded()
@@ -1153,6 +1184,15 @@ class DFAnalyzer:
             self._metadata = _concat_metadata(_values_in_order(self.client, parts, n))
             self._metadata_futures = []
         return self._metadata
+
+    def _metadata_for_sanity(self):
+        """:attr:`metadata`, or the batches' metadata dicts while no frame is needed (a streamed
+        distributed summary: :func:`dfanalyzer.sanity.commands` reads both alike)."""
+        parts = self._metadata_parts
+        if self._metadata is None and parts is not None and not self._metadata_futures:
+            if not any(m is not None and not isinstance(m, dict) for m in parts):
+                return [m for m in parts if m is not None]
+        return self.metadata
 
     def ranks(self) -> pd.Series:
         """The MPI rank of each traced process: int64 Series named ``rank``, indexed by ``pid``,
@@ -1173,10 +1213,7 @@ class DFAnalyzer:
     def skipped_files(self) -> List[dict]:
         """Files with skipped lines, lost lines/bytes or warnings: ``path``, ``skipped_lines``,
         ``lost_lines``, ``lost_bytes``, ``warnings``."""
-        df = self.stats["per_file"]
-        bad = df[
-            (df["skipped_lines"] > 0) | (df["lost_bytes"] > 0) | (df["lost_lines"] > 0) | (df["warnings"].map(len) > 0)
-        ]
+        _ = self.totals  # (the per-file statistics, made by the first load or streamed summary)
         return [
             {
                 "path": r.path,
@@ -1185,7 +1222,8 @@ class DFAnalyzer:
                 "lost_lines": int(r.lost_lines),
                 "warnings": list(r.warnings),
             }
-            for r in bad.itertuples()
+            for r in self._per_file
+            if r.skipped_lines > 0 or r.lost_bytes > 0 or r.lost_lines > 0 or len(r.warnings) > 0
         ]
 
     def input_warnings(self) -> List[str]:
@@ -1194,14 +1232,15 @@ class DFAnalyzer:
         ``fname``/``hostname``); then the input sanity checks of :mod:`dfanalyzer.sanity` (files
         whose time ranges lie more than an hour apart, processes with different command lines),
         which are also issued once as a Python :class:`dfanalyzer.sanity.InputWarning`."""
-        df = self.stats["per_file"]
+        _ = self.totals  # (the per-file statistics, made by the first load or streamed summary)
         out = [
             f"{r.path}: {int(r.unresolved_hashes):,} file/host hashes without a FH/HH record "
             "(fname/hostname null for those events)"
-            for r in df[df["unresolved_hashes"] > 0].itertuples()
+            for r in self._per_file
+            if r.unresolved_hashes > 0
         ]
         if getattr(self, "_sanity", None) is None:
-            self._sanity = _sanity.check(getattr(self, "_spans", {}), self.metadata)
+            self._sanity = _sanity.check(getattr(self, "_spans", {}), self._metadata_for_sanity())
             _sanity.emit(self._sanity)
         return out + list(self._sanity)
 
@@ -1278,18 +1317,27 @@ class DFAnalyzer:
             order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
             chunks = plan_chunks(len(items), order, self._threads())
             futs = [c.submit(_summary_chunk_task, [items[i] for i in ch], pure=False, **kw) for ch in chunks]
+            # (waited for before the gather: Ctrl-C in a gather leaves asyncio's "Task exception
+            # was never retrieved" on stderr when the client closes; in a wait it does not)
             self._wait(futs, "loading")
             raw = [x for _, x in items]  # the batch tuple or the group's paths (LoadError names it)
             _check_futures(futs, [raw[ch[0]] for ch in chunks])
+            # The chunks' results (a few collapsed partials, their infos and metadata) are
+            # gathered at once and folded here, as the threads fold theirs: no pick or combine
+            # tasks, no second gather.
+            results = c.gather(futs)
+            del futs
             infos, mds = [None] * len(items), [None] * len(items)
-            for ch, inf, md in zip(chunks, *c.gather([c.map(_pick, futs, [k] * len(futs)) for k in (2, 1)])):
+            fold = _summary.PartialFolder()
+            for ch, (p, md, inf) in zip(chunks, results):
                 for i, x, m in zip(ch, inf, md):  # back to batch order
                     infos[i], mds[i] = x, m
+                fold.add(p)
+            del results
             _raise_failed(raw, infos)
-            self._metadata = _concat_metadata(mds)
-            level = c.map(_pick, futs, [0] * len(futs))
-            del futs
-            part = tree_reduce(level, _summary_combine, submit=_submitter(c)).result() if level else _summary.Partial()
+            # the frame is made on first use of .metadata (the client needs no pandas before)
+            self._metadata, self._metadata_parts = None, mds
+            part = fold.result()
         self._build_stats(infos, partitions=0)
         return part
 

@@ -295,9 +295,9 @@ def _print_input_problems(err, analyzer, skipped=None) -> None:
 def _no_events(analyzer, args, run: str = "") -> bool:
     """True (after one line on stderr) when nothing was loaded: no event in any file and no
     ``--filter`` that could have removed them; ``run`` names the run (``compare``)."""
-    if args.filter or analyzer.stats["events"] > 0:
+    if args.filter or analyzer.totals["events"] > 0:
         return False
-    n = analyzer.stats["files"]
+    n = analyzer.totals["files"]
     why = "see the warnings above" if analyzer.skipped_files() else "they hold no trace event"
     _error(f"no event loaded from the {n} file(s) given{run} ({why})")
     return True

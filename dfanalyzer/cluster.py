@@ -29,11 +29,15 @@ ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 # worker thread's stack 100 times a second, its event loop ticks 50 times a second and its system
 # monitor polls psutil twice a second. Measured on 2 cores (docs/perf/analyzer.md) they make an
 # idle scheduler + 2 workers burn ~0.09 CPU s per s, ~0.03 with these, which a summary of a few
-# seconds of CPU pays for its whole wall time.
+# seconds of CPU pays for its whole wall time. The worker's memory monitor (pause, spill,
+# terminate at the memory limit's thresholds) reads its RSS every 100 ms by default; once a
+# second halves an idle worker's CPU (0.010 -> 0.005 CPU s per s; 0.028 -> 0.018 for a scheduler
+# + 2 workers, docs/perf/i22-client.md) and still reacts within a second.
 QUIET_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1000ms",
     "distributed.admin.system-monitor.interval": "2000ms",
+    "distributed.worker.memory.monitor-interval": "1000ms",
 }
 
 # Keys accepted for ``cluster: local``.

@@ -22,7 +22,8 @@ import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
+
+from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 
 __all__ = ["GAP_S", "InputWarning", "span", "file_spans", "spans_from_infos", "run_groups", "check"]
 
@@ -151,7 +152,12 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
     """``{command line: number of processes}`` from the metadata frame (:attr:`DFAnalyzer.metadata`).
 
     A process is its ``pid``; its command is the ``cmd_line`` record's value, else (DFTracer 1.0.x)
-    the ``SH`` string whose hash is the ``start`` record's ``args.cmd_hash``."""
+    the ``SH`` string whose hash is the ``start`` record's ``args.cmd_hash``. ``metadata`` may
+    also be a list of the reader's metadata dicts of lists (``name``, ``pid``, ``value``, ``key``,
+    ``args``: what the batches of a distributed summary send), in batch order: the same result as
+    their frame, without pandas."""
+    if isinstance(metadata, list):
+        return _commands_of_records(metadata)
     # a metadata frame may lack columns no file filled (e.g. no pid on hand-written records)
     if metadata is None or not len(metadata) or not {"name", "pid", "value"} <= set(metadata.columns):
         return {}
@@ -178,6 +184,41 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
                 h = None
             if h is not None and _hash_key(h) in strings:
                 cmd[pid] = strings[_hash_key(h)]
+    out: Dict[str, int] = {}
+    for c in cmd.values():
+        out[c] = out.get(c, 0) + 1
+    return out
+
+
+def _missing(v) -> bool:
+    """``pd.isna`` of one value of the reader's metadata lists (None, or a float NaN)."""
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _commands_of_records(parts: List[dict]) -> Dict[str, int]:
+    """:func:`commands` of the reader's metadata dicts (the rows of their frame, in order)."""
+    cmd: Dict[object, str] = {}
+    strings = {}
+    starts = []
+    for m in parts:
+        for i, name in enumerate(m["name"]):
+            if name == "cmd_line":
+                if not _missing(m["value"][i]):
+                    cmd.setdefault(m["pid"][i], str(m["value"][i]))
+            elif name == "SH":
+                if not _missing(m["value"][i]):
+                    strings[_hash_key(m["value"][i])] = str(m["key"][i])
+            elif name == "start":
+                starts.append((m["pid"][i], m["args"][i]))
+    for pid, args in starts:  # (after every SH string is known, as in the frame's two passes)
+        if pid in cmd:
+            continue
+        try:
+            h = json.loads(args).get("cmd_hash") if isinstance(args, str) else None
+        except ValueError:
+            h = None
+        if h is not None and _hash_key(h) in strings:
+            cmd[pid] = strings[_hash_key(h)]
     out: Dict[str, int] = {}
     for c in cmd.values():
         out[c] = out.get(c, 0) + 1

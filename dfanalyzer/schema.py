@@ -27,10 +27,12 @@ batches: equal kinds stay; ``Int64`` ∪ ``Float64`` → ``Float64``; anything �
 
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
+
+from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 
 __all__ = [
     "CATEGORY",
@@ -72,7 +74,14 @@ CORE_KINDS: Dict[str, str] = dict(CORE_COLUMNS)
 CATEGORICAL_CORE = frozenset(c for c, k in CORE_COLUMNS if k == CATEGORY)
 NULLABLE_CORE = frozenset(c for c, k in CORE_COLUMNS if k in ("Int64", "Float64"))
 
-_STR = pd.Index([], dtype=str).dtype  # the one dtype of every categorical's categories
+
+@functools.lru_cache(maxsize=None)
+def _str_dtype():
+    """The one dtype of every categorical's categories (a function: pandas is imported on first
+    use, dfanalyzer._lazy)."""
+    return pd.Index([], dtype=str).dtype
+
+
 _READER_KINDS = {"string": CATEGORY, "Int64": "Int64", "Float64": "Float64"}
 
 
@@ -100,7 +109,7 @@ def kind_of(dtype) -> str:
 def pandas_dtype(kind: str):
     """The pandas dtype of a kind (categories of unknown values for ``category``)."""
     if kind == CATEGORY:
-        return pd.CategoricalDtype(pd.Index([], dtype=_STR))
+        return pd.CategoricalDtype(pd.Index([], dtype=_str_dtype()))
     if kind == "Int64":
         return pd.Int64Dtype()
     if kind == "Float64":
@@ -132,7 +141,7 @@ def union_schema(schemas: Sequence[Mapping[str, str]]) -> Dict[str, str]:
 def empty_column(kind: str, n: int):
     """All-null column of ``n`` rows of ``kind`` (zeros for the non-null ``int64``)."""
     if kind == CATEGORY:
-        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=_STR))
+        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=_str_dtype()))
     if kind == "Int64":
         return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
     if kind == "Float64":
@@ -152,11 +161,11 @@ def make_meta(schema: Mapping[str, str]) -> pd.DataFrame:
 def categorical(codes: np.ndarray, categories) -> pd.Categorical:
     """A ``category`` column from integer ``codes`` (-1 = null) into ``categories`` (str), no copy
     of the codes and no validation (the C++ reader's codes are in range)."""
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_STR), validate=False)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_str_dtype()), validate=False)
 
 
 def _str_index(values) -> pd.Index:
-    return pd.Index([str(v) for v in values], dtype=_STR)
+    return pd.Index([str(v) for v in values], dtype=_str_dtype())
 
 
 def cast_column(col: pd.Series, kind: str):
@@ -164,7 +173,7 @@ def cast_column(col: pd.Series, kind: str):
     dt = col.dtype
     if kind == CATEGORY:
         if isinstance(dt, pd.CategoricalDtype):
-            if dt.categories.dtype == _STR:
+            if dt.categories.dtype == _str_dtype():
                 return col
             return pd.Categorical.from_codes(col.cat.codes.to_numpy(), categories=_str_index(dt.categories))
         vals = col.astype(object).where(col.notna(), None)
@@ -196,7 +205,7 @@ def unify_categories(frames: List[pd.DataFrame]) -> List[pd.DataFrame]:
         cats = [f[c].cat.categories for f in frames]
         if all(cats[0].equals(x) and cats[0].dtype == x.dtype for x in cats[1:]):
             continue
-        union = pd.Index(pd.unique(np.concatenate([np.asarray(x, dtype=object) for x in cats])), dtype=_STR)
+        union = pd.Index(pd.unique(np.concatenate([np.asarray(x, dtype=object) for x in cats])), dtype=_str_dtype())
         for f in frames:
             f[c] = f[c].cat.set_categories(union)
     return frames

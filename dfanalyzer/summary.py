@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional
 
 import numpy as np
-import pandas as pd
 
+from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 from .engine.events import AGGREGATE_COLUMNS, FrameColumns, ReaderColumns, aggregated, calls, event_mask
 from .engine.events import lut as _lut
 from .engine.intervals import (

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Iterable, Optional, Tuple
 
 import numpy as np
-import pandas as pd
 
+from .._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 from .vocabulary import COPY_NAMES, TRACER_CATEGORY
 
 __all__ = [

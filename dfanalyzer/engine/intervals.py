@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
+
+from .._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 
 __all__ = [
     "Union",

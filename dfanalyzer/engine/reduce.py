@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence
 
-import pandas as pd
+from .._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 
 __all__ = ["FAN_IN", "tree_reduce", "Folder", "run_metric"]
 

@@ -1,0 +1,246 @@
+"""Scaling of ``dfanalyzer summary`` with workers, and its serial steps (issue 22, Deliver 2).
+
+One command prints the table issue 22 asks for: for each N of ``--workers`` (default 1 2 4 8
+16), warm (indexes cached; one untimed run first builds them):
+
+* ``threads``: ``dfanalyzer summary DIR --json --workers N`` as a command (start-up included),
+  wall and CPU (user + system of the process, ``wait4``);
+* ``cluster``: the same command with ``--scheduler ADDR`` against a running loopback cluster of
+  N single-thread ``dask worker --no-nanny`` processes with ``QUIET_CONFIG``
+  (``bench_analyzer.start_loopback_cluster``), after one untimed run that warms the workers;
+  CPU = the command's + the scheduler's + the workers' (``/proc/PID/stat`` before and after);
+* CPU per event, and its ratio to 1 worker (the issue's goal: within 1.1x);
+* the client's **serial steps** of each command, timed inside it (``--_one``): file patterns and
+  planning (``DFAnalyzer`` constructor less the index tasks' wait), the fold of the partials on
+  the client and the root's ``finish``, the input sanity checks and writing the JSON, and the
+  imports before ``main`` (everything the client does while no worker computes); as seconds
+  and as a share of the command's wall (the issue's goal: no serial step above 5 %).
+
+Every run's JSON must equal the first one's. ``--no-cluster`` skips the cluster runs.
+
+    python benchmarks/scaling.py DIR [--workers 1 2 4 8 16] [--no-cluster]
+
+DIR: e.g. 100M events made by ``python benchmarks/gen_traces.py --events 100000000 --files 16
+--out DIR --jobs 0`` (not timed here). On a 16-core machine (the issue's 100M row: 34.5 s with 1
+thread, 4.8 s with 16) the whole table takes about 4–6 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _one(argv) -> int:
+    """Run ``dfanalyzer.cli.main(argv)`` with the client's phases timed; the phases go to the file
+    named by $DFA_SCALING_PHASES as JSON (seconds of wall and of this process's CPU)."""
+    t_start = time.perf_counter()
+    import threading
+
+    from dfanalyzer import analyzer as A
+    from dfanalyzer import cli
+    from dfanalyzer import summary as S
+
+    phases: dict = {}
+    t_imports = time.perf_counter() - t_start
+
+    def add(name, wall, cpu):
+        w, c = phases.get(name, (0.0, 0.0))
+        phases[name] = (w + wall, c + cpu)
+
+    def timed(name, fn, main_thread_only=False):
+        def wrapper(*a, **k):
+            if main_thread_only and threading.current_thread() is not threading.main_thread():
+                return fn(*a, **k)
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                add(name, time.perf_counter() - t, time.thread_time() - c)
+
+        return wrapper
+
+    # planning = the constructor (patterns, stat, plan) less the wait for the index tasks
+    A.DFAnalyzer.__init__ = timed("plan", A.DFAnalyzer.__init__)
+    A.DFAnalyzer._map = timed("index tasks (parallel)", A.DFAnalyzer._map)
+    A.DFAnalyzer.input_warnings = timed("sanity", A.DFAnalyzer.input_warnings)
+    S.PartialFolder.add = timed("fold", S.PartialFolder.add, main_thread_only=True)
+    S.PartialFolder.result = timed("fold", S.PartialFolder.result, main_thread_only=True)
+    S.finish = timed("finish", S.finish)
+    A.DFAnalyzer._streamed_partial = timed("stream (parallel)", A.DFAnalyzer._streamed_partial)
+    t, c = time.perf_counter(), time.process_time()
+    rc = cli.main(argv)
+    total = (time.perf_counter() - t, time.process_time() - c)
+    phases["plan"] = tuple(a - b for a, b in zip(phases["plan"], phases.get("index tasks (parallel)", (0.0, 0.0))))
+    # the fold runs in the streaming phase: what is left of it is the parallel part
+    phases["stream (parallel)"] = tuple(a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", (0, 0))))
+    phases["main"] = total
+    phases["imports"] = (t_imports, 0.0)
+    with open(os.environ["DFA_SCALING_PHASES"], "w") as f:
+        json.dump(phases, f)
+    return rc
+
+
+def _proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _command(d: str, extra: list, tmp: str) -> dict:
+    """One timed command; returns wall, CPU, the summary and the client's phases."""
+    phases_file = os.path.join(tmp, "phases.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env["DFA_SCALING_PHASES"] = phases_file
+    cmd = [sys.executable, os.path.abspath(__file__), "--_one", "summary", d, "--json", "--no-progress", *extra]
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
+    out, err = p.communicate()
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode()[-2000:]}")
+    with open(phases_file) as f:
+        phases = json.load(f)
+    return {"wall": wall, "summary": json.loads(out), "phases": phases}
+
+
+def _timed(d: str, extra: list, tmp: str, others=()) -> dict:
+    """:func:`_command` with CPU: the child's (rusage of children) plus ``others`` processes'."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    o0 = [_proc_cpu(p.pid) for p in others]
+    res = _command(d, extra, tmp)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    o1 = [_proc_cpu(p.pid) for p in others]
+    res["cpu_client"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    res["cpu_cluster"] = sum(b - a for a, b in zip(o0, o1))
+    res["cpu"] = res["cpu_client"] + res["cpu_cluster"]
+    return res
+
+
+SERIAL = ("imports", "plan", "fold", "finish", "sanity", "other")
+
+
+def _steps(ph: dict) -> dict:
+    """The client's serial steps, s: imports and planning (wall), the fold of the partials (CPU:
+    with threads it runs in the main thread beside the workers, holding the GIL; its wall there
+    is mostly waiting for the GIL), the root's finish and the sanity checks (wall), and "other":
+    the command's wall outside the timed phases (argument parsing, importing distributed and
+    connecting, printing the JSON, closing)."""
+    w = {k: ph.get(k, (0.0, 0.0))[0] for k in ("plan", "finish", "sanity", "fold")}
+    timed = sum(w.values()) + sum(ph.get(k, (0.0, 0.0))[0] for k in ("index tasks (parallel)", "stream (parallel)"))
+    return {
+        "imports": ph["imports"][0],
+        "plan": w["plan"],
+        "fold": ph.get("fold", (0.0, 0.0))[1],
+        "finish": w["finish"],
+        "sanity": w["sanity"],
+        "other": max(0.0, ph["main"][0] - timed),
+    }
+
+
+def _serial(ph: dict) -> float:
+    return sum(_steps(ph).values())
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--_one":
+        return _one(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--no-cluster", action="store_true")
+    a = ap.parse_args(argv)
+    import tempfile
+
+    sys.path.insert(0, HERE)
+    import bench_analyzer as B
+
+    d = os.path.abspath(a.dir)
+    tmp = tempfile.mkdtemp(prefix="dfa-scaling-")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    first = _command(d, ["--workers", str(max(a.workers))], tmp)["summary"]  # indexes built, page cache warm
+    events = first["events"]
+    rows = []
+    for n in a.workers:
+        row = {"workers": n, "threads": _timed(d, ["--workers", str(n)], tmp)}
+        if not a.no_cluster:
+            addr, procs = B.start_loopback_cluster(n, quiet=True)
+            try:
+                from distributed import Client
+
+                with Client(addr, timeout=120) as c:
+                    c.wait_for_workers(n, timeout=120)
+                _command(d, ["--scheduler", addr], tmp)  # warm-up: the workers' imports
+                row["cluster"] = _timed(d, ["--scheduler", addr], tmp, others=procs)
+            finally:
+                for p in procs[::-1]:
+                    p.terminate()
+                for p in procs:
+                    try:
+                        p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # (a worker whose scheduler went first)
+                        p.kill()
+                        p.wait()
+        for k in ("threads", "cluster"):
+            if k in row and row[k]["summary"] != first:
+                raise SystemExit(f"{k} summary with {n} workers differs from the first run's")
+        rows.append(row)
+        _print_row(row, rows[0], events, header=len(rows) == 1)
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load {os.getloadavg()}; serial = client steps (_steps)"
+    )
+    print("\n| workers | run | " + " | ".join(f"{k} s" for k in SERIAL) + " | serial s | serial % of wall |")
+    print("|---:|---|" + "---:|" * (len(SERIAL) + 2))
+    for row in rows:
+        for k in ("threads", "cluster"):
+            if k in row:
+                st = _steps(row[k]["phases"])
+                s = sum(st.values())
+                cells = " | ".join(f"{st[x]:.3f}" for x in SERIAL)
+                print(f"| {row['workers']} | {k} | {cells} | {s:.3f} | {100 * s / row[k]['wall']:.1f} % |")
+    return 0
+
+
+def _print_row(row, base, events, header) -> None:
+    if header:
+        print(
+            "| workers | threads wall s | threads CPU s | threads CPU µs/event | vs 1 | cluster wall s | "
+            "cluster CPU s (client + cluster) | cluster CPU µs/event | vs 1 | threads serial % | cluster serial % |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    t, c = row["threads"], row.get("cluster")
+    t1 = base["threads"]["cpu"]
+    cells = [
+        str(row["workers"]),
+        f"{t['wall']:.2f}",
+        f"{t['cpu']:.2f}",
+        f"{1e6 * t['cpu'] / events:.3f}",
+        f"{t['cpu'] / t1:.2f}",
+    ]
+    if c is not None:
+        c1 = base["cluster"]["cpu"]
+        cells += [
+            f"{c['wall']:.2f}",
+            f"{c['cpu']:.2f} ({c['cpu_client']:.2f} + {c['cpu_cluster']:.2f})",
+            f"{1e6 * c['cpu'] / events:.3f}",
+            f"{c['cpu'] / c1:.2f}",
+        ]
+    else:
+        cells += ["-"] * 4
+    cells.append(f"{100 * _serial(t['phases']) / t['wall']:.1f}")
+    cells.append(f"{100 * _serial(c['phases']) / c['wall']:.1f}" if c is not None else "-")
+    print("| " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
