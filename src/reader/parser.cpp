@@ -192,10 +192,11 @@ struct Key16 {
     m[1] = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
   }
   // `k` must point into a buffer with >= 16 readable bytes from its start (the simdjson padding).
-  bool matches(std::string_view k) const {
-    if (k.size() != len) return false;
+  bool matches(std::string_view k) const { return k.size() == len && starts(k.data()); }
+  // The `len` bytes at `p` are the key (16 bytes are read).
+  bool starts(const char* p) const {
     uint64_t a[2];
-    std::memcpy(a, k.data(), 16);
+    std::memcpy(a, p, 16);
     return (((a[0] & m[0]) ^ w[0]) | ((a[1] & m[1]) ^ w[1])) == 0;
   }
 };
@@ -442,9 +443,10 @@ struct Parser::Impl {
     int32_t col = -1;  // args column (kCol); -1: a column the projection does not build
     Role role = kCol;
     Special special = kPlain;
-    bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
-    Key16 k16;           // fast match of short keys
-    bool extra = false;  // col -1 and the value goes to args_extra (bounded args columns)
+    bool plain = false;    // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
+    Key16 k16;             // fast match of short keys
+    Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
+    bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
   };
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
@@ -511,6 +513,7 @@ struct Parser::Impl {
       sl.role = kCol;
     }
     sl.k16.set(k);
+    if (k.size() <= 14) sl.k16_colon.set(std::string(k) + "\":");
     sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
                  return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' &&
                         c != '\\';
@@ -853,7 +856,8 @@ struct Parser::Impl {
         bool known = false;
         if (sl && sl->plain) {
           size_t kl = sl->k16.len;
-          if (size_t(e - q) > kl + 1 && q[kl] == '"' && q[kl + 1] == ':' && sl->k16.matches(std::string_view(q, kl))) {
+          if (size_t(e - q) > kl + 1 &&
+              (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
             key = std::string_view(q, kl);
             q += kl + 2;
             known = true;

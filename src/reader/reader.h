@@ -279,7 +279,7 @@ struct DictColumn {
   }
   // Inline equality of short strings (libc memcmp's call costs more than the compare here). The
   // tail is compared as one word overlapping the previous ones, not byte by byte.
-  static bool equal(std::string_view a, std::string_view b) noexcept {
+  __attribute__((always_inline)) static bool equal(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
     const char* x = a.data();
     const char* y = b.data();
