@@ -13,6 +13,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__SSSE3__)
+#include <tmmintrin.h>
+#endif
 
 #include "../format/event.h"
 #include "../format/json_text.h"
@@ -178,21 +181,45 @@ inline bool same(std::string_view a, std::string_view b) {
 // Up to 16 key bytes, zero padded, for a branch-free comparison with a key in the padded input.
 struct Key16 {
   uint64_t w[2] = {0, 0};
+  uint64_t m[2] = {0, 0};  // masks of the key's bytes (computed once, not per compare)
   uint32_t len = UINT32_MAX;
   void set(std::string_view k) {
-    w[0] = w[1] = 0;
+    w[0] = w[1] = m[0] = m[1] = 0;
     len = k.size() <= 16 ? uint32_t(k.size()) : UINT32_MAX;
-    if (len != UINT32_MAX) std::memcpy(w, k.data(), k.size());
+    if (len == UINT32_MAX) return;
+    std::memcpy(w, k.data(), k.size());
+    m[0] = len >= 8 ? ~0ull : (len ? (~0ull >> (64 - 8 * len)) : 0);
+    m[1] = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
   }
   // `k` must point into a buffer with >= 16 readable bytes from its start (the simdjson padding).
-  bool matches(std::string_view k) const {
-    if (k.size() != len) return false;
+  bool matches(std::string_view k) const { return k.size() == len && starts(k.data()); }
+  // The `len` bytes at `p` are the key (16 bytes are read).
+  bool starts(const char* p) const {
     uint64_t a[2];
-    std::memcpy(a, k.data(), 16);
-    uint64_t m0 = len >= 8 ? ~0ull : (len ? (~0ull >> (64 - 8 * len)) : 0);
-    uint64_t m1 = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
-    return (((a[0] & m0) ^ w[0]) | ((a[1] & m1) ^ w[1])) == 0;
+    std::memcpy(a, p, 16);
+    return (((a[0] & m[0]) ^ w[0]) | ((a[1] & m[1]) ^ w[1])) == 0;
   }
+};
+
+// Values staged for one line, reused from line to line: emplace_back neither value-initialises
+// nor checks capacity on the common path (std::vector's zeroes 80+ bytes per key).
+class StagedList {
+ public:
+  Staged& emplace_back() {
+    if (n_ == v_.size()) v_.resize(v_.empty() ? 64 : 2 * v_.size());
+    return v_[n_++];
+  }
+  void pop_back() { --n_; }
+  void clear() { n_ = 0; }
+  size_t size() const { return n_; }
+  Staged& operator[](size_t i) { return v_[i]; }
+  const Staged& operator[](size_t i) const { return v_[i]; }
+  const Staged* begin() const { return v_.data(); }
+  const Staged* end() const { return v_.data() + n_; }
+
+ private:
+  std::vector<Staged> v_;
+  size_t n_ = 0;
 };
 
 
@@ -226,6 +253,7 @@ __attribute__((always_inline)) inline const char* scan_plain(const char* b, cons
 #endif
 }
 
+#if !defined(__SSSE3__)  // (the scalar digit readers; SSSE3 reads 16 digits at once)
 // SWAR value of 8 ASCII digits (little endian: the first digit in the lowest byte).
 inline uint32_t eight_digits_value(uint64_t w) {
   w -= 0x3030303030303030ull;
@@ -235,7 +263,9 @@ inline uint32_t eight_digits_value(uint64_t w) {
       32;
   return uint32_t(w);
 }
+#endif
 
+#if !defined(__SSE2__)
 // Number of leading ASCII digits in the 8 bytes of `w` (little endian), 0-8. A byte is a digit
 // iff its high nibble is 3 both before and after adding 6 (carries only leave non-digit bytes).
 inline unsigned leading_digits(uint64_t w) {
@@ -243,37 +273,105 @@ inline unsigned leading_digits(uint64_t w) {
                  (((w + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull) ^ 0x3030303030303030ull);
   return bad ? unsigned(__builtin_ctzll(bad)) / 8 : 8;
 }
+#endif
+
+// Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes.
+__attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
+#if defined(__SSE2__)
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
+  // a digit byte is 0-9 after the subtraction: min(t, 9) == t as unsigned bytes
+  __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t);
+  return unsigned(__builtin_ctz(~unsigned(_mm_movemask_epi8(digit)) | 0x10000u));
+#else
+  uint64_t w;
+  std::memcpy(&w, q, 8);
+  unsigned n = leading_digits(w);
+  if (n < 8) return n;
+  std::memcpy(&w, q + 8, 8);
+  return 8 + leading_digits(w);
+#endif
+}
+
+#if !defined(__SSSE3__)
+// Value of the n (1-8) ASCII digits in the low bytes of `w` (little endian).
+__attribute__((always_inline)) inline uint64_t digits_value(uint64_t w, unsigned n) {
+  if (n == 8) return eight_digits_value(w);
+  // right-align the n digits, '0'-filled on the left: the value is unchanged
+  return eight_digits_value((w << (8 * (8 - n))) | (0x3030303030303030ull >> (8 * n)));
+}
+#endif
+
+#if defined(__SSSE3__)
+// Value of the n (1-16) ASCII digits at q (16 bytes are read): the digits are moved to the end of
+// a vector (zeros before them) and summed pairwise, 2, 4, then 8 digits at a time.
+__attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* q, unsigned n) {
+  // shuffle control for a right shift by 16 - n bytes, zero-filling (bytes 0x80 select zero)
+  alignas(32) static constexpr int8_t kAlign[32] = {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128,
+                                                    -128, -128, -128, -128, -128, 0,    1,    2,    3,    4,    5,
+                                                    6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
+  __m128i d = _mm_shuffle_epi8(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kAlign + n)));
+  __m128i p2 = _mm_maddubs_epi16(d, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1));
+  __m128i p4 = _mm_madd_epi16(p2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
+  __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_setr_epi16(10000, 1, 10000, 1, 0, 0, 0, 0));
+  uint64_t both = uint64_t(_mm_cvtsi128_si64(p8));  // low 32 bits: the first 8 digits
+  return (both & 0xffffffffu) * 100000000ull + (both >> 32);
+}
+#endif
 
 // JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
-// Digits are read 8 at a time without a branch per digit (the input is padded).
+// Digits are found 16 at a time and read 8 at a time without a branch per digit (the input is
+// padded: 16 bytes can be read at any q <= e).
 __attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
-  static constexpr uint64_t kPow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
   bool neg = q < e && *q == '-';
   if (neg) ++q;
-  const char* d = q;
-  uint64_t v = 0;
-  for (;;) {
-    uint64_t w;
-    std::memcpy(&w, q, 8);
-    unsigned n = leading_digits(w);
-    if (n > size_t(e - q)) n = unsigned(e - q);
-    if (n == 8) {
-      v = v * 100000000ull + eight_digits_value(w);
-      q += 8;
-      if (q - d > 18) return nullptr;
-      continue;
-    }
-    if (n) {  // right-align the n digits, '0'-filled on the left: the value is unchanged
-      uint64_t aligned = (w << (8 * (8 - n))) | (0x3030303030303030ull >> (8 * n));
-      v = v * kPow10[n] + eight_digits_value(aligned);
-      q += n;
-    }
-    break;
+  size_t avail = size_t(e - q);
+  unsigned n = leading_digits16(q);
+  if (n > avail) n = unsigned(avail);
+  if (n == 0 || (n > 1 && *q == '0')) return nullptr;
+  uint64_t v;
+#if defined(__SSSE3__)
+  v = sixteen_digits_value(q, n);
+#else
+  static constexpr uint64_t kPow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+  uint64_t w0;
+  std::memcpy(&w0, q, 8);
+  if (n <= 8) {
+    v = digits_value(w0, n);
+  } else {
+    uint64_t w1;
+    std::memcpy(&w1, q + 8, 8);
+    v = uint64_t(eight_digits_value(w0)) * kPow10[n - 8] + digits_value(w1, n - 8);
   }
-  size_t nd = size_t(q - d);
-  if (nd == 0 || nd > 18 || (nd > 1 && *d == '0') || (neg && v == 0)) return nullptr;
+#endif
+  if (n == 16) {  // 17 or 18 digits are valid, 19+ are not
+    unsigned m = 0;
+    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    if (m == 3) return nullptr;
+    for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
+    n += m;
+  }
+  if (neg && v == 0) return nullptr;
   out = neg ? -int64_t(v) : int64_t(v);
-  return q;
+  return q + n;
+}
+
+// End of the JSON integer at q that scan_int would accept, without its value (the "id" field).
+__attribute__((always_inline)) inline const char* skip_int(const char* q, const char* e) {
+  bool neg = q < e && *q == '-';
+  if (neg) ++q;
+  size_t avail = size_t(e - q);
+  unsigned n = leading_digits16(q);
+  if (n > avail) n = unsigned(avail);
+  // no leading zero, and no "-0" (the only zero without one is "0")
+  if (n == 0 || (n > 1 && *q == '0') || (neg && *q == '0')) return nullptr;
+  if (n == 16) {
+    unsigned m = 0;
+    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    if (m == 3) return nullptr;
+    n += m;
+  }
+  return q + n;
 }
 
 // A literal of 1-16 bytes as two little-endian words and masks, built at compile time (building
@@ -318,7 +416,7 @@ inline size_t skip_digits(const char*& q, const char* e) {
 struct Parser::Impl {
   od::parser parser;
   std::string scratch;
-  std::vector<Staged> staged;
+  StagedList staged;
   std::deque<std::string> keys;  // storage for arg column names
   std::unordered_map<std::string_view, int> arg_index;
   std::vector<int8_t> name_size_kind;
@@ -345,9 +443,10 @@ struct Parser::Impl {
     int32_t col = -1;  // args column (kCol); -1: a column the projection does not build
     Role role = kCol;
     Special special = kPlain;
-    bool plain = false;  // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
-    Key16 k16;           // fast match of short keys
-    bool extra = false;  // col -1 and the value goes to args_extra (bounded args columns)
+    bool plain = false;    // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
+    Key16 k16;             // fast match of short keys
+    Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
+    bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
   };
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
@@ -414,6 +513,7 @@ struct Parser::Impl {
       sl.role = kCol;
     }
     sl.k16.set(k);
+    if (k.size() <= 14) sl.k16_colon.set(std::string(k) + "\":");
     sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
                  return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' &&
                         c != '\\';
@@ -465,6 +565,21 @@ struct Parser::Impl {
       c.strings.codes.resize(n, -1);
     }
   }
+  // pad() of a number column (values and mask of equal length < row): a few rows are pushed
+  // inline (sparse columns skip a row or two often; resize's call costs more than that).
+  template <typename T>
+  static void pad_numbers(std::vector<T>& values, std::vector<uint8_t>& mask, int64_t row) {
+    size_t n = size_t(row);
+    if (n - values.size() <= 8) {
+      while (values.size() < n) {
+        values.push_back(0);
+        mask.push_back(1);
+      }
+      return;
+    }
+    values.resize(n, 0);
+    mask.resize(n, 1);
+  }
   static void promote(ArgColumn& c, ArgType t) {
     if (t <= c.type) return;
     if (c.type == ArgType::Int && t == ArgType::Float) {
@@ -495,13 +610,13 @@ struct Parser::Impl {
       if (c.type == ArgType::Int) {
         if (int64_t(c.ints.size()) != row) {
           if (int64_t(c.ints.size()) > row) drop_row(c, row);
-          else pad(c, row);
+          else pad_numbers(c.ints, c.mask, row);
         }
         c.ints.push_back(v.i);
       } else {
         if (int64_t(c.floats.size()) != row) {
           if (int64_t(c.floats.size()) > row) drop_row(c, row);
-          else pad(c, row);
+          else pad_numbers(c.floats, c.mask, row);
         }
         c.floats.push_back(v.d);
       }
@@ -605,7 +720,7 @@ struct Parser::Impl {
     return true;
   }
 
-  static const Staged* find(const std::vector<Staged>& st, std::string_view k) {
+  static const Staged* find(const StagedList& st, std::string_view k) {
     for (auto& s : st)
       if (s.key == k) return &s;
     return nullptr;
@@ -718,10 +833,10 @@ struct Parser::Impl {
       return true;
     };
     auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
-    int64_t id, pid, tid, ts, dur;
+    int64_t pid, tid, ts, dur;
     std::string_view name, cat, ph;
     if (lit(q, e, kId)) {
-      if (!num(id) || !lit(q, e, kName)) return nullptr;
+      if (!(q = skip_int(q, e)) || !lit(q, e, kName)) return nullptr;
     } else if (!lit(q, e, kNameFirst)) {
       return nullptr;
     }
@@ -741,7 +856,8 @@ struct Parser::Impl {
         bool known = false;
         if (sl && sl->plain) {
           size_t kl = sl->k16.len;
-          if (size_t(e - q) > kl + 1 && q[kl] == '"' && q[kl + 1] == ':' && sl->k16.matches(std::string_view(q, kl))) {
+          if (size_t(e - q) > kl + 1 &&
+              (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
             key = std::string_view(q, kl);
             q += kl + 2;
             known = true;
@@ -764,7 +880,8 @@ struct Parser::Impl {
           ++q;
           std::string_view sv;
           if (!str(sv)) return nullptr;
-          if (!parse_int_text(sv, s.i)) {  // as stage_value: legacy numbers written as strings
+          // as stage_value: legacy numbers written as strings (from_chars takes only '-' or a digit first)
+          if (sv.empty() || (sv[0] != '-' && unsigned(sv[0] - '0') >= 10) || !parse_int_text(sv, s.i)) {
             s.type = ArgType::String;
             s.s = sv;
           }
@@ -1028,7 +1145,7 @@ struct Parser::Impl {
   }
 };
 
-Parser::Parser() : impl_(new Impl) { impl_->staged.reserve(64); }
+Parser::Parser() : impl_(new Impl) {}
 Parser::~Parser() = default;
 void Parser::set_fast_path(bool on) { impl_->fast_path = on; }
 void Parser::set_args_projection(ArgsProjection projection) {

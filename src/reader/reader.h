@@ -277,21 +277,33 @@ struct DictColumn {
     }
     for (size_t i = 0; i < views.size(); ++i) insert_slot(int32_t(i));
   }
-  // Inline equality of short strings (libc memcmp's call costs more than the compare here).
-  static bool equal(std::string_view a, std::string_view b) noexcept {
+  // Inline equality of short strings (libc memcmp's call costs more than the compare here). The
+  // tail is compared as one word overlapping the previous ones, not byte by byte.
+  __attribute__((always_inline)) static bool equal(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
     const char* x = a.data();
     const char* y = b.data();
     size_t n = a.size();
-    for (; n >= 8; n -= 8, x += 8, y += 8) {
+    if (n >= 8) {
       uint64_t u, v;
-      std::memcpy(&u, x, 8);
-      std::memcpy(&v, y, 8);
-      if (u != v) return false;
+      for (size_t i = 0; i + 8 < n; i += 8) {
+        std::memcpy(&u, x + i, 8);
+        std::memcpy(&v, y + i, 8);
+        if (u != v) return false;
+      }
+      std::memcpy(&u, x + n - 8, 8);
+      std::memcpy(&v, y + n - 8, 8);
+      return u == v;
     }
-    for (; n; --n)
-      if (*x++ != *y++) return false;
-    return true;
+    if (n >= 4) {
+      uint32_t u0, v0, u1, v1;
+      std::memcpy(&u0, x, 4);
+      std::memcpy(&v0, y, 4);
+      std::memcpy(&u1, x + n - 4, 4);
+      std::memcpy(&v1, y + n - 4, 4);
+      return u0 == v0 && u1 == v1;
+    }
+    return n == 0 || (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
   }
   // Code of `s`, added when new. Same as the previous call is checked inline; rows repeat a lot.
   int32_t intern(std::string_view s) {
