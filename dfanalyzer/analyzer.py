@@ -1144,7 +1144,11 @@ class DFAnalyzer:
         io, cp, app = self.io_cats, self.compute_cats, self.app_io_cats
         if self._events is None and not self._closed:
             part = self._streamed_partial(io, cp, app)
-            result = _summary.finish(part, self.skipped_files())
+            try:
+                result = _summary.finish(part, self.skipped_files())
+            finally:
+                for sp in part.spilled:  # unions the fold moved to disk (PartialFolder)
+                    sp.cleanup()
         else:
             c = self.client
             # futures straight on the held partitions: no collection graph to build or optimise
@@ -1178,7 +1182,8 @@ class DFAnalyzer:
             futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
             number = {f: i for i, f in enumerate(futures)}
             metadata, infos = [None] * len(futures), [None] * len(futures)
-            fold = _summary.PartialFolder()
+            # memory bound: interval unions past SPILL_INTERVALS go to disk (exact, summary.finish)
+            fold = _summary.PartialFolder(spill_intervals=_summary.SPILL_INTERVALS)
             items = list(self._batches) + list(self._groups)
             for f in self._as_completed(futures, "loading"):
                 i = number.pop(f)
