@@ -411,7 +411,7 @@ class SpilledUnions:
     def __init__(self, directory: Optional[str] = None):
         self.dir = tempfile.mkdtemp(prefix="dfanalyzer-unions-", dir=directory)
         self._remove = weakref.finalize(self, shutil.rmtree, self.dir, True)
-        self.runs: Dict[str, List[tuple]] = {k: [] for k in UNION_KEYS}  # key -> [(path, n)]
+        self.runs: Dict[str, List[tuple]] = {k: [] for k in UNION_KEYS}  # key -> [(path, n, lo, hi)]
         self.intervals = 0
 
     def add(self, key: str, u: Union) -> None:
@@ -423,7 +423,7 @@ class SpilledUnions:
         with open(path, "wb") as f:
             np.ascontiguousarray(u[0], dtype=np.int64).tofile(f)
             np.ascontiguousarray(u[1], dtype=np.int64).tofile(f)
-        self.runs[key].append((path, n))
+        self.runs[key].append((path, n, int(u[0][0]), int(u[1][-1])))  # (path, intervals, first start, last end)
         self.intervals += n
 
     def cleanup(self) -> None:
@@ -434,9 +434,11 @@ class SpilledUnions:
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
 
 
-def _run_window(path: str, n: int, a: int, b: int) -> Union:
+def _run_window(path: str, n: int, first: int, last: int, a: int, b: int) -> Union:
     """The intervals of a spilled run that meet ``[a, b)``, clipped to it (read from disk: the
     mapping is dropped before returning, so only the window stays in memory)."""
+    if last <= a or first >= b:
+        return _EMPTY, _EMPTY
     mm = np.memmap(path, dtype=np.int64, mode="r", shape=(2, n))
     try:
         lo = int(np.searchsorted(mm[1], a, side="right"))  # first interval ending after a
@@ -503,9 +505,7 @@ class PartialFolder(Folder):
     most half remain. Exact: :func:`finish` measures spilled and held unions together. The
     result's ``spilled`` must be finished in this process (call ``cleanup()`` on each after)."""
 
-    def __init__(
-        self, fan_in: int = FAN_IN, spill_intervals: Optional[int] = None, spill_dir: Optional[str] = None
-    ):
+    def __init__(self, fan_in: int = FAN_IN, spill_intervals: Optional[int] = None, spill_dir: Optional[str] = None):
         super().__init__(lambda *parts: combine_partials(parts), fan_in)
         self.spill_intervals = None if spill_intervals is None else max(1, int(spill_intervals))
         self.spill_dir = spill_dir
@@ -528,7 +528,9 @@ class PartialFolder(Folder):
             for k in UNION_KEYS:
                 self.spill.add(k, getattr(p, k))
             # a copy: the caller's partial (level 0) is not changed
-            self.levels[i][j] = dataclasses.replace(p, io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+            self.levels[i][j] = dataclasses.replace(
+                p, io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY)
+            )
             total -= n
             if total <= self.spill_intervals // 2:
                 return
