@@ -434,22 +434,36 @@ class SpilledUnions:
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
 
 
-def _run_window(path: str, n: int, first: int, last: int, a: int, b: int) -> Union:
-    """The intervals of a spilled run that meet ``[a, b)``, clipped to it (read from disk: the
-    mapping is dropped before returning, so only the window stays in memory)."""
-    if last <= a or first >= b:
-        return _EMPTY, _EMPTY
-    mm = np.memmap(path, dtype=np.int64, mode="r", shape=(2, n))
-    try:
-        lo = int(np.searchsorted(mm[1], a, side="right"))  # first interval ending after a
-        hi = int(np.searchsorted(mm[0], b, side="left"))  # first starting at or after b
-        if hi <= lo:
+class _RunReader:
+    """Reads one spilled run forward, window after window (windows in increasing time order):
+    :meth:`window` returns the run's intervals that meet ``[a, b)``, clipped to it, holding only
+    those and the ones that reach past ``b`` (read from disk in chunks of ``chunk`` intervals)."""
+
+    def __init__(self, path: str, n: int, first: int, last: int, chunk: int):
+        self.path, self.n, self.first, self.last = path, n, first, last
+        self.chunk = max(1, int(chunk))
+        self.pos = 0  # intervals read so far
+        self.s, self.e = _EMPTY, _EMPTY  # read, not yet past
+
+    def _read(self) -> None:
+        k = min(self.chunk, self.n - self.pos)
+        with open(self.path, "rb") as f:  # starts[0:n] then ends[0:n]
+            f.seek(8 * self.pos)
+            s = np.fromfile(f, dtype=np.int64, count=k)
+            f.seek(8 * (self.n + self.pos))
+            e = np.fromfile(f, dtype=np.int64, count=k)
+        self.pos += k
+        self.s, self.e = np.concatenate([self.s, s]), np.concatenate([self.e, e])
+
+    def window(self, a: int, b: int) -> Union:
+        if self.last <= a or self.first >= b:
             return _EMPTY, _EMPTY
-        s = np.maximum(np.array(mm[0, lo:hi]), a)
-        e = np.minimum(np.array(mm[1, lo:hi]), b)
-    finally:
-        del mm
-    return s, e
+        while self.pos < self.n and (self.s.size == 0 or self.s[-1] < b):
+            self._read()
+        drop = int(np.searchsorted(self.e, a, side="right"))  # ended by a: never needed again
+        self.s, self.e = self.s[drop:], self.e[drop:]
+        hi = int(np.searchsorted(self.s, b, side="left"))
+        return np.maximum(self.s[:hi], a), np.minimum(self.e[:hi], b)
 
 
 def _mem_window(u: Union, a: int, b: int) -> Union:
@@ -481,13 +495,14 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS) -> Dict[str, int
                 mm = np.memmap(r[0], dtype=np.int64, mode="r", shape=(2, r[1]))
                 samples.append(np.array(mm[0, ::stride]))
                 del mm
+        runs[k] = [r if kind == "mem" else _RunReader(*r, chunk=stride) for kind, r in runs[k]]
     cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
     total = dict.fromkeys(("io", "compute", "app_io", "io|compute", "app_io|compute"), 0)
     for a, b in zip(edges[:-1], edges[1:]):
         w = {}
         for k in UNION_KEYS:
-            parts = [_mem_window(r, a, b) if kind == "mem" else _run_window(*r, a, b) for kind, r in runs[k]]
+            parts = [r.window(a, b) if isinstance(r, _RunReader) else _mem_window(r, a, b) for r in runs[k]]
             w[k] = merge_unions(*parts)  # (clipped runs stay sorted and disjoint)
             total[k] += union_measure(w[k])
         total["io|compute"] += union_measure(merge_unions(w["io"], w["compute"]))
@@ -512,13 +527,22 @@ class PartialFolder(Folder):
         self.spill: Optional[SpilledUnions] = None
 
     def add(self, part) -> None:
+        if self.spill_intervals is None:
+            return super().add(part)
+        n = _intervals(part)
         super().add(part)
-        if self.spill_intervals is not None:
+        if self.levels[0]:  # no merge: one more partial held
+            self._held += n
+        else:  # merged (unions shrink): count again
+            self._held = sum(_intervals(p) for lv in self.levels for p in lv)
+        if self._held > self.spill_intervals:
             self._bound()
+
+    _held = 0  # intervals in the unions of the partials held
 
     def _bound(self) -> None:
         held = [(_intervals(p), i, j) for i, lv in enumerate(self.levels) for j, p in enumerate(lv)]
-        total = sum(n for n, _, _ in held)
+        total = self._held = sum(n for n, _, _ in held)
         if total <= self.spill_intervals:
             return
         if self.spill is None:
@@ -532,6 +556,7 @@ class PartialFolder(Folder):
                 p, io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY)
             )
             total -= n
+            self._held = total
             if total <= self.spill_intervals // 2:
                 return
 
