@@ -24,8 +24,6 @@ histogram, with numpy's own interpolation formula, so they are bit-identical to
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass, field
@@ -403,32 +401,50 @@ def _intervals(p: Partial) -> int:
 
 class SpilledUnions:
     """Interval unions moved out of memory: per union key (``io``, ``compute``, ``app_io``) a list
-    of *runs*, each a sorted disjoint union ``(starts, ends)`` written as two int64 arrays to one
-    file in a private temporary directory (removed by :meth:`cleanup` or when the object is
-    collected). Runs of one key may overlap each other; :func:`finish` merges them exactly, one
-    time window at a time (:func:`spilled_measures`)."""
+    of *runs*, each a sorted disjoint union ``(starts, ends)`` appended as two int64 arrays to one
+    anonymous temporary file (in ``directory`` or the system's temporary directory; unlinked at
+    once, so nothing stays behind even if the process is killed; closed by :meth:`cleanup` or
+    when the object is collected). Runs of one key may overlap each other; :func:`finish` merges
+    them exactly, one time window at a time (:func:`spilled_measures`)."""
 
     def __init__(self, directory: Optional[str] = None):
-        self.dir = tempfile.mkdtemp(prefix="dfanalyzer-unions-", dir=directory)
-        self._remove = weakref.finalize(self, shutil.rmtree, self.dir, True)
-        self.runs: Dict[str, List[tuple]] = {k: [] for k in UNION_KEYS}  # key -> [(path, n, lo, hi)]
+        self.file = tempfile.TemporaryFile(prefix="dfanalyzer-unions-", dir=directory)
+        self._close = weakref.finalize(self, self.file.close)
+        # key -> [(byte offset, intervals, first start, last end)]
+        self.runs: Dict[str, List[tuple]] = {k: [] for k in UNION_KEYS}
         self.intervals = 0
+        self._end = 0
 
     def add(self, key: str, u: Union) -> None:
-        """Write the union ``u`` of ``key`` as one run (nothing for an empty one)."""
+        """Append the union ``u`` of ``key`` as one run (nothing for an empty one)."""
         n = int(u[0].size)
         if n == 0:
             return
-        path = os.path.join(self.dir, f"{sum(map(len, self.runs.values()))}.{key}")
-        with open(path, "wb") as f:
-            np.ascontiguousarray(u[0], dtype=np.int64).tofile(f)
-            np.ascontiguousarray(u[1], dtype=np.int64).tofile(f)
-        self.runs[key].append((path, n, int(u[0][0]), int(u[1][-1])))  # (path, intervals, first start, last end)
+        self.file.seek(self._end)
+        np.ascontiguousarray(u[0], dtype=np.int64).tofile(self.file)
+        np.ascontiguousarray(u[1], dtype=np.int64).tofile(self.file)
+        self.runs[key].append((self._end, n, int(u[0][0]), int(u[1][-1])))
+        self._end += 16 * n
         self.intervals += n
 
+    def read(self, offset: int, n: int, i: int, k: int) -> Union:
+        """Intervals ``i .. i + k - 1`` of the run at ``offset`` holding ``n``."""
+        self.file.seek(offset + 8 * i)
+        s = np.fromfile(self.file, dtype=np.int64, count=k)
+        self.file.seek(offset + 8 * (n + i))
+        return s, np.fromfile(self.file, dtype=np.int64, count=k)
+
+    def sample(self, offset: int, n: int, stride: int) -> np.ndarray:
+        """Every ``stride``-th start of the run at ``offset`` holding ``n``."""
+        self.file.flush()
+        mm = np.memmap(self.file, dtype=np.int64, mode="r", offset=offset, shape=(n,))
+        out = np.array(mm[::stride])
+        del mm
+        return out
+
     def cleanup(self) -> None:
-        """Remove the files (idempotent)."""
-        self._remove()
+        """Close (and so free) the file (idempotent)."""
+        self._close()
 
     def __reduce__(self):
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
@@ -439,19 +455,15 @@ class _RunReader:
     :meth:`window` returns the run's intervals that meet ``[a, b)``, clipped to it, holding only
     those and the ones that reach past ``b`` (read from disk in chunks of ``chunk`` intervals)."""
 
-    def __init__(self, path: str, n: int, first: int, last: int, chunk: int):
-        self.path, self.n, self.first, self.last = path, n, first, last
+    def __init__(self, store: SpilledUnions, run: tuple, chunk: int):
+        self.store, (self.offset, self.n, self.first, self.last) = store, run
         self.chunk = max(1, int(chunk))
         self.pos = 0  # intervals read so far
         self.s, self.e = _EMPTY, _EMPTY  # read, not yet past
 
     def _read(self) -> None:
         k = min(self.chunk, self.n - self.pos)
-        with open(self.path, "rb") as f:  # starts[0:n] then ends[0:n]
-            f.seek(8 * self.pos)
-            s = np.fromfile(f, dtype=np.int64, count=k)
-            f.seek(8 * (self.n + self.pos))
-            e = np.fromfile(f, dtype=np.int64, count=k)
+        s, e = self.store.read(self.offset, self.n, self.pos, k)
         self.pos += k
         self.s, self.e = np.concatenate([self.s, s]), np.concatenate([self.e, e])
 
@@ -483,19 +495,14 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS) -> Dict[str, int
     runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
     for sp in p.spilled:
         for k in UNION_KEYS:
-            runs[k].extend(("disk", r) for r in sp.runs[k])
+            runs[k].extend((sp, r) for r in sp.runs[k])
     n_runs = sum(len(v) for v in runs.values())
     stride = max(1, int(window) // n_runs)
     samples = []  # every stride-th start of every run: no run has more than stride starts per window
     for k in UNION_KEYS:
-        for kind, r in runs[k]:
-            if kind == "mem":
-                samples.append(r[0][::stride])
-            else:
-                mm = np.memmap(r[0], dtype=np.int64, mode="r", shape=(2, r[1]))
-                samples.append(np.array(mm[0, ::stride]))
-                del mm
-        runs[k] = [r if kind == "mem" else _RunReader(*r, chunk=stride) for kind, r in runs[k]]
+        for src, r in runs[k]:
+            samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
+        runs[k] = [r if src == "mem" else _RunReader(src, r, stride) for src, r in runs[k]]
     cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
     total = dict.fromkeys(("io", "compute", "app_io", "io|compute", "app_io|compute"), 0)

@@ -176,7 +176,7 @@ def test_spilled_summary_equals_truth_and_unspilled(traces, tmp_path, monkeypatc
     assert made == []  # no spill with a bound this large
     got, made = _summary(traces, str(tmp_path / "i"), 64, monkeypatch)
     assert len(made) == 1 and sum(len(r) for r in made[0].runs.values()) >= 10
-    assert not os.path.exists(made[0].dir)  # removed after the summary
+    assert made[0].file.closed  # closed (so freed: the file is unlinked from the start) after the summary
     assert json.dumps(got) == json.dumps(ref)
     assert got["events"] == truth["events"] and got["processes"] == truth["processes"] == 4
     assert {n: f["count"] for n, f in got["functions"].items()} == truth["counts"]
@@ -215,6 +215,7 @@ def test_folder_spill_any_order_and_window(traces, tmp_path):
             assert m["io"] * us == truth["time"]["io"] and m["compute"] * us == truth["time"]["compute"]
             assert (m["io|compute"] - m["compute"]) * us == truth["time"]["unoverlapped_io"]
             assert (m["app_io|compute"] - m["app_io"]) * us == truth["time"]["unoverlapped_app_compute"]
+        assert not [n for n in os.listdir(tmp_path) if n.startswith("dfanalyzer-unions")]  # never named
         out.spilled[0].cleanup()
-        assert not os.path.exists(out.spilled[0].dir)
+        assert out.spilled[0].file.closed
     assert [S._intervals(p) for p in parts] == held  # the callers' partials are left as they were
