@@ -522,9 +522,9 @@ class PartialFolder(Folder):
     as they arrive, ``result()`` is :func:`combine_partials` of all of them.
 
     ``spill_intervals`` bounds memory (None: no bound): whenever the partials held hold more
-    disjoint intervals than that in their unions, the largest partials' unions are written to
-    disk (:class:`SpilledUnions`, in ``spill_dir`` or the system's temporary directory) until at
-    most half remain. Exact: :func:`finish` measures spilled and held unions together. The
+    disjoint intervals than that in their unions, their unions are merged and written to disk
+    (:class:`SpilledUnions`, in ``spill_dir`` or the system's temporary directory), one run per
+    union key. Exact: :func:`finish` measures spilled and held unions together. The
     result's ``spilled`` must be finished in this process (call ``cleanup()`` on each after)."""
 
     def __init__(self, fan_in: int = FAN_IN, spill_intervals: Optional[int] = None, spill_dir: Optional[str] = None):
@@ -548,24 +548,19 @@ class PartialFolder(Folder):
     _held = 0  # intervals in the unions of the partials held
 
     def _bound(self) -> None:
-        held = [(_intervals(p), i, j) for i, lv in enumerate(self.levels) for j, p in enumerate(lv)]
-        total = self._held = sum(n for n, _, _ in held)
-        if total <= self.spill_intervals:
+        """Past the bound: the unions of all held partials, merged, become one run per key (few
+        runs keep :func:`spilled_measures` cheap: its windows visit every run)."""
+        self._held = sum(_intervals(p) for lv in self.levels for p in lv)
+        if self._held <= self.spill_intervals:
             return
         if self.spill is None:
             self.spill = SpilledUnions(self.spill_dir)
-        for n, i, j in sorted(held, reverse=True):
-            p = self.levels[i][j]
-            for k in UNION_KEYS:
-                self.spill.add(k, getattr(p, k))
-            # a copy: the caller's partial (level 0) is not changed
-            self.levels[i][j] = dataclasses.replace(
-                p, io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY)
-            )
-            total -= n
-            self._held = total
-            if total <= self.spill_intervals // 2:
-                return
+        for k in UNION_KEYS:
+            self.spill.add(k, merge_unions(*(getattr(p, k) for lv in self.levels for p in lv)))
+        empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+        # copies: the caller's partials (level 0) are not changed
+        self.levels = [[dataclasses.replace(p, **empty) for p in lv] for lv in self.levels]
+        self._held = 0
 
     def result(self):
         out = super().result()
