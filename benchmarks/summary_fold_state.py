@@ -2,8 +2,8 @@
 partials added, the interval unions' bytes and intervals and the size histograms' bytes held by
 the ``PartialFolder``, with VmRSS/VmHWM; the final partial's sizes; the metadata frame.
 
-Usage: ``PYTHONPATH=<tree> python benchmarks/summary_fold_state.py 'GLOB' WORKERS N``
-(indexes in build/idx). docs/perf/i22-mem.md has the numbers for one 100M-event part.
+Usage: ``PYTHONPATH=<tree> python benchmarks/summary_fold_state.py 'GLOB' WORKERS N [INDEX_DIR]``
+(indexes in INDEX_DIR, default build/idx). docs/perf/i22-mem.md has the numbers for one 100M-event part.
 """
 
 import glob

@@ -1169,7 +1169,8 @@ class DFAnalyzer:
         group of small files) loads it, keeps the core columns, reduces it to a
         :class:`~dfanalyzer.summary.Partial` and drops it; the partials are merged by a tree
         reduction. Also fills :attr:`stats` and :attr:`metadata`. Peak memory: one batch per
-        thread plus the partials (interval unions, histograms)."""
+        thread plus the partials (histograms; interval unions up to ``SPILL_INTERVALS`` in
+        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
             # partials are merged as tasks finish, so they never all wait in memory at once
