@@ -391,7 +391,7 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
 
 UNION_KEYS = ("io", "compute", "app_io")
 # Disjoint intervals a spilling PartialFolder holds in memory at most (16 B each): beyond it the
-# largest held partials' unions go to disk. 2**21 intervals = 32 MiB.
+# held partials' unions are merged and go to disk. 2**21 intervals = 32 MiB.
 SPILL_INTERVALS = 1 << 21
 
 
