@@ -155,6 +155,8 @@ def _summary(paths, index_dir, spill, monkeypatch):
         made.append(self)
 
     monkeypatch.setattr(S.SpilledUnions, "__init__", spy)
+    # the streamed summary in threads (what spills), even where the session has a default client
+    monkeypatch.setattr(DFAnalyzer, "_get_client", lambda self, *a: None)
     with DFAnalyzer(
         paths,
         index_dir=index_dir,
