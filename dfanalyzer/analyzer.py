@@ -1257,7 +1257,11 @@ class DFAnalyzer:
         io, cp, app = self.io_cats, self.compute_cats, self.app_io_cats
         if self._events is None and not self._closed:
             part = self._streamed_partial(io, cp, app)
-            result = _summary.finish(part, self.skipped_files())
+            try:
+                result = _summary.finish(part, self.skipped_files())
+            finally:
+                for sp in part.spilled:  # unions the fold moved to disk (PartialFolder)
+                    sp.cleanup()
         else:
             c = self.client
             # futures straight on the held partitions: no collection graph to build or optimise
@@ -1278,7 +1282,8 @@ class DFAnalyzer:
         group of small files) loads it, keeps the core columns, reduces it to a
         :class:`~dfanalyzer.summary.Partial` and drops it; the partials are merged by a tree
         reduction. Also fills :attr:`stats` and :attr:`metadata`. Peak memory: one batch per
-        thread plus the partials (interval unions, histograms)."""
+        thread plus the partials (histograms; interval unions up to ``SPILL_INTERVALS`` in
+        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
             # partials are merged as tasks finish, so they never all wait in memory at once
@@ -1291,7 +1296,8 @@ class DFAnalyzer:
             futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
             number = {f: i for i, f in enumerate(futures)}
             metadata, infos = [None] * len(futures), [None] * len(futures)
-            fold = _summary.PartialFolder()
+            # memory bound: interval unions past SPILL_INTERVALS go to disk (exact, summary.finish)
+            fold = _summary.PartialFolder(spill_intervals=_summary.SPILL_INTERVALS)
             items = list(self._batches) + list(self._groups)
             for f in self._as_completed(futures, "loading"):
                 i = number.pop(f)

@@ -23,6 +23,9 @@ histogram, with numpy's own interpolation formula, so they are bit-identical to
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
+import weakref
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional
 
@@ -55,6 +58,8 @@ __all__ = [
     "partition_partial",
     "combine_partials",
     "PartialFolder",
+    "SpilledUnions",
+    "SPILL_INTERVALS",
     "partial_from_columns",
     "finish",
     "TRACER_CAT",
@@ -98,6 +103,9 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
     agg_records: int = 0  # aggregated records among the events, and the calls they stand for
     agg_calls: int = 0
+    # interval unions moved to disk by a spilling PartialFolder (their intervals belong to io /
+    # compute / app_io as if still there); only in the process that folded them, never pickled
+    spilled: List["SpilledUnions"] = field(default_factory=list)
 
 
 def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -367,6 +375,7 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
         out.threads_compute |= p.threads_compute
         out.threads_io |= p.threads_io
         out.files |= p.files
+        out.spilled = out.spilled + p.spilled
     out.io = merge_unions(*(p.io for p in parts))
     out.compute = merge_unions(*(p.compute for p in parts))
     out.app_io = merge_unions(*(p.app_io for p in parts))
@@ -380,12 +389,184 @@ def combine_partials(parts: Iterable[Partial]) -> Partial:
     return out
 
 
+UNION_KEYS = ("io", "compute", "app_io")
+# Disjoint intervals a spilling PartialFolder holds in memory at most (16 B each): beyond it the
+# held partials' unions are merged and go to disk. 2**21 intervals = 32 MiB.
+SPILL_INTERVALS = 1 << 21
+
+
+def _intervals(p: Partial) -> int:
+    return sum(getattr(p, k)[0].size for k in UNION_KEYS)
+
+
+class SpilledUnions:
+    """Interval unions moved out of memory: per union key (``io``, ``compute``, ``app_io``) a list
+    of *runs*, each a sorted disjoint union ``(starts, ends)`` appended as two int64 arrays to one
+    anonymous temporary file (in ``directory`` or the system's temporary directory; unlinked at
+    once, so nothing stays behind even if the process is killed; closed by :meth:`cleanup` or
+    when the object is collected). Runs of one key may overlap each other; :func:`finish` merges
+    them exactly, one time window at a time (:func:`spilled_measures`)."""
+
+    def __init__(self, directory: Optional[str] = None):
+        self.file = tempfile.TemporaryFile(prefix="dfanalyzer-unions-", dir=directory)
+        self._close = weakref.finalize(self, self.file.close)
+        # key -> [(byte offset, intervals, first start, last end)]
+        self.runs: Dict[str, List[tuple]] = {k: [] for k in UNION_KEYS}
+        self.intervals = 0
+        self._end = 0
+
+    def add(self, key: str, u: Union) -> None:
+        """Append the union ``u`` of ``key`` as one run (nothing for an empty one)."""
+        n = int(u[0].size)
+        if n == 0:
+            return
+        self.file.seek(self._end)
+        np.ascontiguousarray(u[0], dtype=np.int64).tofile(self.file)
+        np.ascontiguousarray(u[1], dtype=np.int64).tofile(self.file)
+        self.runs[key].append((self._end, n, int(u[0][0]), int(u[1][-1])))
+        self._end += 16 * n
+        self.intervals += n
+
+    def read(self, offset: int, n: int, i: int, k: int) -> Union:
+        """Intervals ``i .. i + k - 1`` of the run at ``offset`` holding ``n``."""
+        self.file.seek(offset + 8 * i)
+        s = np.fromfile(self.file, dtype=np.int64, count=k)
+        self.file.seek(offset + 8 * (n + i))
+        return s, np.fromfile(self.file, dtype=np.int64, count=k)
+
+    def sample(self, offset: int, n: int, stride: int) -> np.ndarray:
+        """Every ``stride``-th start of the run at ``offset`` holding ``n``."""
+        self.file.flush()
+        mm = np.memmap(self.file, dtype=np.int64, mode="r", offset=offset, shape=(n,))
+        out = np.array(mm[::stride])
+        del mm
+        return out
+
+    def cleanup(self) -> None:
+        """Close (and so free) the file (idempotent)."""
+        self._close()
+
+    def __reduce__(self):
+        raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
+
+
+class _RunReader:
+    """Reads one spilled run forward, window after window (windows in increasing time order):
+    :meth:`window` returns the run's intervals that meet ``[a, b)``, clipped to it, holding only
+    those and the ones that reach past ``b`` (read from disk in chunks of ``chunk`` intervals)."""
+
+    def __init__(self, store: SpilledUnions, run: tuple, chunk: int):
+        self.store, (self.offset, self.n, self.first, self.last) = store, run
+        self.chunk = max(1, int(chunk))
+        self.pos = 0  # intervals read so far
+        self.s, self.e = _EMPTY, _EMPTY  # read, not yet past
+
+    def _read(self) -> None:
+        k = min(self.chunk, self.n - self.pos)
+        s, e = self.store.read(self.offset, self.n, self.pos, k)
+        self.pos += k
+        self.s, self.e = np.concatenate([self.s, s]), np.concatenate([self.e, e])
+
+    def window(self, a: int, b: int) -> Union:
+        if self.last <= a or self.first >= b:
+            return _EMPTY, _EMPTY
+        while self.pos < self.n and (self.s.size == 0 or self.s[-1] < b):
+            self._read()
+        drop = int(np.searchsorted(self.e, a, side="right"))  # ended by a: never needed again
+        self.s, self.e = self.s[drop:], self.e[drop:]
+        hi = int(np.searchsorted(self.s, b, side="left"))
+        return np.maximum(self.s[:hi], a), np.minimum(self.e[:hi], b)
+
+
+def _mem_window(u: Union, a: int, b: int) -> Union:
+    lo = int(np.searchsorted(u[1], a, side="right"))
+    hi = int(np.searchsorted(u[0], b, side="left"))
+    if hi <= lo:
+        return _EMPTY, _EMPTY
+    return np.maximum(u[0][lo:hi], a), np.minimum(u[1][lo:hi], b)
+
+
+def spilled_measures(p: Partial, window: int = SPILL_INTERVALS) -> Dict[str, int]:
+    """Exact µs measures of ``io``, ``compute``, ``app_io``, ``io ∪ compute`` and
+    ``app_io ∪ compute`` of a partial whose unions are partly spilled (``p.spilled``) and partly
+    in memory: the time axis is cut at sampled interval starts into windows holding about
+    ``window`` intervals of all runs together, each window's clipped intervals are merged and
+    measured, and the measures (additive over disjoint windows) summed. Memory: one window."""
+    runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
+    for sp in p.spilled:
+        for k in UNION_KEYS:
+            runs[k].extend((sp, r) for r in sp.runs[k])
+    n_runs = sum(len(v) for v in runs.values())
+    stride = max(1, int(window) // n_runs)
+    samples = []  # every stride-th start of every run: no run has more than stride starts per window
+    for k in UNION_KEYS:
+        for src, r in runs[k]:
+            samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
+        runs[k] = [r if src == "mem" else _RunReader(src, r, stride) for src, r in runs[k]]
+    cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
+    edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
+    total = dict.fromkeys(("io", "compute", "app_io", "io|compute", "app_io|compute"), 0)
+    for a, b in zip(edges[:-1], edges[1:]):
+        w = {}
+        for k in UNION_KEYS:
+            parts = [r.window(a, b) if isinstance(r, _RunReader) else _mem_window(r, a, b) for r in runs[k]]
+            w[k] = merge_unions(*parts)  # (clipped runs stay sorted and disjoint)
+            total[k] += union_measure(w[k])
+        total["io|compute"] += union_measure(merge_unions(w["io"], w["compute"]))
+        total["app_io|compute"] += union_measure(merge_unions(w["app_io"], w["compute"]))
+    return total
+
+
 class PartialFolder(Folder):
     """A streaming :class:`~dfanalyzer.engine.reduce.Folder` of summary partials: ``add`` them
-    as they arrive, ``result()`` is :func:`combine_partials` of all of them."""
+    as they arrive, ``result()`` is :func:`combine_partials` of all of them.
 
-    def __init__(self, fan_in: int = FAN_IN):
+    ``spill_intervals`` bounds memory (None: no bound): whenever the partials held hold more
+    disjoint intervals than that in their unions, their unions are merged and written to disk
+    (:class:`SpilledUnions`, in ``spill_dir`` or the system's temporary directory), one run per
+    union key. Exact: :func:`finish` measures spilled and held unions together. The
+    result's ``spilled`` must be finished in this process (call ``cleanup()`` on each after)."""
+
+    def __init__(self, fan_in: int = FAN_IN, spill_intervals: Optional[int] = None, spill_dir: Optional[str] = None):
         super().__init__(lambda *parts: combine_partials(parts), fan_in)
+        self.spill_intervals = None if spill_intervals is None else max(1, int(spill_intervals))
+        self.spill_dir = spill_dir
+        self.spill: Optional[SpilledUnions] = None
+
+    def add(self, part) -> None:
+        if self.spill_intervals is None:
+            return super().add(part)
+        n = _intervals(part)
+        super().add(part)
+        if self.levels[0]:  # no merge: one more partial held
+            self._held += n
+        else:  # merged (unions shrink): count again
+            self._held = sum(_intervals(p) for lv in self.levels for p in lv)
+        if self._held > self.spill_intervals:
+            self._bound()
+
+    _held = 0  # intervals in the unions of the partials held
+
+    def _bound(self) -> None:
+        """Past the bound: the unions of all held partials, merged, become one run per key (few
+        runs keep :func:`spilled_measures` cheap: its windows visit every run)."""
+        self._held = sum(_intervals(p) for lv in self.levels for p in lv)
+        if self._held <= self.spill_intervals:
+            return
+        if self.spill is None:
+            self.spill = SpilledUnions(self.spill_dir)
+        for k in UNION_KEYS:
+            self.spill.add(k, merge_unions(*(getattr(p, k) for lv in self.levels for p in lv)))
+        empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+        # copies: the caller's partials (level 0) are not changed
+        self.levels = [[dataclasses.replace(p, **empty) for p in lv] for lv in self.levels]
+        self._held = 0
+
+    def result(self):
+        out = super().result()
+        if self.spill is not None and self.spill not in out.spilled:
+            out.spilled = out.spilled + [self.spill]
+        return out
 
 
 # ----------------------------------------------------------------------------- result
@@ -557,16 +738,22 @@ def finish(p: Partial, skipped: Optional[List[dict]] = None) -> Summary:
     """Final :class:`Summary` from the fully merged partial (µs → seconds)."""
     us = 1e-6
     total = (p.max_te - p.min_ts) if p.min_ts is not None else 0
-    io_m, cp_m, app_m = union_measure(p.io), union_measure(p.compute), union_measure(p.app_io)
-    time = {
+    if p.spilled:  # unions partly on disk (a spilling PartialFolder): measured window by window
+        m = spilled_measures(p)
+    else:
+        m = {"io": union_measure(p.io), "compute": union_measure(p.compute), "app_io": union_measure(p.app_io)}
+        m["io|compute"] = union_measure(merge_unions(p.io, p.compute))
+        m["app_io|compute"] = union_measure(merge_unions(p.app_io, p.compute))
+    io_m, cp_m, app_m = m["io"], m["compute"], m["app_io"]
+    time = {  # |a \ b| = |a ∪ b| - |b| (engine.intervals.difference_measure)
         "total": total * us,
         "app_io": app_m * us,
-        "unoverlapped_app_io": difference_measure(p.app_io, p.compute) * us,
-        "unoverlapped_app_compute": difference_measure(p.compute, p.app_io) * us,
+        "unoverlapped_app_io": (m["app_io|compute"] - cp_m) * us,
+        "unoverlapped_app_compute": (m["app_io|compute"] - app_m) * us,
         "compute": cp_m * us,
         "io": io_m * us,
-        "unoverlapped_io": difference_measure(p.io, p.compute) * us,
-        "unoverlapped_compute": difference_measure(p.compute, p.io) * us,
+        "unoverlapped_io": (m["io|compute"] - cp_m) * us,
+        "unoverlapped_compute": (m["io|compute"] - io_m) * us,
     }
     functions = {}
     for n in sorted(p.functions):

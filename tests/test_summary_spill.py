@@ -1,0 +1,223 @@
+"""The streamed summary's memory bound (``PartialFolder(spill_intervals=...)``): interval unions
+moved to disk are measured exactly.
+
+Truth is computed here without dfanalyzer: the traces are written and read back with plain
+``gzip`` + ``json``, and the union measures come from a sort-and-sweep over the intervals. The
+spill is forced with a tiny bound across many batches (gzip members) and several processes whose
+calls overlap in time (two pairs) or not, with long calls written after the short ones inside
+them (out of time order, the tracer writes a call when it ends), and batches folded in a
+shuffled order.
+"""
+
+import gzip
+import json
+import os
+import random
+
+import pytest
+
+from dfanalyzer import summary as S
+from dfanalyzer.analyzer import DFAnalyzer
+
+IO, COMPUTE, APP = ("POSIX", "STDIO"), ("compute",), ("app",)
+
+
+def _write_traces(d, seed=7):
+    """Four processes, one file each, gzip member per 40 lines. p0/p1 share a time range, p2/p3
+    share a later one. Returns the files."""
+    rng = random.Random(seed)
+    paths = []
+    for k in range(4):
+        pid = 100 + k
+        t = 1_000_000 + (k // 2) * 50_000_000 + k * 3
+        lines = []
+        for step in range(600):
+            start = t
+            for _ in range(rng.randint(1, 4)):  # a few I/O calls, with gaps or back to back
+                dur = rng.choice((0, 1, 1, 2, 5, 40))
+                name = rng.choice(("read", "write", "open64", "fread"))
+                cat = "STDIO" if name == "fread" else "POSIX"
+                lines.append(
+                    {
+                        "name": name,
+                        "cat": cat,
+                        "pid": pid,
+                        "tid": pid,
+                        "ts": t,
+                        "dur": dur,
+                        "ph": "X",
+                        "args": {"fname": f"/d/f{rng.randint(0, 9)}", "ret": rng.choice((512, 4096))},
+                    }
+                )
+                t += dur + rng.choice((0, 0, 1, 3, 17))
+            if step % 3 == 0:  # compute after the I/O, sometimes overlapping the last call
+                c0 = t - rng.randint(0, 2)
+                cd = rng.randint(1, 30)
+                lines.append(
+                    {"name": "step", "cat": "compute", "pid": pid, "tid": pid + 1000, "ts": c0, "dur": cd, "ph": "X"}
+                )
+                t = c0 + cd + rng.randint(0, 5)
+            if step % 7 == 6:  # an app-level call around the previous steps, written after them
+                lines.append(
+                    {
+                        "name": "load",
+                        "cat": "app",
+                        "pid": pid,
+                        "tid": pid,
+                        "ts": start - 1,
+                        "dur": t - start + 2,
+                        "ph": "X",
+                    }
+                )
+            t += rng.randint(0, 60)
+        lines.append(
+            {
+                "name": "main",
+                "cat": "app",
+                "pid": pid,
+                "tid": pid,
+                "ts": 1_000_000 + (k // 2) * 50_000_000,
+                "dur": 100,
+                "ph": "X",
+            }
+        )  # an early call written last
+        path = os.path.join(d, f"p{k}.pfw.gz")
+        with open(path, "wb") as f:
+            f.write(gzip.compress(b"[\n"))
+            for i in range(0, len(lines), 40):
+                f.write(gzip.compress("".join(json.dumps(x) + "\n" for x in lines[i : i + 40]).encode()))
+        paths.append(path)
+    return paths
+
+
+def _measure(iv):
+    """Total length of the union of [s, e) intervals (sort and sweep)."""
+    total, end = 0, None
+    for s, e in sorted(x for x in iv if x[1] > x[0]):
+        if end is None or s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
+
+
+def _truth(paths):
+    ev = []
+    for p in paths:
+        with gzip.open(p, "rt") as f:
+            for line in f:
+                line = line.strip().rstrip(",")
+                if line.startswith("{"):
+                    ev.append(json.loads(line))
+    iv = {
+        c: [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in cats]
+        for c, cats in (("io", IO), ("cp", COMPUTE), ("app", APP))
+    }
+    io, cp, app = (_measure(iv[c]) for c in ("io", "cp", "app"))
+    io_cp, app_cp = _measure(iv["io"] + iv["cp"]), _measure(iv["app"] + iv["cp"])
+    us = 1e-6
+    return {
+        "events": len(ev),
+        "processes": len({e["pid"] for e in ev}),
+        "counts": {
+            n: sum(1 for e in ev if e["cat"] in IO and e["name"] == n)
+            for n in {e["name"] for e in ev if e["cat"] in IO}
+        },
+        "time": {
+            "total": (max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)) * us,
+            "app_io": app * us,
+            "unoverlapped_app_io": (app_cp - cp) * us,
+            "unoverlapped_app_compute": (app_cp - app) * us,
+            "compute": cp * us,
+            "io": io * us,
+            "unoverlapped_io": (io_cp - cp) * us,
+            "unoverlapped_compute": (io_cp - io) * us,
+        },
+        "intervals": sum(len(v) for v in iv.values()),
+    }
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("spill")
+    return _write_traces(str(d))
+
+
+def _summary(paths, index_dir, spill, monkeypatch):
+    monkeypatch.setattr(S, "SPILL_INTERVALS", spill)
+    made = []
+    real = S.SpilledUnions.__init__
+
+    def spy(self, *a, **k):
+        real(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(S.SpilledUnions, "__init__", spy)
+    # the streamed summary in threads (what spills), even where the session has a default client
+    monkeypatch.setattr(DFAnalyzer, "_get_client", lambda self, *a: None)
+    with DFAnalyzer(
+        paths,
+        index_dir=index_dir,
+        batch_size_mb=0.004,
+        small_file_mb=0,
+        n_workers=2,
+        io_cats=IO,
+        compute_cats=COMPUTE,
+        app_io_cats=APP,
+    ) as a:
+        assert len(a._batches) >= 40  # many batches per file
+        s = a.summary(show=False)
+    return s.to_dict(), made
+
+
+def test_spilled_summary_equals_truth_and_unspilled(traces, tmp_path, monkeypatch):
+    truth = _truth(traces)
+    ref, made = _summary(traces, str(tmp_path / "i"), 1 << 40, monkeypatch)
+    assert made == []  # no spill with a bound this large
+    got, made = _summary(traces, str(tmp_path / "i"), 64, monkeypatch)
+    assert len(made) == 1 and sum(len(r) for r in made[0].runs.values()) >= 10
+    assert made[0].file.closed  # closed (so freed: the file is unlinked from the start) after the summary
+    assert json.dumps(got) == json.dumps(ref)
+    assert got["events"] == truth["events"] and got["processes"] == truth["processes"] == 4
+    assert {n: f["count"] for n, f in got["functions"].items()} == truth["counts"]
+    assert got["time"] == truth["time"]
+
+
+def test_folder_spill_any_order_and_window(traces, tmp_path):
+    """PartialFolder with spill bounds from 1 interval up, batches in shuffled orders, and
+    spilled_measures with windows down to one interval: the same finish as combine_partials."""
+    from dfanalyzer import _reader, reader
+
+    parts = []
+    for p in traces:
+        n = len(reader.build_index(p, index_dir=str(tmp_path))["checkpoints"])
+        for a in range(0, n, 3):
+            r = _reader.load_batch(p, a, min(n, a + 3) - 1, str(tmp_path), list(S.AGGREGATE_COLUMNS))
+            parts.append(S.partial_from_columns(S.ReaderColumns(r), IO, COMPUTE, APP))
+    assert len(parts) >= 20
+    ref = S.finish(S.combine_partials(parts))
+    want = json.dumps(ref.to_dict())
+    truth = _truth(traces)
+    assert ref.to_dict()["time"] == truth["time"]
+    held = [S._intervals(p) for p in parts]
+    for bound, fan_in, seed in ((1, 2, 0), (50, 3, 1), (400, 8, 2)):
+        order = list(range(len(parts)))
+        random.Random(seed).shuffle(order)
+        fold = S.PartialFolder(fan_in=fan_in, spill_intervals=bound, spill_dir=str(tmp_path))
+        for i in order:
+            fold.add(parts[i])
+        out = fold.result()
+        assert len(out.spilled) == 1 and out.spilled[0].intervals > 0
+        assert json.dumps(S.finish(out).to_dict()) == want
+        for window in (1000, 5000) if bound == 400 else ():  # windows far smaller than the default
+            m = S.spilled_measures(out, window=window)
+            us = 1e-6
+            assert m["io"] * us == truth["time"]["io"] and m["compute"] * us == truth["time"]["compute"]
+            assert (m["io|compute"] - m["compute"]) * us == truth["time"]["unoverlapped_io"]
+            assert (m["app_io|compute"] - m["app_io"]) * us == truth["time"]["unoverlapped_app_compute"]
+        assert not [n for n in os.listdir(tmp_path) if n.startswith("dfanalyzer-unions")]  # never named
+        out.spilled[0].cleanup()
+        assert out.spilled[0].file.closed
+    assert [S._intervals(p) for p in parts] == held  # the callers' partials are left as they were
