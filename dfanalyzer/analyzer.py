@@ -1334,7 +1334,7 @@ class DFAnalyzer:
             results = c.gather(futs)
             del futs
             infos, mds = [None] * len(items), [None] * len(items)
-            fold = _summary.PartialFolder()
+            fold = _summary.PartialFolder(spill_intervals=_summary.SPILL_INTERVALS)  # bounded here too
             for ch, (p, md, inf) in zip(chunks, results):
                 for i, x, m in zip(ch, inf, md):  # back to batch order
                     infos[i], mds[i] = x, m

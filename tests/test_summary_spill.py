@@ -185,6 +185,40 @@ def test_spilled_summary_equals_truth_and_unspilled(traces, tmp_path, monkeypatc
     assert got["time"] == truth["time"]
 
 
+def test_spilled_on_the_client_of_a_cluster(traces, tmp_path, monkeypatch):
+    """The distributed summary folds the chunk tasks' partials on the client with the same
+    bound: spilled there, the same JSON as the threads' unspilled run."""
+    from distributed import Client, LocalCluster
+
+    ref, _ = _summary(traces, str(tmp_path / "i"), 1 << 40, monkeypatch)
+    monkeypatch.undo()
+    monkeypatch.setattr(S, "SPILL_INTERVALS", 16)
+    made = []
+    real = S.SpilledUnions.__init__
+
+    def spy(self, *a, **k):
+        real(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(S.SpilledUnions, "__init__", spy)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        with Client(lc, set_as_default=False) as c:
+            with DFAnalyzer(
+                traces,
+                index_dir=str(tmp_path / "i"),
+                batch_size_mb=0.004,
+                small_file_mb=0,
+                client=c,
+                io_cats=IO,
+                compute_cats=COMPUTE,
+                app_io_cats=APP,
+            ) as a:
+                assert not a._use_threads
+                got = a.summary(show=False).to_dict()
+    assert len(made) == 1 and made[0].file.closed  # spilled on the client, then freed
+    assert json.dumps(got) == json.dumps(ref)
+
+
 def test_folder_spill_any_order_and_window(traces, tmp_path):
     """PartialFolder with spill bounds from 1 interval up, batches in shuffled orders, and
     spilled_measures with windows down to one interval: the same finish as combine_partials."""
