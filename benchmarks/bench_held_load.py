@@ -11,7 +11,7 @@ process (docs/perf/i22-reserve.md)::
 ``DIR``: a folder of ``*.pfw.gz`` (indexed into ``INDEX_DIR``, nothing is written next to the
 data); batches of 16 MiB of text as ``DFAnalyzer`` plans them. One warm-up load first, then all
 batches in one thread of a ``ThreadPoolExecutor`` (``--main``: the main thread), each result held
-(``--drop``: dropped). Prints user, system and total CPU µs per event and minor page faults per
+(``--drop``: dropped; ``--no-args``: without args columns, as the summary loads). Prints user, system and total CPU µs per event and minor page faults per
 event of the process (``resource.getrusage``) over the loads, and the peak RSS.
 """
 
@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("index_dir")
     ap.add_argument("--drop", action="store_true", help="drop each batch instead of holding it")
     ap.add_argument("--main", action="store_true", help="load in the main thread, not a pool thread")
+    ap.add_argument("--no-args", action="store_true", help="no args columns (keep_args=(), as the summary loads)")
     a = ap.parse_args()
 
     from dfanalyzer import analyzer, reader
@@ -38,7 +39,8 @@ def main() -> None:
         i = reader.build_index(p, a.index_dir)
         files.append({"path": p, "checkpoints": [(c["uncompressed_size"], c["num_lines"]) for c in i["checkpoints"]]})
     batches = analyzer.plan_batches(files, 16 * 2**20)
-    analyzer._load_task(batches[0], a.index_dir)  # warm-up (imports, first-use allocations)
+    kw = {"keep_args": frozenset()} if a.no_args else {}
+    analyzer._load_task(batches[0], a.index_dir, **kw)  # warm-up (imports, first-use allocations)
     held = []
 
     def run():
@@ -46,7 +48,7 @@ def main() -> None:
         t0 = time.perf_counter()
         n = 0
         for b in batches:
-            ev, md, info = analyzer._load_task(b, a.index_dir)
+            ev, md, info = analyzer._load_task(b, a.index_dir, **kw)
             if info.error:
                 raise SystemExit(f"{b[0]}: {info.error}")
             n += len(ev)
@@ -68,7 +70,7 @@ def main() -> None:
             n, u, s, f, w = ex.submit(run).result()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{'drop' if a.drop else 'held'} {'main' if a.main else 'thread'} trim={os.environ.get('MALLOC_TRIM_THRESHOLD_', '-')} "
+        f"{'drop' if a.drop else 'held'} {'main' if a.main else 'thread'}{' no-args' if a.no_args else ''} trim={os.environ.get('MALLOC_TRIM_THRESHOLD_', '-')} "
         f"batches={len(batches)} events={n} user={u / n * 1e6:.3f} sys={s / n * 1e6:.3f} cpu={(u + s) / n * 1e6:.3f} µs/event "
         f"minflt/event={f / n:.4f} wall={w:.2f} s maxrss={rss:.0f} MiB"
     )
