@@ -54,6 +54,26 @@ ParsedBatch load_batch(const std::string& trace, int64_t first, int64_t last, co
 // batch into one fresh buffer (page faults, and every byte written to and read back from DRAM).
 constexpr int64_t kChunkBytes = int64_t(4) << 20;
 
+// The chunk text buffer of this thread, reused by every chunk of every batch it loads: a fresh
+// multi-MiB buffer per chunk is fresh memory (a page fault per 4 KiB) whenever malloc gives
+// large blocks back to the system at free, as it does under Dask's workers
+// (MALLOC_TRIM_THRESHOLD_ set: mmap for every block >= 128 KiB; docs/perf/i22-reserve.md).
+// Sized once for a whole chunk (pages are only touched as text is written); a larger buffer
+// (a single checkpoint above kChunkBytes) is freed after use.
+namespace {
+constexpr size_t kKeepBytes = size_t(kChunkBytes) + 64;
+thread_local std::string t_chunk_text;
+
+RangeData read_chunk(const IndexInfo& idx, int64_t first, int64_t last) {
+  if (t_chunk_text.capacity() < kKeepBytes) t_chunk_text.reserve(kKeepBytes);
+  return read_checkpoints(idx, first, last, std::move(t_chunk_text));
+}
+
+void keep_chunk_buffer(RangeData& r) {
+  if (r.data.capacity() <= kKeepBytes) t_chunk_text = std::move(r.data);
+}
+}  // namespace
+
 void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, int64_t last,
                      const std::string& index_dir, const ArgsProjection& args) {
   std::shared_ptr<const IndexInfo> idx = open_index(trace, index_dir, true);
@@ -72,8 +92,9 @@ void load_batch_into(ParsedBatch& b, const std::string& trace, int64_t first, in
       int64_t j = i, bytes = idx->checkpoints[size_t(i)].uncompressed_size;
       while (j < last && bytes + idx->checkpoints[size_t(j + 1)].uncompressed_size <= kChunkBytes)
         bytes += idx->checkpoints[size_t(++j)].uncompressed_size;
-      RangeData r = read_checkpoints(*idx, i, j);
+      RangeData r = read_chunk(*idx, i, j);
       parser.parse(r.data.data(), r.data.size(), r.data.capacity(), c, b.columns);
+      keep_chunk_buffer(r);
       if (lost) {
         lost->lost_lines += r.lost_lines;
         lost->lost_bytes += r.lost_bytes;

@@ -236,8 +236,20 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
   int64_t c1 = cps[last].compressed_offset + cps[last].compressed_size;
   if (c0 < 0 || c1 < c0 || c1 > f.size())
     throw ReaderError(idx.path + ": index checkpoints lie outside the file; rebuild the index");
-  std::unique_ptr<unsigned char[]> in(new unsigned char[size_t(c1 - c0)]);
-  size_t got = f.pread_full(in.get(), size_t(c1 - c0), c0);
+  // The compressed bytes go to this thread's reused buffer when they fit (no fresh memory per
+  // read when malloc gives large blocks back to the system: docs/perf/i22-reserve.md).
+  constexpr size_t kKeepIn = size_t(2) << 20;
+  thread_local std::unique_ptr<unsigned char[]> t_in;
+  std::unique_ptr<unsigned char[]> own;
+  unsigned char* in;
+  if (size_t(c1 - c0) <= kKeepIn) {
+    if (!t_in) t_in.reset(new unsigned char[kKeepIn]);
+    in = t_in.get();
+  } else {
+    own.reset(new unsigned char[size_t(c1 - c0)]);
+    in = own.get();
+  }
+  size_t got = f.pread_full(in, size_t(c1 - c0), c0);
   z_stream zs{};
   bool zinit = false;
 #ifdef DFTRACER_HAVE_LIBDEFLATE
@@ -272,7 +284,7 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
     if (!truncated) {
       r.data.resize(start + size_t(c.uncompressed_size));
       size_t in_n = 0, out_n = 0;
-      libdeflate_result rc = libdeflate_gzip_decompress_ex(ld, in.get() + rel, size_t(avail), &r.data[start],
+      libdeflate_result rc = libdeflate_gzip_decompress_ex(ld, in + rel, size_t(avail), &r.data[start],
                                                            size_t(c.uncompressed_size), &in_n, &out_n);
       ok = rc == LIBDEFLATE_SUCCESS && int64_t(in_n) == c.compressed_size && int64_t(out_n) == c.uncompressed_size;
       if (rc == LIBDEFLATE_SUCCESS && !ok) why = "sizes differ from the index";
@@ -285,7 +297,7 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
       }
       r.data.resize(start + size_t(c.uncompressed_size) + 1);
       inflateReset(&zs);
-      zs.next_in = in.get() + rel;
+      zs.next_in = in + rel;
       zs.avail_in = uInt(avail);
       zs.next_out = reinterpret_cast<Bytef*>(&r.data[start]);
       zs.avail_out = uInt(c.uncompressed_size + 1);
@@ -301,7 +313,7 @@ void read_members(const File& f, const IndexInfo& idx, int64_t first, int64_t la
     }
     // Plain inflation of the member's compressed range.
     r.data.resize(start);
-    PlainResult pr = inflate_plain(in.get() + rel, size_t(avail), truncated, r);
+    PlainResult pr = inflate_plain(in + rel, size_t(avail), truncated, r);
     if (pr.failed_lines < 0 || pr.members > 0) {
       bool same = pr.failed_lines < 0 && pr.members == 1 && pr.lines == c.num_lines &&
                   int64_t(r.data.size() - start) == c.uncompressed_size;

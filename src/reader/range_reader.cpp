@@ -63,8 +63,10 @@ void add_tail(const IndexInfo& idx, int64_t live_size, RangeData& r) {
 }
 
 // Checkpoints [first, last] without the tail's count (add_tail).
-RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
+RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer = {}) {
   RangeData r;
+  r.data = std::move(buffer);
+  r.data.clear();
   const auto& cps = idx.checkpoints;
   int64_t n = int64_t(cps.size());
   if (first < 0 || last < first || last >= n)
@@ -103,8 +105,8 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last) {
 
 }  // namespace
 
-RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last) {
-  RangeData r = read_range(idx, first, last);
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer) {
+  RangeData r = read_range(idx, first, last, std::move(buffer));
   int64_t live = std::max(r.live_size, idx.live_size);
   r.live_size = 0;
   if (last == int64_t(idx.checkpoints.size()) - 1) add_tail(idx, live, r);

@@ -202,7 +202,10 @@ struct RangeData {
 // live_size and a "still being written" warning on the last checkpoint say so). Throws
 // ReaderError when the file otherwise changed since indexing (shrunk, rewritten, replaced) or the
 // index claims more output than the compressed range can hold.
-RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last);
+// `buffer`: storage to reuse for r.data (its capacity is kept, its content dropped): a caller that
+// reads chunk after chunk passes the previous chunk's data back, so the text is not fresh memory
+// (page faults) each time.
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer = {});
 
 // Lines [first_line, first_line + n_lines) (0-based, without '\n') and what could not be read:
 // lines of lost regions and corrupt members that fall in the range (a lost region between line
