@@ -683,6 +683,7 @@ def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False) -> dict:
 
     import dask
     import dask.bag as db
+    import dask.dataframe  # noqa: F401  (as dask.bag: the client's imports are not timed on either side)
     from distributed import Client, LocalCluster
 
     from dfanalyzer import DFAnalyzer
