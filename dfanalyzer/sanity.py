@@ -175,19 +175,8 @@ def commands(metadata: Optional[pd.DataFrame]) -> Dict[str, int]:
         for k, v in zip(sh["key"].tolist(), sh["value"].tolist()):
             if v is not None and not pd.isna(v):
                 strings[_hash_key(v)] = str(k)
-        for pid, args in zip(starts["pid"].tolist(), starts["args"].tolist()):
-            if pid in cmd:
-                continue
-            try:
-                h = json.loads(args).get("cmd_hash") if isinstance(args, str) else None
-            except ValueError:
-                h = None
-            if h is not None and _hash_key(h) in strings:
-                cmd[pid] = strings[_hash_key(h)]
-    out: Dict[str, int] = {}
-    for c in cmd.values():
-        out[c] = out.get(c, 0) + 1
-    return out
+        _resolve_starts(cmd, zip(starts["pid"].tolist(), starts["args"].tolist()), strings)
+    return _count_commands(cmd)
 
 
 def _missing(v) -> bool:
@@ -210,7 +199,14 @@ def _commands_of_records(parts: List[dict]) -> Dict[str, int]:
                     strings[_hash_key(m["value"][i])] = str(m["key"][i])
             elif name == "start":
                 starts.append((m["pid"][i], m["args"][i]))
-    for pid, args in starts:  # (after every SH string is known, as in the frame's two passes)
+    _resolve_starts(cmd, starts, strings)  # (after every SH string is known, as in the frame's two passes)
+    return _count_commands(cmd)
+
+
+def _resolve_starts(cmd: Dict[object, str], starts, strings: Dict[str, str]) -> None:
+    """DFTracer 1.0.x: each ``(pid, args JSON)`` of a ``start`` record whose pid has no
+    ``cmd_line`` gets the ``SH`` string (``strings``: hash key -> text) of its ``cmd_hash``."""
+    for pid, args in starts:
         if pid in cmd:
             continue
         try:
@@ -219,6 +215,9 @@ def _commands_of_records(parts: List[dict]) -> Dict[str, int]:
             h = None
         if h is not None and _hash_key(h) in strings:
             cmd[pid] = strings[_hash_key(h)]
+
+
+def _count_commands(cmd: Dict[object, str]) -> Dict[str, int]:
     out: Dict[str, int] = {}
     for c in cmd.values():
         out[c] = out.get(c, 0) + 1

@@ -145,7 +145,8 @@ def traces(tmp_path_factory):
     return _write_traces(str(d))
 
 
-def _summary(paths, index_dir, spill, monkeypatch):
+def _spy_spills(monkeypatch, spill) -> list:
+    """Set the bound to ``spill`` intervals; the list gets every SpilledUnions made."""
     monkeypatch.setattr(S, "SPILL_INTERVALS", spill)
     made = []
     real = S.SpilledUnions.__init__
@@ -155,6 +156,11 @@ def _summary(paths, index_dir, spill, monkeypatch):
         made.append(self)
 
     monkeypatch.setattr(S.SpilledUnions, "__init__", spy)
+    return made
+
+
+def _summary(paths, index_dir, spill, monkeypatch):
+    made = _spy_spills(monkeypatch, spill)
     # the streamed summary in threads (what spills), even where the session has a default client
     monkeypatch.setattr(DFAnalyzer, "_get_client", lambda self, *a: None)
     with DFAnalyzer(
@@ -192,15 +198,7 @@ def test_spilled_on_the_client_of_a_cluster(traces, tmp_path, monkeypatch):
 
     ref, _ = _summary(traces, str(tmp_path / "i"), 1 << 40, monkeypatch)
     monkeypatch.undo()
-    monkeypatch.setattr(S, "SPILL_INTERVALS", 16)
-    made = []
-    real = S.SpilledUnions.__init__
-
-    def spy(self, *a, **k):
-        real(self, *a, **k)
-        made.append(self)
-
-    monkeypatch.setattr(S.SpilledUnions, "__init__", spy)
+    made = _spy_spills(monkeypatch, 16)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
         with Client(lc, set_as_default=False) as c:
             with DFAnalyzer(
