@@ -115,7 +115,7 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
         t["key"]
         for t in ts.data
         if any(s["action"] == "transfer" for s in t["startstops"])
-        and (str(t["key"]).find("dfanalyzer-events") >= 0 or str(t["key"]).startswith("_pick_each"))
+        and (str(t["key"]).find("dfanalyzer-events") >= 0 or str(t["key"]).startswith("_loaded_each"))
     ]
     assert moved == []
     # the collection's graph is exactly the held partitions
