@@ -656,15 +656,16 @@ def _most_rows_on(part: List[Tuple[int, int, int]], where: Dict[int, Optional[st
     return max(rows, key=lambda w: (rows[w], w is not None), default=None)
 
 
-def _held_frame(client, futures: list, meta: pd.DataFrame, name: str):
+def _held_frame(client, futures: list, meta: pd.DataFrame, name: str, lengths: Optional[List[int]] = None):
     """The events collection of the held partition ``futures`` (keys ``(name, i)``): a
-    :class:`dfanalyzer._held.HeldFrame`; with a Dask whose expression classes differ from those
-    it is written for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task
-    per partition in every computation, as before)."""
+    :class:`dfanalyzer._held.HeldFrame` (``lengths``: each partition's exact row count, so that
+    ``len`` runs no task); with a Dask whose expression classes differ from those it is written
+    for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task per partition
+    in every computation, as before)."""
     try:
         from ._held import held_frame
 
-        return held_frame(futures, meta, name)
+        return held_frame(futures, meta, name, lengths)
     except ImportError:
         import dask.dataframe as dd
 
@@ -1142,7 +1143,8 @@ class DFAnalyzer:
         del load_f
         self._schema = schema
         self._final_parts = final  # held partitions, in order
-        self._events = _held_frame(c, final, meta, name)
+        lengths = [sum(z - a for _, a, z in part) for part in plan]  # exact: len() runs no task
+        self._events = _held_frame(c, final, meta, name, lengths)
         self._metadata = None
         self._build_stats(infos, partitions=len(final))
 

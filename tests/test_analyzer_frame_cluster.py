@@ -99,6 +99,8 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
             holders = c.who_has(parts)
             ev = c.compute(an.events).result()  # (a client that is not the default one)
             by_part = c.gather(parts)
+            n_rows = len(an.events)  # (the planned row counts: no task, works with any client)
+            part_rows = c.compute(an.events.map_partitions(len)).result().tolist()
             st = an.stats
             md = an.metadata
             graph = dict(an.events.__dask_graph__())
@@ -108,7 +110,8 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
     assert len(parts) == st["partitions"] == an.stats["partitions"]
     assert len(ev) == len(want) == EVENTS == st["events"]
     # partitions() in order: their concatenation is the frame, row for row
-    assert sum(map(len, by_part)) == len(ev)
+    assert sum(map(len, by_part)) == len(ev) == n_rows
+    assert part_rows == [len(p) for p in by_part]
     ev = ev.reset_index(drop=True)
     off = 0
     for p in by_part:
@@ -169,7 +172,10 @@ def test_batches_that_fit_are_the_partitions_themselves(traces, cluster_client):
             st = an.stats
             graph = dict(an.events.__dask_graph__())
             files = list(an.files)
+            with get_task_stream(client=c) as ts_len:
+                n_rows = len(an.events)
     assert st["batches"] >= 4 * FILES and st["partitions"] == st["batches"], st
+    assert n_rows == EVENTS and ts_len.data == []
     names = _task_names(ts)
     assert "_assemble" not in " ".join(names) and "_load_frame_task" not in " ".join(names), names
     assert sorted(graph) == sorted(f.key for f in parts)
