@@ -14,13 +14,14 @@ Steps 0-3 run in the constructor. Then, on demand:
 * :meth:`DFAnalyzer.summary` before the events are loaded streams: each batch is loaded with the
   core columns only, reduced to a summary partial and dropped, so no frame is ever held;
 * the first use of :attr:`DFAnalyzer.events` (views, insights, plots) loads every batch through
-  the C++ reader into a pandas DataFrame (one task per batch, kept on the workers), merges the
-  batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the exact row
-  counts: the balanced batches themselves become the partitions (small neighbours packed,
-  oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker that
-  holds it, without copying events; the collection's graph is the held partitions themselves
-  (``dfanalyzer._held``: no alias task per partition). Per-batch infos and metadata come back by
-  one task per worker, so no loaded batch moves between workers.
+  the C++ reader into a pandas DataFrame (one task per batch, its frame kept on the workers),
+  merges the batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the
+  exact row counts: the balanced batches themselves become the partitions (small neighbours
+  packed, oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker
+  that holds it, without copying events, or taken as loaded when it already is; the collection's
+  graph is the held partitions themselves (``dfanalyzer._held``: no alias task per partition).
+  Per-batch infos and metadata stay beside their frames and come back by one task per worker, so
+  no loaded batch moves between workers.
 
 Where it runs: on the given ``client`` / scheduler / active default client; otherwise indexing
 and the streamed summary run in a thread pool of this process (the C++ reader releases the GIL),
