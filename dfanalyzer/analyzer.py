@@ -584,14 +584,20 @@ def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
     item)]`` that this worker holds (``frames``, their results: dependencies, so the task runs
     after them): one task per worker. A load whose entry is not here (its frame moved to this
     worker, or was recomputed after a spill) is loaded again (``load``: the keywords of
-    :func:`_load_any`): same file, same result."""
+    :func:`_load_any`): same file, same result. A metadata frame without rows is None (what
+    :func:`_concat_metadata` reads as such; Dask's ``sizeof`` of an empty frame with object
+    columns costs ~1-3 ms, twice per result)."""
     out = []
     for name, k, item in which:
         got = _LOADED.get((name, k))
         if got is None:
             ev, md, info = _load_any(item, **load)
             got = (md, info, _is_aligned(pd.DataFrame() if ev is None else ev))
-        out.append(got[0] if i == 1 else (got[1], got[2]))
+        if i == 2:
+            out.append((got[1], got[2]))
+            continue
+        md = got[0]
+        out.append(None if isinstance(md, pd.DataFrame) and len(md.columns) and not len(md) else md)
     return out
 
 

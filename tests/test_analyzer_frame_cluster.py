@@ -174,8 +174,10 @@ def test_batches_that_fit_are_the_partitions_themselves(traces, cluster_client):
             files = list(an.files)
             with get_task_stream(client=c) as ts_len:
                 n_rows = len(an.events)
+            md = an.metadata
     assert st["batches"] >= 4 * FILES and st["partitions"] == st["batches"], st
     assert n_rows == EVENTS and ts_len.data == []
+    assert len(md) == 0 and list(md.columns) == ["name", "cat", "ph", "pid", "tid", "ts", "dur", "key", "value", "args"]
     names = _task_names(ts)
     assert "_assemble" not in " ".join(names) and "_load_frame_task" not in " ".join(names), names
     assert sorted(graph) == sorted(f.key for f in parts)
@@ -199,11 +201,12 @@ def _kill_a_worker(c) -> None:
 
 
 def _write_with_metadata(path, events: int) -> list:
-    """A trace of ``events`` events with a metadata record (``ph: M``) before every 500th, in gzip
+    """A trace of ``events`` events with a metadata record (``ph: M``) before every 1250th (so some
+    batches have none), in gzip
     members of 200 lines; returns the names of the M records, in order."""
     recs = []
     for i in range(events):
-        if i % 500 == 0:
+        if i % 1250 == 0:
             recs.append({"id": len(recs), "name": f"M{i}", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M",
                          "args": {"name": "k", "value": str(i)}})  # fmt: skip
         recs.append({"id": len(recs), "name": "read", "cat": "POSIX", "pid": 7, "tid": 7, "ts": 1000 + i, "dur": 2,
@@ -277,6 +280,8 @@ def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(tra
     assert aligned and info.rows == len(ev) == batch[4] > 0
     ((again, aligned2),) = analyzer._loaded_each(2, load, [("t", 6, batch)], ev)  # no entry: loaded again
     assert again == info and aligned2
+    (md,) = analyzer._loaded_each(1, load, [("t", 5, batch)], ev)
+    assert md is None  # gen_traces writes no metadata record: None, not an empty frame, travels
     del ev
     gc.collect()
     assert ("t", 5) not in analyzer._LOADED
