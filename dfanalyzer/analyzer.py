@@ -521,8 +521,8 @@ def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
     return [run[k] for k in range(max(map(len, runs), default=0)) for run in runs if k < len(run)]
 
 
-#: Per worker process: ``(name, k)`` of a held load result → ``(metadata, info, aligned)`` of
-#: the events frame that :func:`_load_frame_task` returned under the task key ``(name, k)``. An
+#: Per worker process: ``(name, k)`` of a held load result → ``(metadata, info, aligned, token)``
+#: of the events frame that :func:`_load_frame_task` returned under the task key ``(name, k)``. An
 #: entry lives as long as its frame (``weakref.finalize``): a frame released, spilled or lost with
 #: its worker takes its entry along, and :func:`_loaded_each` then loads the batch again.
 _LOADED: Dict[Tuple[str, int], tuple] = {}
