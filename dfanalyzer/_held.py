@@ -4,7 +4,8 @@
 map each new key to the held one with an ``Alias`` task: every computation on the frame then runs
 one extra task per partition, and each worker stores (and measures with ``sizeof``) the same
 DataFrame once more. :class:`HeldFrame` names the partitions by the keys the futures were
-submitted with, ``(name, i)``, so its graph is exactly the held futures.
+submitted with, ``(name, i)``, so its graph is exactly the held futures. Its partitions' row
+counts are known (the analyzer planned them): ``len(events)`` is that sum, no task runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import functools
 
 from dask.dataframe.dask_expr._collection import new_collection
+from dask.dataframe.dask_expr._expr import Lengths, Literal
+from dask.dataframe.dask_expr._reductions import Len
 from dask.dataframe.dask_expr.io.io import FromGraph
 
 if list(FromGraph._parameters) != ["layer", "_meta", "divisions", "keys", "name_prefix"]:
@@ -20,7 +23,11 @@ if list(FromGraph._parameters) != ["layer", "_meta", "divisions", "keys", "name_
 
 class HeldFrame(FromGraph):
     """``FromGraph`` whose name is ``name_prefix`` itself (the held futures' keys are
-    ``(name_prefix, i)``) and whose layer is the futures, without aliases."""
+    ``(name_prefix, i)``) and whose layer is the futures, without aliases; ``lengths``: the row
+    count of each partition (or None)."""
+
+    _parameters = FromGraph._parameters + ["lengths"]
+    _defaults = {"lengths": None}
 
     @functools.cached_property
     def _name(self):
@@ -32,11 +39,25 @@ class HeldFrame(FromGraph):
     def _layer(self):
         return dict(self.operand("layer"))
 
+    def _simplify_up(self, parent, dependents):
+        lengths = self.operand("lengths")
+        if lengths is not None and isinstance(parent, Lengths):
+            return Literal(tuple(lengths))
+        if lengths is not None and isinstance(parent, Len):
+            return Literal(sum(lengths))
+        return super()._simplify_up(parent, dependents)
 
-def held_frame(futures: list, meta, name: str):
+
+def held_frame(futures: list, meta, name: str, lengths=None):
     """Dask DataFrame of the held ``futures`` (keys ``(name, 0..n-1)``, in order), ``meta`` its
-    exact empty frame, divisions unknown."""
+    exact empty frame, divisions unknown; ``lengths``: the exact row count of each partition
+    (None: unknown, ``len`` counts them on the workers)."""
     keys = [f.key for f in futures]
     if keys != [(name, i) for i in range(len(futures))]:
         raise ValueError(f"held partitions must have the keys ({name!r}, 0..{len(futures) - 1})")
-    return new_collection(HeldFrame(dict(zip(keys, futures)), meta, (None,) * (len(futures) + 1), keys, name))
+    if lengths is not None:
+        lengths = tuple(int(n) for n in lengths)
+        if len(lengths) != len(futures):
+            raise ValueError(f"{len(lengths)} lengths for {len(futures)} partitions")
+    layer = dict(zip(keys, futures))
+    return new_collection(HeldFrame(layer, meta, (None,) * (len(futures) + 1), keys, name, lengths))

@@ -14,13 +14,14 @@ Steps 0-3 run in the constructor. Then, on demand:
 * :meth:`DFAnalyzer.summary` before the events are loaded streams: each batch is loaded with the
   core columns only, reduced to a summary partial and dropped, so no frame is ever held;
 * the first use of :attr:`DFAnalyzer.events` (views, insights, plots) loads every batch through
-  the C++ reader into a pandas DataFrame (one task per batch, kept on the workers), merges the
-  batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the exact row
-  counts: the balanced batches themselves become the partitions (small neighbours packed,
-  oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker that
-  holds it, without copying events; the collection's graph is the held partitions themselves
-  (``dfanalyzer._held``: no alias task per partition). Per-batch infos and metadata come back by
-  one task per worker, so no loaded batch moves between workers.
+  the C++ reader into a pandas DataFrame (one task per batch, its frame kept on the workers),
+  merges the batches' args schemas (``dfanalyzer.schema.union_schema``) and repartitions by the
+  exact row counts: the balanced batches themselves become the partitions (small neighbours
+  packed, oversized ones sliced), each aligned to the union schema (exact ``meta``) on the worker
+  that holds it, without copying events, or taken as loaded when it already is; the collection's
+  graph is the held partitions themselves (``dfanalyzer._held``: no alias task per partition).
+  Per-batch infos and metadata stay beside their frames and come back by one task per worker, so
+  no loaded batch moves between workers.
 
 Where it runs: on the given ``client`` / scheduler / active default client; otherwise indexing
 and the streamed summary run in a thread pool of this process (the C++ reader releases the GIL),
@@ -520,14 +521,84 @@ def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
     return [run[k] for k in range(max(map(len, runs), default=0)) for run in runs if k < len(run)]
 
 
-def _pick(t: tuple, i: int):
-    return t[i]
+#: Per worker process: ``(name, k)`` of a held load result → ``(metadata, info, aligned, token)``
+#: of the events frame that :func:`_load_frame_task` returned under the task key ``(name, k)``. An
+#: entry lives as long as its frame (``weakref.finalize``): a frame released, spilled or lost with
+#: its worker takes its entry along, and :func:`_loaded_each` then loads the batch again.
+_LOADED: Dict[Tuple[str, int], tuple] = {}
 
 
-def _pick_each(i: int, *loaded: tuple) -> list:
-    """Item ``i`` of each loaded ``(events, metadata, info)`` tuple: one task per worker for all
-    the tuples it holds (not one ``_pick`` task per batch)."""
-    return [t[i] for t in loaded]
+def _unstash(sk: Tuple[str, int], token: object) -> None:
+    if _LOADED.get(sk, (None, None, None, None))[3] is token:  # not a later load of the same key
+        del _LOADED[sk]
+
+
+def _is_aligned(ev: pd.DataFrame) -> bool:
+    """Whether ``ev`` is already what :func:`align_frame` would make of it for its own schema
+    (``frame_schema(ev)``): the core columns first, in order, every column of its kind's exact
+    dtype (categories of ``str``), a ``RangeIndex`` from 0. Such a batch, when its schema is the
+    union schema, is a partition as it is."""
+    idx = ev.index
+    if not isinstance(idx, pd.RangeIndex) or idx.start != 0 or idx.step != 1:
+        return False
+    names = list(ev.columns)
+    if tuple(names[: len(CORE_COLUMNS)]) != _schema.CORE_NAMES or len(set(names)) != len(names):
+        return False
+    kinds = {**_CORE, **frame_schema(ev)}
+    for c, dt in ev.dtypes.items():
+        if kinds[c] == _schema.CATEGORY:
+            if not isinstance(dt, pd.CategoricalDtype) or dt.categories.dtype != _schema._str_dtype():
+                return False
+        elif str(dt) != kinds[c]:
+            return False
+    return True
+
+
+def _load_any(item, index_dir, keep_args, query, arg_columns):
+    """:func:`_load_task` of a batch (a tuple) or :func:`_load_files_task` of a group of small
+    files (a list of paths)."""
+    if isinstance(item, tuple):
+        return _load_task(item, index_dir, keep_args=keep_args, query=query, arg_columns=arg_columns)
+    return _load_files_task(item, keep_args=keep_args, query=query, arg_columns=arg_columns)
+
+
+def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=None, arg_columns=None):
+    """Load batch or group ``item`` (:func:`_load_any`) and return its events frame alone (an
+    empty frame when the load failed: ``info.error``), submitted under the key ``(name, k)``; its
+    metadata, info and :func:`_is_aligned` stay on this worker (:data:`_LOADED`) for
+    :func:`_loaded_each`. The frame is then the partition itself when the plan allows it: no
+    partition task, and Dask measures (``sizeof``) one DataFrame, not a tuple of two."""
+    import weakref
+
+    ev, md, info = _load_any(item, index_dir, keep_args, query, arg_columns)
+    if ev is None:
+        ev = pd.DataFrame()
+    token = object()
+    _LOADED[(name, k)] = (md, info, _is_aligned(ev), token)
+    weakref.finalize(ev, _unstash, (name, k), token)
+    return ev
+
+
+def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
+    """Item ``i`` (1 metadata, 2 ``(info, aligned)``) of the loads ``which`` = ``[(name, k,
+    item)]`` that this worker holds (``frames``, their results: dependencies, so the task runs
+    after them): one task per worker. A load whose entry is not here (its frame moved to this
+    worker, or was recomputed after a spill) is loaded again (``load``: the keywords of
+    :func:`_load_any`): same file, same result. A metadata frame without rows is None (what
+    :func:`_concat_metadata` reads as such; Dask's ``sizeof`` of an empty frame with object
+    columns costs ~1-3 ms, twice per result)."""
+    out = []
+    for name, k, item in which:
+        got = _LOADED.get((name, k))
+        if got is None:
+            ev, md, info = _load_any(item, **load)
+            got = (md, info, _is_aligned(pd.DataFrame() if ev is None else ev))
+        if i == 2:
+            out.append((got[1], got[2]))
+            continue
+        md = got[0]
+        out.append(None if isinstance(md, pd.DataFrame) and len(md.columns) and not len(md) else md)
+    return out
 
 
 def _holders(client, futures: list) -> Dict[Optional[str], List[int]]:
@@ -548,13 +619,27 @@ def _on(w: Optional[str]) -> dict:
     return {} if w is None else {"workers": [w], "allow_other_workers": True}
 
 
-def _gather_each(client, futures: list, i: int, held: Optional[Dict] = None, gather: bool = True):
-    """Item ``i`` of every loaded tuple of ``futures``, by one :func:`_pick_each` task per worker
-    run where the tuples are (nothing moves between workers). With ``gather`` the values in the
-    order of ``futures``; else ``[(indices, future of their values)]`` (gathered later)."""
+def _gather_each(client, futures: list, items: Sequence, i: int, load: dict, held=None, gather: bool = True):
+    """Item ``i`` (1 metadata, 2 ``(info, aligned)``) of every load of ``futures`` (results of
+    :func:`_load_frame_task` of ``items``, keyword arguments ``load``), by one
+    :func:`_loaded_each` task per worker run where the frames are (nothing moves between workers).
+    With ``gather`` the values in the order of ``futures``; else ``[(indices, future of their
+    values)]`` (gathered later)."""
     held = _holders(client, futures) if held is None else held
     parts = [
-        (ks, client.submit(_pick_each, i, *[futures[k] for k in ks], pure=False, **_on(w))) for w, ks in held.items()
+        (
+            ks,
+            client.submit(
+                _loaded_each,
+                i,
+                load,
+                [(*futures[k].key, items[k]) for k in ks],
+                *[futures[k] for k in ks],
+                pure=False,
+                **_on(w),
+            ),
+        )
+        for w, ks in held.items()
     ]
     return _values_in_order(client, parts, len(futures)) if gather else parts
 
@@ -578,15 +663,16 @@ def _most_rows_on(part: List[Tuple[int, int, int]], where: Dict[int, Optional[st
     return max(rows, key=lambda w: (rows[w], w is not None), default=None)
 
 
-def _held_frame(client, futures: list, meta: pd.DataFrame, name: str):
+def _held_frame(client, futures: list, meta: pd.DataFrame, name: str, lengths: Optional[List[int]] = None):
     """The events collection of the held partition ``futures`` (keys ``(name, i)``): a
-    :class:`dfanalyzer._held.HeldFrame`; with a Dask whose expression classes differ from those
-    it is written for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task
-    per partition in every computation, as before)."""
+    :class:`dfanalyzer._held.HeldFrame` (``lengths``: each partition's exact row count, so that
+    ``len`` runs no task); with a Dask whose expression classes differ from those it is written
+    for (before 2025.1), ``from_delayed`` persisted on ``client`` (one alias task per partition
+    in every computation, as before)."""
     try:
         from ._held import held_frame
 
-        return held_frame(futures, meta, name)
+        return held_frame(futures, meta, name, lengths)
     except ImportError:
         import dask.dataframe as dd
 
@@ -594,13 +680,9 @@ def _held_frame(client, futures: list, meta: pd.DataFrame, name: str):
 
 
 def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
-    """One output partition: slices ``(loaded batch, start, stop)`` aligned to ``schema`` and
-    concatenated; a loaded batch is the ``(events, metadata, info)`` result of ``_load_task``."""
-    frames = [
-        align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema)
-        for (ev, _, _), a, z in slices
-        if ev is not None
-    ]
+    """One output partition: slices ``(events frame, start, stop)`` of loaded batches (the results
+    of :func:`_load_frame_task`) aligned to ``schema`` and concatenated."""
+    frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema) for ev, a, z in slices]
     if not frames:
         return align_frame(pd.DataFrame(), schema)
     frames = _schema.unify_categories(frames)
@@ -1003,38 +1085,43 @@ class DFAnalyzer:
         c = self.client
         threads = self._threads()
         batches, groups = self._batches, self._groups
-        # (4) load every batch and every group of small files on the workers
-        load_f = c.map(_load_task, batches, index_dir=self.index_dir, keep_args=self.args, query=self.query, pure=False)
-        load_f += c.map(_load_files_task, groups, keep_args=self.args, query=self.query, pure=False)
-        self._wait(load_f, "loading")
+        # (4) load every batch and every group of small files on the workers; each task returns
+        # its events frame under the key (name, k), its metadata and info stay on its worker
         items = list(batches) + list(groups)
+        name = f"dfanalyzer-events-{uuid.uuid4().hex}"
+        load = dict(index_dir=self.index_dir, keep_args=self.args, query=self.query, arg_columns=None)
+        load_f = c.map(
+            _load_frame_task,
+            items,
+            [name] * len(items),
+            range(len(items)),
+            key=[(name, k) for k in range(len(items))],
+            pure=False,
+            **load,
+        )
+        self._wait(load_f, "loading")
         _check_futures(load_f, items)
         held = _holders(c, load_f)
-        infos = _gather_each(c, load_f, 2, held)
+        infos, aligned = map(list, zip(*_gather_each(c, load_f, items, 2, load, held))) if items else ([], [])
         _raise_failed(items, infos)
         # bounded args columns: when some batch had too many args keys, every batch gets the same
         # global choice of columns (the others in args_extra); only the batches that differ reload
         chosen = _choose_arg_columns(infos)
         if chosen is not None:
+            load["arg_columns"] = chosen
             redo = [k for k, i in enumerate(infos) if _needs_reload(i, chosen)]
-            kw = dict(keep_args=self.args, query=self.query, arg_columns=chosen, pure=False)
-            nb = len(batches)
-            new_f = [
-                c.submit(_load_task, items[k], self.index_dir, **kw)
-                if k < nb
-                else c.submit(_load_files_task, items[k], **kw)
-                for k in redo
-            ]
+            rname = f"dfanalyzer-reload-{uuid.uuid4().hex}"
+            new_f = [c.submit(_load_frame_task, items[k], rname, k, key=(rname, k), pure=False, **load) for k in redo]
             self._wait(new_f, "reloading")
             _check_futures(new_f, [items[k] for k in redo])
-            new_infos = _gather_each(c, new_f, 2)
-            _raise_failed([items[k] for k in redo], new_infos)
-            for k, f, i in zip(redo, new_f, new_infos):
-                load_f[k], infos[k] = f, i
+            new_infos = _gather_each(c, new_f, [items[k] for k in redo], 2, load)
+            _raise_failed([items[k] for k in redo], [i for i, _ in new_infos])
+            for k, f, (i, al) in zip(redo, new_f, new_infos):
+                load_f[k], infos[k], aligned[k] = f, i, al
             del new_f
             held = _holders(c, load_f)
         # metadata frames: one future per worker, gathered on first use of .metadata
-        self._metadata_futures = _gather_each(c, load_f, 1, held, gather=False)
+        self._metadata_futures = _gather_each(c, load_f, items, 1, load, held, gather=False)
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
@@ -1044,19 +1131,27 @@ class DFAnalyzer:
         row_cap = max(1, int(self.partition_size_mb * 2**20 // (100 + 9 * len(schema))))
         target = min(max(rows, default=1), math.ceil(total / threads) if total else 1, row_cap)
         plan = plan_partitions(rows, target)
-        where = {k: w for w, ks in held.items() for k in ks}
         # the partitions' keys are those the collection's graph names (_HeldFrame): no alias task
-        name = f"dfanalyzer-events-{uuid.uuid4().hex}"
-        final = []
-        for j, part in enumerate(plan):
-            w = _most_rows_on(part, where)
-            slices = [(load_f[b], a, z) for b, a, z in part]
-            final.append(c.submit(_assemble, slices, schema, key=(name, j), pure=False, **_on(w)))
-        self._wait(final, "partitioning")
+        union = list(schema.items())
+        if len(plan) == len(load_f) and all(
+            f.key == (name, k) and part == [(k, 0, rows[k])] and aligned[k] and list(infos[k].schema.items()) == union
+            for k, (f, part) in enumerate(zip(load_f, plan))
+        ):
+            final = load_f  # every batch is a partition as it was loaded: no partition task
+        else:
+            where = {k: w for w, ks in held.items() for k in ks}
+            name = f"dfanalyzer-events-{uuid.uuid4().hex}"
+            final = []
+            for j, part in enumerate(plan):
+                w = _most_rows_on(part, where)
+                slices = [(load_f[b], a, z) for b, a, z in part]
+                final.append(c.submit(_assemble, slices, schema, key=(name, j), pure=False, **_on(w)))
+            self._wait(final, "partitioning")
         del load_f
         self._schema = schema
         self._final_parts = final  # held partitions, in order
-        self._events = _held_frame(c, final, meta, name)
+        lengths = [sum(z - a for _, a, z in part) for part in plan]  # exact: len() runs no task
+        self._events = _held_frame(c, final, meta, name, lengths)
         self._metadata = None
         self._build_stats(infos, partitions=len(final))
 

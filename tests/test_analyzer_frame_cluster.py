@@ -7,7 +7,10 @@ collection's graph is the held partitions themselves (no alias task per partitio
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -31,6 +34,25 @@ def cluster_client():
         Client(cl, set_as_default=False) as c,
     ):
         yield c
+
+
+def _compare(ev: pd.DataFrame, want: pd.DataFrame) -> None:
+    """``ev`` (the frame) equals ``want`` (:func:`_oracle`), every column, row for row."""
+    assert len(ev) == len(want)
+    ev = ev.reset_index(drop=True)
+    for col in want.columns:
+        got = ev[col]
+        exp = want[col]
+        if isinstance(got.dtype, pd.CategoricalDtype) or got.dtype == object:
+            a = got.astype(object).where(got.notna(), None).tolist()
+            b = exp.astype(object).where(exp.notna(), None).tolist()
+            assert a == b, col
+        elif col in ("flops",):
+            np.testing.assert_allclose(got.astype("float64").to_numpy(), exp.astype("float64").to_numpy(), rtol=1e-12)
+        else:
+            assert got.isna().tolist() == exp.isna().tolist(), col
+            assert got.fillna(-1).astype("int64").tolist() == exp.fillna(-1).astype("int64").tolist(), col
+    assert (ev["te"] == ev["ts"] + ev["dur"]).all()
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +99,8 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
             holders = c.who_has(parts)
             ev = c.compute(an.events).result()  # (a client that is not the default one)
             by_part = c.gather(parts)
+            n_rows = len(an.events)  # (the planned row counts: no task, works with any client)
+            part_rows = c.compute(an.events.map_partitions(len)).result().tolist()
             st = an.stats
             md = an.metadata
             graph = dict(an.events.__dask_graph__())
@@ -86,26 +110,15 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
     assert len(parts) == st["partitions"] == an.stats["partitions"]
     assert len(ev) == len(want) == EVENTS == st["events"]
     # partitions() in order: their concatenation is the frame, row for row
-    assert sum(map(len, by_part)) == len(ev)
+    assert sum(map(len, by_part)) == len(ev) == n_rows
+    assert part_rows == [len(p) for p in by_part]
     ev = ev.reset_index(drop=True)
     off = 0
     for p in by_part:
         want_p = ev.iloc[off : off + len(p)].reset_index(drop=True)
         pd.testing.assert_frame_equal(p.reset_index(drop=True), want_p, check_categorical=False)
         off += len(p)
-    for col in want.columns:
-        got = ev[col]
-        exp = want[col]
-        if isinstance(got.dtype, pd.CategoricalDtype) or got.dtype == object:
-            a = got.astype(object).where(got.notna(), None).tolist()
-            b = exp.astype(object).where(exp.notna(), None).tolist()
-            assert a == b, col
-        elif col in ("flops",):
-            np.testing.assert_allclose(got.astype("float64").to_numpy(), exp.astype("float64").to_numpy(), rtol=1e-12)
-        else:
-            assert got.isna().tolist() == exp.isna().tolist(), col
-            assert got.fillna(-1).astype("int64").tolist() == exp.fillna(-1).astype("int64").tolist(), col
-    assert (ev["te"] == ev["ts"] + ev["dur"]).all()
+    _compare(ev, want)
     assert len(md) == 0  # gen_traces writes no metadata record
     # every partition held on one worker, assembled where its batch was loaded: no transfer of a
     # loaded batch (the dependency of a partition or a per-worker pick) between the workers
@@ -115,7 +128,7 @@ def test_events_equal_gzip_json_and_stay_where_loaded(traces, cluster_client):
         t["key"]
         for t in ts.data
         if any(s["action"] == "transfer" for s in t["startstops"])
-        and (str(t["key"]).find("dfanalyzer-events") >= 0 or str(t["key"]).startswith("_pick_each"))
+        and (str(t["key"]).find("dfanalyzer-events") >= 0 or str(t["key"]).startswith("_loaded_each"))
     ]
     assert moved == []
     # the collection's graph is exactly the held partitions
@@ -137,3 +150,138 @@ def test_without_held_frame_the_persisted_fallback_is_the_same_frame(traces, clu
         persisted = c.compute(an.events).result()
         assert an.events.npartitions == len(an.partitions()) >= 2
     pd.testing.assert_frame_equal(held, persisted)
+
+
+def _task_names(ts) -> set:
+    return {(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0] for t in ts.data}
+
+
+def test_batches_that_fit_are_the_partitions_themselves(traces, cluster_client):
+    """With batches that fit a partition and share the union schema, each loaded batch is its
+    partition as it was loaded: no partition task runs, the collection's graph is the load
+    tasks' keys, and the frame is still exactly gzip + json's."""
+    from distributed import get_task_stream
+
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    with get_task_stream(client=c) as ts:
+        with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+            parts = an.partitions()
+            ev = c.compute(an.events).result()
+            st = an.stats
+            graph = dict(an.events.__dask_graph__())
+            files = list(an.files)
+            with get_task_stream(client=c) as ts_len:
+                n_rows = len(an.events)
+            md = an.metadata
+    assert st["batches"] >= 4 * FILES and st["partitions"] == st["batches"], st
+    assert n_rows == EVENTS and ts_len.data == []
+    assert len(md) == 0 and list(md.columns) == ["name", "cat", "ph", "pid", "tid", "ts", "dur", "key", "value", "args"]
+    names = _task_names(ts)
+    assert "_assemble" not in " ".join(names) and "_load_frame_task" not in " ".join(names), names
+    assert sorted(graph) == sorted(f.key for f in parts)
+    assert [f.key[1] for f in parts] == list(range(len(parts)))
+    _compare(ev, _oracle(files))
+
+
+def _kill_a_worker(c) -> None:
+    """SIGKILL one worker process of ``c``'s cluster (what a node lost for memory looks like) and
+    wait until the scheduler has dropped it (its nanny's restart is not waited for)."""
+    import time
+
+    pids = c.run(os.getpid)
+    assert len(pids) >= 2
+    addr = sorted(pids)[0]
+    os.kill(pids[addr], signal.SIGKILL)
+    t = time.monotonic()
+    while addr in c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.workers)):
+        assert time.monotonic() - t < 60, "the scheduler did not notice the dead worker"
+        time.sleep(0.05)
+
+
+def _write_with_metadata(path, events: int) -> list:
+    """A trace of ``events`` events with a metadata record (``ph: M``) before every 1250th (so some
+    batches have none), in gzip
+    members of 200 lines; returns the names of the M records, in order."""
+    recs = []
+    for i in range(events):
+        if i % 1250 == 0:
+            recs.append({"id": len(recs), "name": f"M{i}", "cat": "dftracer", "pid": 7, "tid": 7, "ph": "M",
+                         "args": {"name": "k", "value": str(i)}})  # fmt: skip
+        recs.append({"id": len(recs), "name": "read", "cat": "POSIX", "pid": 7, "tid": 7, "ts": 1000 + i, "dur": 2,
+                     "ph": "X", "args": {"ret": 4, "fd": 3}})  # fmt: skip
+    lines = ["["] + [json.dumps(r) for r in recs]
+    with open(path, "wb") as f:  # one gzip member per 200 lines, as the tracer writes them
+        for i in range(0, len(lines), 200):
+            f.write(gzip.compress(("\n".join(lines[i : i + 200]) + "\n").encode()))
+    return [r["name"] for r in recs if r["ph"] == "M"]
+
+
+def test_a_worker_killed_after_loading_loses_nothing(traces, tmp_path, monkeypatch):
+    """A worker killed between the loads and the per-worker picks of their infos, and one killed
+    once the events are held: the lost loads are computed again (their metadata and info with
+    them), and the frame, stats and metadata are still exactly what gzip + json read."""
+    from distributed import Client, LocalCluster
+
+    from dfanalyzer import DFAnalyzer, analyzer
+
+    holders = analyzer._holders
+    killed = []
+
+    def kill_then_holders(client, futures):
+        if not killed:
+            killed.append(1)
+            _kill_a_worker(client)
+        return holders(client, futures)
+
+    md_path = str(tmp_path / "md.pfw.gz")
+    md_names = _write_with_metadata(md_path, 3000)
+    with (
+        LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50) as cl,
+        Client(cl, set_as_default=False) as c,
+    ):
+        monkeypatch.setattr(analyzer, "_holders", kill_then_holders)
+        with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+            st = an.stats
+            assert killed and st["events"] == EVENTS and st["partitions"] == st["batches"] >= 4 * FILES
+            ev = c.compute(an.events).result()
+            files = list(an.files)
+        _compare(ev, _oracle(files))
+        monkeypatch.setattr(analyzer, "_holders", holders)
+        # the held partitions (the loaded batches themselves) of one worker lost, with metadata
+        with DFAnalyzer(md_path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+            st = an.stats
+            assert st["partitions"] == st["batches"] >= 3
+            _kill_a_worker(c)
+            ev = c.compute(an.events).result()
+            md = an.metadata
+            files = list(an.files)
+    want = _oracle(files)
+    assert st["events"] == len(want) == 3000
+    _compare(ev, want)
+    assert md["name"].astype(str).tolist() == md_names
+
+
+def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(traces, tmp_path):
+    """In process: :func:`_load_frame_task` keeps the batch's metadata and info beside the frame
+    it returns until the frame is freed; :func:`_loaded_each` gives the same info for a load whose
+    entry is missing (its frame moved to another worker) by loading the batch again."""
+    import gc
+
+    from dfanalyzer import analyzer
+
+    idx = analyzer._index_task(traces[0], str(tmp_path), False)
+    batch = analyzer.plan_batches([idx], 0.1 * 2**20)[1]
+    load = dict(index_dir=str(tmp_path), keep_args=None, query=None, arg_columns=None)
+    ev = analyzer._load_frame_task(batch, "t", 5, **load)
+    assert ("t", 5) in analyzer._LOADED
+    ((info, aligned),) = analyzer._loaded_each(2, load, [("t", 5, batch)], ev)
+    assert aligned and info.rows == len(ev) == batch[4] > 0
+    ((again, aligned2),) = analyzer._loaded_each(2, load, [("t", 6, batch)], ev)  # no entry: loaded again
+    assert again == info and aligned2
+    (md,) = analyzer._loaded_each(1, load, [("t", 5, batch)], ev)
+    assert md is None  # gen_traces writes no metadata record: None, not an empty frame, travels
+    del ev
+    gc.collect()
+    assert ("t", 5) not in analyzer._LOADED
