@@ -7,6 +7,8 @@
 * ``summary.fold_in_threads`` (every pool thread folds its own partials, one ``SharedSpill``
   bound for all) gives byte-identical results to one ``combine_partials`` of every partial, for
   1-4 threads and spill bounds from 1 interval up, with one spill store;
+* ``merge_unions_parallel`` (the final merge of the threads' unions, window by window in the
+  pool) gives the same arrays as ``merge_unions``;
 * a batch whose task fails is reported as a ``LoadError`` naming its file and checkpoints, and
   the pool threads stop taking batches.
 """
@@ -105,8 +107,10 @@ def _json(p: S.Partial) -> str:
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("bound", [None, 1, 300, 1 << 40])
-def test_fold_in_threads_equals_one_combine(partials, threads, bound, tmp_path):
+def test_fold_in_threads_equals_one_combine(partials, threads, bound, tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(S, "PARALLEL_MERGE_INTERVALS", 100)  # (the threads' unions merged in windows)
 
     want = _json(S.combine_partials(partials))
     order = list(np.random.default_rng(threads * 7 + (bound or 0) % 97).permutation(len(partials)))
@@ -182,3 +186,22 @@ def test_factorize_codes_give_back_the_values(values):
     codes, uniq = S._factorize(v)
     assert uniq.tolist() == sorted(set(values))
     assert uniq[codes].tolist() == values
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_unions_parallel_equals_merge_unions(seed):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(seed)
+    unions = []
+    for _ in range(int(rng.integers(2, 6))):
+        n = int(rng.integers(0, 400))
+        s = rng.integers(0, 5000, n)
+        e = s + rng.integers(0, 30, n)  # (empty, touching and overlapping intervals)
+        unions.append(S.union_intervals(s, e))
+    want = S.merge_unions(*unions)
+    with ThreadPoolExecutor(3) as pool:
+        for ways in (2, 3, 7, 64):
+            got = S.merge_unions_parallel(unions, pool, ways, min_intervals=0)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), ways
+            assert got[0].dtype == want[0].dtype == np.int64
