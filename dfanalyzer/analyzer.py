@@ -723,8 +723,8 @@ def _summary_chunk_task(items: List[tuple], index_dir, query, io_cats, compute_c
     """Several summary tasks in one (the distributed streamed summary): ``items`` are
     ``("batch", batch)`` or ``("files", paths)``; their partials are folded here as they are made
     (:class:`~dfanalyzer.summary.PartialFolder`), so one partial leaves the worker instead of one
-    per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (a batch's
-    metadata as the reader's dict of lists, a group's as a frame, None for none: see
+    per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (metadata as
+    the reader's dict of lists, None for none, a frame with a filter: see
     :func:`_summary_batch_task`); never raises."""
     kw = dict(index_dir=index_dir, query=query, io_cats=io_cats, compute_cats=compute_cats, app_io_cats=app_io_cats)
     fold = _summary.PartialFolder()
@@ -1359,8 +1359,8 @@ class DFAnalyzer:
                     part = end.value
                 except _summary.ItemFailed as failed:
                     exc = failed.exc
-                    if isinstance(exc, ValueError):  # a FilterError: the user's filter, not a failed load
-                        raise exc from None
+                    if isinstance(exc, ValueError) or not isinstance(exc, Exception):  # a FilterError (the
+                        raise exc from None  # user's filter, not a failed load), KeyboardInterrupt...
                     msg = f"{_task_name(items[failed.item])}: load failed: {type(exc).__name__}: {exc}"
                     raise LoadError(msg) from exc
                 finally:
