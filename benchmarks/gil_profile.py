@@ -6,7 +6,10 @@ problems, and ``partial_from_columns`` (NumPy/pandas reduction); the main thread
 partials (``PartialFolder.add``) and at the end ``finish``es the root. This script runs exactly
 those calls (the ones of ``dfanalyzer.analyzer._summary_batch_task``, no filter) on the batches
 ``DFAnalyzer`` plans for DIR, in ``--threads`` pool threads, and times every section in the
-thread that runs it:
+thread that runs it. ``--fold threads`` (the default, what the analyzer does since issue 22's
+fourth round) folds each partial in the pool thread that made it
+(``dfanalyzer.summary.fold_in_threads``; the main thread then only combines one partial per
+thread: section ``final``); ``--fold main`` folds every partial in the main thread as before:
 
 * ``cpu``: the thread's CPU time (``time.thread_time``) inside the section;
 * ``gil wait``: wall time the thread spent neither running nor runnable, i.e. blocked, inside
@@ -20,7 +23,7 @@ summary cannot run faster than ``1 / f`` times one thread, ``f`` = GIL-held CPU 
 only to build the result dict); the other sections as GIL-held (an upper bound: NumPy releases
 the GIL inside some loops over big arrays).
 
-    python benchmarks/gil_profile.py DIR [--threads 1 2] [--batch-size-mb 16]
+    python benchmarks/gil_profile.py DIR [--threads 1 2] [--batch-size-mb 16] [--fold threads|main] [--index-dir D]
 
 Prints one table per thread count: per section CPU s, share of the CPU, GIL wait s; then the
 GIL-held fraction and its Amdahl bound. The partial is checked against ``DFAnalyzer.summary``.
@@ -40,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-SECTIONS = ("load_batch", "glue", "partial", "fold", "finish")
+SECTIONS = ("load_batch", "glue", "partial", "fold", "final", "finish")
 GIL_FREE = ("load_batch",)
 
 
@@ -101,47 +104,94 @@ def batch_partial(batch, io, cp, app, clock: Clock):
             unresolved_hashes=int(r["unresolved_hashes"]),
             warnings=[str(w) for w in warnings],
         )
-        md = reader.metadata_frame(r["metadata"]) if len(r["metadata"]["name"]) else None
+        md = r["metadata"] if len(r["metadata"]["name"]) else None  # (the reader's lists, as the analyzer)
     with clock.section("partial"):
         part = _summary.partial_from_columns(cols, io, cp, app)
     del r, cols, md
     return part
 
 
-def run(d: str, threads: int, batch_size_mb: float) -> dict:
+def run(d: str, threads: int, batch_size_mb: float, fold_in: str = "threads", index_dir=None) -> dict:
     from dfanalyzer import DFAnalyzer
     from dfanalyzer import summary as _summary
     from dfanalyzer.analyzer import _round_robin_by_file
 
-    with DFAnalyzer(d, args=(), n_workers=threads, batch_size_mb=batch_size_mb) as an:
+    kw = dict(args=(), n_workers=threads, batch_size_mb=batch_size_mb, index_dir=index_dir)
+    with DFAnalyzer(d, **kw) as an:
         batches, io, cp, app = an._batches, an.io_cats, an.compute_cats, an.app_io_cats
         assert not an._groups, "gil_profile: small files (groups) are not profiled; use bigger files"
     clock = Clock()
-    done: queue.Queue = queue.Queue()
     t0, c0 = time.perf_counter(), time.process_time()
+    spill = _summary.SPILL_INTERVALS
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for i in _round_robin_by_file(batches):
-            pool.submit(lambda b: done.put(batch_partial(b, io, cp, app, clock)), batches[i])
-        fold = _summary.PartialFolder()
-        for _ in batches:
-            p = done.get()
-            with clock.section("fold"):
-                fold.add(p)
-        with clock.section("fold"):
-            root = fold.result()
+        if fold_in == "threads":
+            real_add, real_result = _summary.PartialFolder.add, _summary.PartialFolder.result
+            real_combine = _summary.combine_partials
+            main = threading.main_thread()
+
+            def add(self, part):  # (the pool threads' folds)
+                with clock.section("fold"):
+                    real_add(self, part)
+
+            def result(self):
+                with clock.section("fold"):
+                    return real_result(self)
+
+            def combine(parts):  # (the main thread's: one partial per pool thread)
+                if threading.current_thread() is not main:
+                    return real_combine(parts)
+                with clock.section("final"):
+                    return real_combine(parts)
+
+            _summary.PartialFolder.add, _summary.PartialFolder.result = add, result
+            _summary.combine_partials = combine
+            try:
+                stream = _summary.fold_in_threads(
+                    pool,
+                    threads,
+                    _round_robin_by_file(batches),
+                    lambda i: (batch_partial(batches[i], io, cp, app, clock),),
+                    spill_intervals=spill,
+                )
+                root = _drain(stream)
+            finally:
+                _summary.PartialFolder.add, _summary.PartialFolder.result = real_add, real_result
+                _summary.combine_partials = real_combine
+        else:
+            done: queue.Queue = queue.Queue()
+            for i in _round_robin_by_file(batches):
+                pool.submit(lambda b: done.put(batch_partial(b, io, cp, app, clock)), batches[i])
+            fold = _summary.PartialFolder(spill_intervals=spill)
+            for _ in batches:
+                p = done.get()
+                with clock.section("fold"):
+                    fold.add(p)
+            with clock.section("final"):
+                root = fold.result()
     with clock.section("finish"):
         result = _summary.finish(root, [])
+    for sp in root.spilled:
+        sp.cleanup()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    with DFAnalyzer(d, args=(), n_workers=threads, batch_size_mb=batch_size_mb) as an:
+    with DFAnalyzer(d, **kw) as an:
         assert result.to_dict() == an.summary(show=False).to_dict(), "gil_profile: partial differs from summary()"
-    return {"threads": threads, "batches": len(batches), "wall": wall, "cpu": cpu, "clock": clock}
+    return {"threads": threads, "batches": len(batches), "wall": wall, "cpu": cpu, "clock": clock, "fold": fold_in}
+
+
+def _drain(stream):
+    """Run a :func:`dfanalyzer.summary.fold_in_threads` generator to its end; its value."""
+    while True:
+        try:
+            next(stream)
+        except StopIteration as end:
+            return end.value
 
 
 def report(r: dict) -> None:
     c = r["clock"]
     total = sum(c.cpu.values())
     print(
-        f"\n{r['threads']} thread(s), {r['batches']} batches: wall {r['wall']:.2f} s, process CPU {r['cpu']:.2f} s, "
+        f"\n{r['threads']} thread(s), fold in {r['fold']}, {r['batches']} batches: wall {r['wall']:.2f} s, process CPU {r['cpu']:.2f} s, "
         f"sections {total:.2f} s CPU"
     )
     print("| section | GIL | CPU s | share of CPU | GIL wait s |\n|---|---|---:|---:|---:|")
@@ -157,10 +207,12 @@ def main(argv=None) -> int:
     ap.add_argument("dir")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--batch-size-mb", type=float, default=16)
+    ap.add_argument("--fold", choices=("threads", "main"), default="threads")
+    ap.add_argument("--index-dir", default=None)
     a = ap.parse_args(argv)
     print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load average {os.getloadavg()}")
     for n in a.threads:
-        report(run(a.dir, n, a.batch_size_mb))
+        report(run(a.dir, n, a.batch_size_mb, a.fold, a.index_dir))
     print(f"# load average {os.getloadavg()}")
     return 0
 

@@ -18,7 +18,7 @@ One command prints the table issue 22 asks for: for each N of ``--workers`` (def
 
 Every run's JSON must equal the first one's. ``--no-cluster`` skips the cluster runs.
 
-    python benchmarks/scaling.py DIR [--workers 1 2 4 8 16] [--no-cluster]
+    python benchmarks/scaling.py DIR [--workers 1 2 4 8 16] [--no-cluster] [--index-dir D]
 
 DIR: e.g. 100M events made by ``python benchmarks/gen_traces.py --events 100000000 --files 16
 --out DIR --jobs 0`` (not timed here). On a 16-core machine (the issue's 100M row: 34.5 s with 1
@@ -73,6 +73,8 @@ def _one(argv) -> int:
     A.DFAnalyzer.input_warnings = timed("sanity", A.DFAnalyzer.input_warnings)
     S.PartialFolder.add = timed("fold", S.PartialFolder.add, main_thread_only=True)
     S.PartialFolder.result = timed("fold", S.PartialFolder.result, main_thread_only=True)
+    if hasattr(S, "fold_in_threads"):  # the pool threads fold; the main thread combines their partials
+        S.combine_partials = timed("fold", S.combine_partials, main_thread_only=True)
     S.finish = timed("finish", S.finish)
     A.DFAnalyzer._streamed_partial = timed("stream (parallel)", A.DFAnalyzer._streamed_partial)
     t, c = time.perf_counter(), time.process_time()
@@ -94,12 +96,17 @@ def _proc_cpu(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+#: ``--index-dir D`` of every command (``--index-dir``), or nothing
+INDEX_ARGS: list = []
+
+
 def _command(d: str, extra: list, tmp: str) -> dict:
     """One timed command; returns wall, CPU, the summary and the client's phases."""
     phases_file = os.path.join(tmp, "phases.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env["DFA_SCALING_PHASES"] = phases_file
-    cmd = [sys.executable, os.path.abspath(__file__), "--_one", "summary", d, "--json", "--no-progress", *extra]
+    cmd = [sys.executable, os.path.abspath(__file__), "--_one", "summary", d, "--json", "--no-progress"]
+    cmd += [*INDEX_ARGS, *extra]
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
     out, err = p.communicate()
@@ -159,6 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("dir")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--index-dir", default=None, help="passed to every command (indexes kept away from DIR)")
     a = ap.parse_args(argv)
     import tempfile
 
@@ -166,6 +174,8 @@ def main(argv=None) -> int:
     import bench_analyzer as B
 
     d = os.path.abspath(a.dir)
+    if a.index_dir:
+        INDEX_ARGS[:] = ["--index-dir", os.path.abspath(a.index_dir)]
     tmp = tempfile.mkdtemp(prefix="dfa-scaling-")
     print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} CPUs, load {os.getloadavg()}")
     first = _command(d, ["--workers", str(max(a.workers))], tmp)["summary"]  # indexes built, page cache warm

@@ -427,9 +427,14 @@ def _load_files_task(
     except FilterError:
         raise
     except Exception as exc:
-        msg = f"{type(exc).__name__}: {exc}"
-        files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
-        return None, pd.DataFrame(), BatchInfo(error=msg, files=files, fatal=BatchInfo.is_fatal(exc))
+        return None, pd.DataFrame(), _failed_files(paths, exc)
+
+
+def _failed_files(paths: List[str], exc: BaseException) -> BatchInfo:
+    """The info of a group of small files whose load task failed (each file says why)."""
+    msg = f"{type(exc).__name__}: {exc}"
+    files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
+    return BatchInfo(error=msg, files=files, fatal=BatchInfo.is_fatal(exc))
 
 
 def _task_name(item) -> str:
@@ -751,18 +756,57 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
 
 
 def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):
-    """:func:`_summary_batch_task` for a group of small files (:func:`_load_files_task`)."""
-    ev, md, info = _load_files_task(paths, keep_args=frozenset(), query=query)
-    part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
-    return part, md, info
+    """:func:`_summary_batch_task` for a group of small files (:func:`_load_files_task`). Without
+    a filter the partial comes straight from the reader's NumPy columns and the metadata is the
+    reader's dict of lists (None for none), as for a batch: no pandas."""
+    if query:
+        ev, md, info = _load_files_task(paths, keep_args=frozenset(), query=query)
+        part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
+        return part, md, info
+    from . import _reader, reader
+
+    try:
+        r = _reader.load_files([os.fspath(p) for p in paths], _args_projection(frozenset(), None))
+        files = list(r["files"])
+        for f in files:  # (as reader.load_files and _load_files_task complete them)
+            if f["skipped_lines"]:
+                f["warnings"].append(reader._skipped_warning(f["path"], f))
+            if f["unresolved_hashes"]:
+                f["warnings"].append(
+                    "%s: %d file/host hashes without a FH/HH record" % (f["path"], f["unresolved_hashes"])
+                )
+            if f["error"] and not f["compressed_bytes"]:
+                try:
+                    f["compressed_bytes"] = os.path.getsize(f["path"])
+                except OSError:
+                    pass
+        cols = _summary.ReaderColumns(r)
+        ts, te = cols.ints("ts"), cols.ints("te")
+        pos = 0
+        for f in files:  # input sanity (dfanalyzer.sanity.file_spans)
+            n = int(f.get("rows", 0))
+            f["span"] = _sanity.span(ts[pos : pos + n], te[pos : pos + n]) if cols.rows else None
+            pos += n
+        info = BatchInfo(
+            rows=cols.rows,
+            schema={k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
+            skipped_lines=int(r["skipped_lines"]),
+            lost_bytes=reader.batch_problems(r, None)[1],
+            files=[FileStats.from_reader(f) for f in files],
+            arg_counts=reader.arg_counts(r),
+        )
+        md = r["metadata"] if len(r["metadata"]["name"]) else None
+    except Exception as exc:  # reported exactly as _load_files_task reports it
+        return _summary.Partial(), pd.DataFrame(), _failed_files(paths, exc)
+    return _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats), md, info
 
 
 def _summary_chunk_task(items: List[tuple], index_dir, query, io_cats, compute_cats, app_io_cats):
     """Several summary tasks in one (the distributed streamed summary): ``items`` are
     ``("batch", batch)`` or ``("files", paths)``; their partials are folded here as they are made
     (:class:`~dfanalyzer.summary.PartialFolder`), so one partial leaves the worker instead of one
-    per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (a batch's
-    metadata as the reader's dict of lists, a group's as a frame, None for none: see
+    per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (metadata as
+    the reader's dict of lists, None for none, a frame with a filter: see
     :func:`_summary_batch_task`); never raises."""
     kw = dict(index_dir=index_dir, query=query, io_cats=io_cats, compute_cats=compute_cats, app_io_cats=app_io_cats)
     fold = _summary.PartialFolder()
@@ -1381,32 +1425,43 @@ class DFAnalyzer:
         threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
-            # partials are merged as tasks finish, so they never all wait in memory at once
-            pool = self._thread_pool()
-            # files are taken in turns (batch 0 of every file, then batch 1, ...): processes of one
-            # job overlap in time, so neighbouring partials' interval unions collapse when merged
-            futures = [None] * len(self._batches)
-            for i in _round_robin_by_file(self._batches):
-                futures[i] = pool.submit(_summary_batch_task, self._batches[i], **kw)
-            futures += [pool.submit(_summary_files_task, g, **kw) for g in self._groups]
-            number = {f: i for i, f in enumerate(futures)}
-            metadata, infos = [None] * len(futures), [None] * len(futures)
-            # memory bound: interval unions past SPILL_INTERVALS go to disk (exact, summary.finish)
-            fold = _summary.PartialFolder(spill_intervals=_summary.SPILL_INTERVALS)
+            # every pool thread folds the partials of the batches it runs (as the cluster's chunk
+            # tasks do), so this thread only combines one partial per pool thread at the end; the
+            # batches are taken in turns per file (batch 0 of every file, then batch 1, ...):
+            # processes of one job overlap in time, so partials folded together collapse
             items = list(self._batches) + list(self._groups)
-            for f in self._as_completed(futures, "loading"):
-                i = number.pop(f)
-                futures[i] = None
+            order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
+            nb = len(self._batches)
+
+            def run(i):
+                if i < nb:  # (metadata as the reader's lists: no pandas, the frame on first use)
+                    return _summary_batch_task(items[i], raw_metadata=True, **kw)
+                return _summary_files_task(items[i], **kw)
+
+            # memory bound: interval unions past SPILL_INTERVALS (all threads together) go to disk
+            stream = _summary.fold_in_threads(
+                self._thread_pool(), self._threads(), order, run, spill_intervals=_summary.SPILL_INTERVALS
+            )
+            metadata, infos = [None] * len(items), [None] * len(items)
+            with _progress_bar("loading", len(items)) if self.progress and items else contextlib.nullcontext() as adv:
                 try:
-                    p, metadata[i], infos[i] = f.result()
-                except ValueError:  # a FilterError: the user's filter, not a failed load
-                    raise
-                except Exception as exc:  # (the tasks catch their own errors: this is e.g. memory)
-                    raise LoadError(f"{_task_name(items[i])}: load failed: {type(exc).__name__}: {exc}") from exc
-                _raise_failed([items[i]], [infos[i]])
-                fold.add(p)
-            self._metadata = _concat_metadata(metadata)
-            part = fold.result()
+                    while True:
+                        i, (metadata[i], infos[i]) = next(stream)
+                        _raise_failed([items[i]], [infos[i]])
+                        if adv is not None:
+                            adv()
+                except StopIteration as end:
+                    part = end.value
+                except _summary.ItemFailed as failed:
+                    exc = failed.exc
+                    if isinstance(exc, ValueError) or not isinstance(exc, Exception):  # a FilterError (the
+                        raise exc from None  # user's filter, not a failed load), KeyboardInterrupt...
+                    msg = f"{_task_name(items[failed.item])}: load failed: {type(exc).__name__}: {exc}"
+                    raise LoadError(msg) from exc
+                finally:
+                    stream.close()
+            # the frame is made on first use of .metadata (the summary needs no pandas)
+            self._metadata, self._metadata_parts = None, metadata
         else:
             c = self._client
             # a few tasks per worker thread, each folding its batches' partials itself: per-batch

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -108,9 +109,28 @@ class Partial:
     spilled: List["SpilledUnions"] = field(default_factory=list)
 
 
+def _factorize(v: np.ndarray):
+    """``(codes, uniq)`` of an int64 array: ``uniq`` its distinct values (sorted), ``codes[i]``
+    the index of ``v[i]`` in ``uniq``. What ``pandas.factorize`` gives up to the order of
+    ``uniq`` (every caller's result is independent of that order), without pandas (the
+    threaded summary does not import it): a lookup table when the values span a small range
+    (sizes, pids, dense keys: one pass), else a sort (``np.unique``)."""
+    if v.size == 0:
+        return np.zeros(0, dtype=np.intp), v[:0]
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo <= 4 * v.size + 4096:
+        off = v - lo
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[off] = True
+        code_of = np.cumsum(present, dtype=np.intp) - 1
+        return code_of[off], np.flatnonzero(present) + lo
+    uniq, codes = np.unique(v, return_inverse=True)
+    return codes.reshape(-1), uniq
+
+
 def _representatives(key: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """One row index (from ``rows``) per distinct value of ``key`` (``key[i]`` belongs to ``rows[i]``)."""
-    codes, uniq = pd.factorize(key)
+    codes, uniq = _factorize(key)
     rep = np.empty(len(uniq), dtype=np.int64)
     rep[codes] = rows
     return rep
@@ -223,11 +243,11 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
 def _distinct(hname: list, host: np.ndarray, pid: np.ndarray, tid: Optional[np.ndarray] = None) -> set:
     """Set of distinct ``(hostname, pid)`` or ``(hostname, pid, tid)`` tuples of the given rows
     (host codes index ``hname`` at code + 1)."""
-    pid_code, pid_uniq = pd.factorize(pid)
+    pid_code, pid_uniq = _factorize(pid)
     key = (host + 1) * len(pid_uniq) + pid_code  # dense int64 keys (no overflow: codes < rows)
     if tid is not None:
-        proc_code, _ = pd.factorize(key)
-        tid_code, tid_uniq = pd.factorize(tid)
+        proc_code, _ = _factorize(key)
+        tid_code, tid_uniq = _factorize(tid)
         key = proc_code.astype(np.int64) * len(tid_uniq) + tid_code
     rep = _representatives(key, np.arange(key.size, dtype=np.int64))
     hosts = [hname[c + 1] for c in host[rep]]
@@ -319,7 +339,7 @@ def _function_histograms(
     w = None if weight is None else weight[has]
     if w is None and c.size:
         # count (name, size) pairs by hashing the sizes (few distinct) instead of sorting the rows
-        v_code, v_uniq = pd.factorize(v)
+        v_code, v_uniq = _factorize(v)
         width = max(1, len(v_uniq))
         if len(uniq) * width <= 4 * c.size + 4096:
             pair = np.bincount(c.astype(np.int64) * width + v_code, minlength=len(uniq) * width)
@@ -527,13 +547,30 @@ class PartialFolder(Folder):
     union key. Exact: :func:`finish` measures spilled and held unions together. The
     result's ``spilled`` must be finished in this process (call ``cleanup()`` on each after)."""
 
-    def __init__(self, fan_in: int = FAN_IN, spill_intervals: Optional[int] = None, spill_dir: Optional[str] = None):
+    def __init__(
+        self,
+        fan_in: int = FAN_IN,
+        spill_intervals: Optional[int] = None,
+        spill_dir: Optional[str] = None,
+        shared: Optional["SharedSpill"] = None,
+    ):
         super().__init__(lambda *parts: combine_partials(parts), fan_in)
         self.spill_intervals = None if spill_intervals is None else max(1, int(spill_intervals))
         self.spill_dir = spill_dir
         self.spill: Optional[SpilledUnions] = None
+        self.shared = shared
+        if shared is not None:
+            self._lock = threading.Lock()
+            shared.join(self)
 
     def add(self, part) -> None:
+        if self.shared is not None:  # (one bound for the folders of all threads: SharedSpill)
+            n = _intervals(part)
+            with self._lock:
+                super().add(part)
+                self._held = self._held + n if self.levels[0] else sum(_intervals(p) for p in self._parts())
+            self.shared.check()
+            return
         if self.spill_intervals is None:
             return super().add(part)
         n = _intervals(part)
@@ -563,10 +600,176 @@ class PartialFolder(Folder):
         self._held = 0
 
     def result(self):
+        if self.shared is not None:  # (no more adds: leaves the shared bound, then merges)
+            self.shared.leave(self)
         out = super().result()
         if self.spill is not None and self.spill not in out.spilled:
             out.spilled = out.spilled + [self.spill]
         return out
+
+    def _parts(self):
+        return [p for lv in self.levels for p in lv]
+
+    def _drop_unions(self) -> None:
+        """The held partials' unions are on disk now: hold copies without them."""
+        empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+        self.levels = [[dataclasses.replace(p, **empty) for p in lv] for lv in self.levels]
+        self._held = 0
+
+
+class SharedSpill:
+    """One memory bound for several :class:`PartialFolder` folding in parallel threads (the
+    threaded streamed summary: every pool thread folds its own batches' partials,
+    :func:`fold_in_threads`): whenever the folders together hold more than ``spill_intervals``
+    disjoint intervals, the unions of all of them are merged into one run per union key of one
+    :class:`SpilledUnions` (so runs are as few and as long as with one folder; a folder that is
+    adding waits for the spill). ``store`` is that store (None until the first spill); the
+    final partial must carry it (:func:`fold_in_threads` does)."""
+
+    def __init__(self, spill_intervals: int, spill_dir: Optional[str] = None):
+        self.spill_intervals = max(1, int(spill_intervals))
+        self.spill_dir = spill_dir
+        self.store: Optional[SpilledUnions] = None
+        self.folders: List[PartialFolder] = []
+        self._lock = threading.Lock()  # (taken before any folder's lock, never after one)
+
+    def join(self, folder: PartialFolder) -> None:
+        with self._lock:
+            self.folders.append(folder)
+
+    def leave(self, folder: PartialFolder) -> None:
+        with self._lock:
+            if folder in self.folders:
+                self.folders.remove(folder)
+
+    def check(self) -> None:
+        """Spill when past the bound (called by a folder after each add, holding no lock)."""
+        if sum(f._held for f in self.folders) <= self.spill_intervals:  # (a racy read: rechecked below)
+            return
+        with self._lock:
+            folders = list(self.folders)
+            for f in folders:
+                f._lock.acquire()
+            try:
+                if sum(f._held for f in folders) <= self.spill_intervals:
+                    return
+                if self.store is None:
+                    self.store = SpilledUnions(self.spill_dir)
+                for k in UNION_KEYS:
+                    self.store.add(k, merge_unions(*(getattr(p, k) for f in folders for p in f._parts())))
+                for f in folders:
+                    f._drop_unions()
+            finally:
+                for f in folders:
+                    f._lock.release()
+
+
+def fold_in_threads(pool, threads: int, order: Sequence[int], run, spill_intervals=None, spill_dir=None):
+    """Run ``run(i)`` → ``(partial, *rest)`` for every item ``i`` of ``order`` in ``threads``
+    loops on the thread ``pool``, each loop taking the next item of ``order`` and folding its
+    partials itself (a :class:`PartialFolder`; with ``spill_intervals``, one
+    :class:`SharedSpill` bound for all of them), so this thread only combines ``threads``
+    partials at the end, not one per item.
+
+    A generator: yields ``(i, rest)`` in this (the calling) thread as each item finishes, then
+    returns the folded :class:`Partial` (``StopIteration.value``; ``yield from`` gives it).
+    An exception of ``run(i)`` is raised here as ``ItemFailed(i, exc)``, one of a loop's fold
+    as itself; the loops stop taking items as soon as the generator ends early (an exception,
+    ``close()``)."""
+    import queue
+
+    order = list(order)
+    done: "queue.SimpleQueue" = queue.SimpleQueue()
+    stop = threading.Event()
+    taken = iter(order)
+    take_lock = threading.Lock()
+    shared = None if spill_intervals is None else SharedSpill(spill_intervals, spill_dir)
+
+    def loop():
+        fold = PartialFolder(shared=shared) if shared is not None else PartialFolder()
+        try:
+            while not stop.is_set():
+                with take_lock:
+                    i = next(taken, None)
+                if i is None:
+                    break
+                try:
+                    part, *rest = run(i)
+                except BaseException as exc:  # (reported by the calling thread, naming item i)
+                    done.put((i, None, ItemFailed(i, exc)))
+                    return None
+                fold.add(part)
+                done.put((i, rest, None))
+            return fold.result()
+        except BaseException as exc:  # the fold itself (memory, the spill file)
+            done.put((None, None, exc))
+            raise
+
+    n = max(1, min(int(threads), len(order)))
+    futures = [pool.submit(loop) for _ in range(n)] if order else []
+    try:
+        for _ in order:
+            i, rest, exc = done.get()
+            if exc is not None:
+                raise exc
+            yield i, rest
+        parts = [f.result() for f in futures]
+    finally:
+        stop.set()
+    if not parts:
+        return Partial()
+    # the threads' unions (up to the spill bound) are merged window by window in the pool
+    # (NumPy's sort releases the GIL), the rest of the partials here (sets, histograms: small)
+    empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+    out = combine_partials([dataclasses.replace(p, **empty) for p in parts])
+    for k in UNION_KEYS:
+        setattr(out, k, merge_unions_parallel([getattr(p, k) for p in parts], pool, n))
+    if shared is not None and shared.store is not None:
+        out.spilled = out.spilled + [shared.store]
+    return out
+
+
+#: below this many intervals in all, :func:`merge_unions_parallel` merges in one call
+PARALLEL_MERGE_INTERVALS = 1 << 17
+
+
+def merge_unions_parallel(unions: List[Union], pool, ways: int, min_intervals: Optional[int] = None) -> Union:
+    """:func:`merge_unions` of ``unions``, cut into ``ways`` time windows merged in parallel on
+    the thread ``pool`` (NumPy's sort releases the GIL): the windows' edges are evenly spaced
+    starts of the largest union; each union is clipped to each window (``[a, b)``), the clipped
+    pieces merged per window, and the windows' results joined again where an interval was cut
+    at an edge (touching pieces). Exact: the same arrays as :func:`merge_unions`. With fewer
+    than ``min_intervals`` (default :data:`PARALLEL_MERGE_INTERVALS`) intervals in all, or one
+    way, one :func:`merge_unions` call."""
+    unions = [u for u in unions if u[0].size]
+    total = sum(int(u[0].size) for u in unions)
+    least = PARALLEL_MERGE_INTERVALS if min_intervals is None else min_intervals
+    if len(unions) < 2 or ways < 2 or total < least:
+        return merge_unions(*unions)
+    big = max(unions, key=lambda u: u[0].size)[0]
+    cuts = np.unique(big[(np.arange(1, ways) * big.size) // ways])
+    edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
+    pieces = list(
+        pool.map(lambda ab: merge_unions(*(_mem_window(u, ab[0], ab[1]) for u in unions)), zip(edges[:-1], edges[1:]))
+    )
+    s = np.concatenate([p[0] for p in pieces])
+    e = np.concatenate([p[1] for p in pieces])
+    if s.size == 0:
+        return _EMPTY, _EMPTY
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    np.greater(s[1:], e[:-1], out=new[1:])  # (touching at an edge: one interval again)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], e[last]
+
+
+class ItemFailed(Exception):
+    """``run(item)`` of :func:`fold_in_threads` raised ``exc`` (``__cause__``)."""
+
+    def __init__(self, item: int, exc: BaseException):
+        super().__init__(item, exc)
+        self.item, self.exc = item, exc
 
 
 # ----------------------------------------------------------------------------- result

@@ -55,8 +55,11 @@ def test_scheduler_client_imports_no_pandas(tmp_path):
     common = (str(d), "--small-file-mb", "0")
     th, th_seen = _cli(tmp_path, "threads", *common, "--workers", "2")
     assert th.returncode == 0 and th_seen["rc"] == 0, th.stderr[-2000:]
-    # positive control of the check: the threaded command reduces the batches itself, with pandas
-    assert "pandas" in th_seen["heavy"]
+    assert th_seen["heavy"] == []  # (the threaded command needs no pandas either: test_summary_threads.py)
+    # positive control of the check: a filter is run on each batch as a DataFrame, with pandas
+    fl, fl_seen = _cli(tmp_path, "filtered", *common, "--workers", "2", "--filter", "ts >= 0")
+    assert fl.returncode == 0 and fl_seen["rc"] == 0 and fl.stdout == th.stdout, fl.stderr[-2000:]
+    assert "pandas" in fl_seen["heavy"]
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
     ) as lc:
