@@ -607,6 +607,14 @@ struct Parser::Impl {
   static void put(ArgColumn& c, const Staged& v, int64_t row) {
     if (v.is_null) return;
     if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type, maybe padded
+      put_number(c, v, row);
+      return;
+    }
+    put_other(c, v, row);
+  }
+  // (flatten: the vectors' push_back inlined here, not called)
+  __attribute__((flatten)) static void put_number(ArgColumn& c, const Staged& v, int64_t row) {
+    {
       if (c.type == ArgType::Int) {
         if (int64_t(c.ints.size()) != row) {
           if (int64_t(c.ints.size()) > row) drop_row(c, row);
@@ -621,8 +629,9 @@ struct Parser::Impl {
         c.floats.push_back(v.d);
       }
       c.mask.push_back(0);
-      return;
     }
+  }
+  __attribute__((noinline)) static void put_other(ArgColumn& c, const Staged& v, int64_t row) {
     drop_row(c, row);
     promote(c, v.type);
     pad(c, row);
@@ -1059,8 +1068,9 @@ struct Parser::Impl {
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
               int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
     int64_t row = out.rows;
+    if (size_t(row) >= out.pid.size()) grow_core(out);
     if (nc < 0) nc = out.name.intern(name);
-    out.name.codes.push_back(nc);
+    out.name.codes[size_t(row)] = nc;
     if (size_t(nc) >= name_size_kind.size()) {
       name_size_kind.resize(size_t(nc) + 1, -1);
       name_cat.resize(size_t(nc) + 1, -1);
@@ -1068,12 +1078,11 @@ struct Parser::Impl {
     if (name_size_kind[size_t(nc)] < 0) name_size_kind[size_t(nc)] = size_kind_of(name);
     int32_t cc = -1;
     if (has_cat) cc = name_cat[size_t(nc)] = out.cat.intern(cat, name_cat[size_t(nc)]);
-    out.cat.codes.push_back(cc);
-    out.ph.codes.push_back(ph.empty() ? -1 : out.ph.intern(ph));
-    out.pid.push_back(pid);
-    out.tid.push_back(tid);
-    out.ts.push_back(ts);
-    out.dur.push_back(dur);
+    out.cat.codes[size_t(row)] = cc;
+    out.ph.codes[size_t(row)] = ph.empty() ? -1 : out.ph.intern(ph);
+    out.pid[size_t(row)] = pid;
+    out.tid[size_t(row)] = tid;
+    out.ts[size_t(row)] = ts;
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
@@ -1106,14 +1115,14 @@ struct Parser::Impl {
     if (host) hc = intern_text(out.hostname, *host);
     else if (hhash) hc = resolve(ctx.hh, *hhash, out.hostname, out);
     if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
-    out.hostname.codes.push_back(hc);
+    out.hostname.codes[size_t(row)] = hc;
     int32_t fc = -1;
     if (fname) fc = intern_text(out.fname, *fname);
     else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
-    out.fname.codes.push_back(fc);
+    out.fname.codes[size_t(row)] = fc;
     bool off_ok = offset && offset->type == ArgType::Int;
-    out.offset.push_back(off_ok ? offset->i : 0);
-    out.offset_mask.push_back(off_ok ? 0 : 1);
+    out.offset[size_t(row)] = off_ok ? offset->i : 0;
+    out.offset_mask[size_t(row)] = off_ok ? 0 : 1;
     int64_t size = 0;
     bool size_ok = false;
     int8_t sk = name_size_kind[size_t(nc)];
@@ -1136,12 +1145,34 @@ struct Parser::Impl {
     // Aggregated record (upstream ph 3): dur = args.dur_sum, the summed µs of its dft_cnt calls
     // (a record of one call has args.dur instead).
     if (aggregated) {
-      if (is_int(special[kDurSum])) out.dur.back() = special[kDurSum]->i;
-      else if (is_int(special[kArgDur])) out.dur.back() = special[kArgDur]->i;
+      if (is_int(special[kDurSum])) dur = special[kDurSum]->i;
+      else if (is_int(special[kArgDur])) dur = special[kArgDur]->i;
     }
-    out.size.push_back(size);
-    out.size_mask.push_back(size_ok ? 0 : 1);
+    out.dur[size_t(row)] = dur;
+    out.size[size_t(row)] = size;
+    out.size_mask[size_t(row)] = size_ok ? 0 : 1;
     out.rows = row + 1;
+  }
+
+  // Core columns are written by row, not pushed (one size check per row instead of a capacity
+  // check per column): while parse() runs they are longer than out.rows, grown kGrowRows rows at
+  // a time (a small value-initialisation, inside the capacity parse() reserved), and parse()
+  // cuts them back to out.rows before it returns. All core columns have one length.
+  static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
+  __attribute__((noinline)) static void grow_core(EventColumns& out) {
+    size_t n = out.pid.size() + kGrowRows;
+    if (out.pid.capacity() > out.pid.size()) n = std::min(n, out.pid.capacity());  // no reallocation past the reserve
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
+    out.size_mask.resize(n);
+    out.offset_mask.resize(n);
+  }
+  static void trim_core(EventColumns& out) {
+    size_t n = size_t(out.rows);
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
+    out.size_mask.resize(n);
+    out.offset_mask.resize(n);
   }
 };
 
@@ -1167,6 +1198,12 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   im.name_size_kind.assign(out.name.categories.size(), -1);
   im.name_cat.assign(out.name.categories.size(), -1);
   im.shapes.clear();
+  // core columns: out.rows long on entry and on every exit (Impl::grow_core)
+  Impl::trim_core(out);
+  struct Trim {
+    EventColumns& out;
+    ~Trim() { Impl::trim_core(out); }
+  } trim{out};
   if (out.reserve_rows > out.rows) {
     size_t n = size_t(out.reserve_rows);
     for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.reserve(n);
