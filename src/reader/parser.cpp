@@ -414,6 +414,7 @@ inline size_t skip_digits(const char*& q, const char* e) {
 }  // namespace
 
 struct Parser::Impl {
+  static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
   od::parser parser;
   std::string scratch;
   StagedList staged;
@@ -542,19 +543,20 @@ struct Parser::Impl {
     if (k == "size_max") return kSizeMax;
     return kPlain;
   }
-  // Removes the value of row `row` (a second value of one column in one record: the later wins).
-  static void drop_row(ArgColumn& c, int64_t row) {
-    if (c.length() <= row) return;
-    if (c.type == ArgType::String) {
-      c.strings.codes.pop_back();
-      return;
-    }
-    (c.type == ArgType::Int) ? c.ints.pop_back() : c.floats.pop_back();
-    c.mask.pop_back();
+  // Args columns are written by row too: while parse() runs a column is grown null-filled
+  // (0 and mask 1, or code -1) kGrowRows rows at a time, so the rows of events without its key
+  // are null already (no padding per value), and a second value of one column in one record
+  // overwrites the first (the later wins). parse() cuts every column back to out.rows.
+  // Makes `row` a row of `c`.
+  __attribute__((noinline)) static void grow_arg(ArgColumn& c, int64_t row) {
+    size_t len = size_t(c.length());
+    size_t cap = c.type == ArgType::Int ? c.ints.capacity() : c.type == ArgType::Float ? c.floats.capacity()
+                                                                                       : c.strings.codes.capacity();
+    size_t n = std::max(size_t(row) + 1, len + kGrowRows);
+    if (cap > size_t(row)) n = std::min(n, cap);  // no reallocation past the reserve
+    resize_arg(c, n);
   }
-
-  static void pad(ArgColumn& c, int64_t row) {
-    size_t n = size_t(std::max<int64_t>(row, c.length()));
+  static void resize_arg(ArgColumn& c, size_t n) {
     if (c.type == ArgType::Int) {
       c.ints.resize(n, 0);
       c.mask.resize(n, 1);
@@ -565,20 +567,9 @@ struct Parser::Impl {
       c.strings.codes.resize(n, -1);
     }
   }
-  // pad() of a number column (values and mask of equal length < row): a few rows are pushed
-  // inline (sparse columns skip a row or two often; resize's call costs more than that).
-  template <typename T>
-  static void pad_numbers(std::vector<T>& values, std::vector<uint8_t>& mask, int64_t row) {
-    size_t n = size_t(row);
-    if (n - values.size() <= 8) {
-      while (values.size() < n) {
-        values.push_back(0);
-        mask.push_back(1);
-      }
-      return;
-    }
-    values.resize(n, 0);
-    mask.resize(n, 1);
+  // Pads `c` with nulls to at least `row` rows.
+  static void pad(ArgColumn& c, int64_t row) {
+    if (c.length() < row) resize_arg(c, size_t(row));
   }
   static void promote(ArgColumn& c, ArgType t) {
     if (t <= c.type) return;
@@ -604,47 +595,40 @@ struct Parser::Impl {
     c.mask.clear();
     c.type = ArgType::String;
   }
-  static void put(ArgColumn& c, const Staged& v, int64_t row) {
+  __attribute__((always_inline)) static void put(ArgColumn& c, const Staged& v, int64_t row) {
     if (v.is_null) return;
-    if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type, maybe padded
-      put_number(c, v, row);
+    if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type
+      if (size_t(row) >= c.mask.size()) grow_arg(c, row);  // (a number column's mask has its length)
+      if (c.type == ArgType::Int) c.ints[size_t(row)] = v.i;
+      else c.floats[size_t(row)] = v.d;
+      c.mask[size_t(row)] = 0;
       return;
     }
     put_other(c, v, row);
   }
-  // (flatten: the vectors' push_back inlined here, not called)
-  __attribute__((flatten)) static void put_number(ArgColumn& c, const Staged& v, int64_t row) {
-    {
-      if (c.type == ArgType::Int) {
-        if (int64_t(c.ints.size()) != row) {
-          if (int64_t(c.ints.size()) > row) drop_row(c, row);
-          else pad_numbers(c.ints, c.mask, row);
-        }
-        c.ints.push_back(v.i);
-      } else {
-        if (int64_t(c.floats.size()) != row) {
-          if (int64_t(c.floats.size()) > row) drop_row(c, row);
-          else pad_numbers(c.floats, c.mask, row);
-        }
-        c.floats.push_back(v.d);
-      }
-      c.mask.push_back(0);
-    }
-  }
   __attribute__((noinline)) static void put_other(ArgColumn& c, const Staged& v, int64_t row) {
-    drop_row(c, row);
+    if (row < c.length()) {  // a value of this record: gone before the column is converted (the later wins)
+      if (c.type == ArgType::String) {
+        c.strings.codes[size_t(row)] = -1;
+      } else {
+        (c.type == ArgType::Int) ? void(c.ints[size_t(row)] = 0) : void(c.floats[size_t(row)] = 0);
+        c.mask[size_t(row)] = 1;
+      }
+    }
     promote(c, v.type);
-    pad(c, row);
+    if (row >= c.length()) grow_arg(c, row);
     if (c.type == ArgType::Int) {
-      c.ints.push_back(v.i);
-      c.mask.push_back(0);
+      c.ints[size_t(row)] = v.i;
+      c.mask[size_t(row)] = 0;
     } else if (c.type == ArgType::Float) {
-      c.floats.push_back(v.type == ArgType::Int ? double(v.i) : v.d);
-      c.mask.push_back(0);
+      c.floats[size_t(row)] = v.type == ArgType::Int ? double(v.i) : v.d;
+      c.mask[size_t(row)] = 0;
     } else {
-      if (v.type == ArgType::String) c.strings.codes.push_back(c.strings.intern(v.s));
-      else if (v.type == ArgType::Int) c.strings.codes.push_back(c.strings.intern(std::to_string(v.i)));
-      else c.strings.codes.push_back(c.strings.intern(double_text(v.d)));
+      int32_t code;
+      if (v.type == ArgType::String) code = c.strings.intern(v.s);
+      else if (v.type == ArgType::Int) code = c.strings.intern(std::to_string(v.i));
+      else code = c.strings.intern(double_text(v.d));
+      c.strings.codes[size_t(row)] = code;
     }
   }
 
@@ -1107,8 +1091,9 @@ struct Parser::Impl {
       extra_json += '}';
       if (extra_col < 0) extra_col = column_for(out, kArgsExtraColumn, ArgType::String);
       ArgColumn& c = out.args[size_t(extra_col)];
-      pad(c, row);
-      c.strings.codes.push_back(c.strings.intern(extra_json));
+      int32_t code = c.strings.intern(extra_json);
+      if (row >= c.length()) grow_arg(c, row);
+      c.strings.codes[size_t(row)] = code;
     }
     // hostname: args.hostname, HH resolution of args.hhash, else the file's host.
     int32_t hc = -1;
@@ -1158,7 +1143,6 @@ struct Parser::Impl {
   // check per column): while parse() runs they are longer than out.rows, grown kGrowRows rows at
   // a time (a small value-initialisation, inside the capacity parse() reserved), and parse()
   // cuts them back to out.rows before it returns. All core columns have one length.
-  static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
   __attribute__((noinline)) static void grow_core(EventColumns& out) {
     size_t n = out.pid.size() + kGrowRows;
     if (out.pid.capacity() > out.pid.size()) n = std::min(n, out.pid.capacity());  // no reallocation past the reserve
@@ -1169,6 +1153,8 @@ struct Parser::Impl {
   }
   static void trim_core(EventColumns& out) {
     size_t n = size_t(out.rows);
+    for (ArgColumn& c : out.args)
+      if (c.length() > out.rows) resize_arg(c, n);
     for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
     for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
     out.size_mask.resize(n);
