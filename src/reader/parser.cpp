@@ -442,7 +442,8 @@ struct Parser::Impl {
     uint64_t m1 = n >= 16 ? ~0ull : n > 8 ? ~0ull >> (64 - 8 * (n - 8)) : 0;
     w[0] &= m0;
     w[1] &= m1;
-    NameSlot& e = name_cache[((w[0] ^ (w[1] * 0x9e3779b97f4a7c15ull) ^ n) * 0xbf58476d1ce4e5b9ull) >> (64 - kNameCacheBits)];
+    NameSlot& e =
+        name_cache[((w[0] ^ (w[1] * 0x9e3779b97f4a7c15ull) ^ n) * 0xbf58476d1ce4e5b9ull) >> (64 - kNameCacheBits)];
     if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) return e.code;
     int32_t code = out.name.find(name);
     if (code >= 0) e = NameSlot{w[0], w[1], uint32_t(n), code};
@@ -576,8 +577,9 @@ struct Parser::Impl {
   // Makes `row` a row of `c`.
   __attribute__((noinline)) static void grow_arg(ArgColumn& c, int64_t row) {
     size_t len = size_t(c.length());
-    size_t cap = c.type == ArgType::Int ? c.ints.capacity() : c.type == ArgType::Float ? c.floats.capacity()
-                                                                                       : c.strings.codes.capacity();
+    size_t cap = c.type == ArgType::Int     ? c.ints.capacity()
+                 : c.type == ArgType::Float ? c.floats.capacity()
+                                            : c.strings.codes.capacity();
     size_t n = std::max(size_t(row) + 1, len + kGrowRows);
     if (cap > size_t(row)) n = std::min(n, cap);  // no reallocation past the reserve
     resize_arg(c, n);
@@ -623,7 +625,7 @@ struct Parser::Impl {
   }
   __attribute__((always_inline)) static void put(ArgColumn& c, const Staged& v, int64_t row) {
     if (v.is_null) return;
-    if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type
+    if (v.type == c.type && c.type != ArgType::String) {   // fast path: same type
       if (size_t(row) >= c.mask.size()) grow_arg(c, row);  // (a number column's mask has its length)
       if (c.type == ArgType::Int) c.ints[size_t(row)] = v.i;
       else c.floats[size_t(row)] = v.d;
