@@ -414,6 +414,7 @@ inline size_t skip_digits(const char*& q, const char* e) {
 }  // namespace
 
 struct Parser::Impl {
+  static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
   od::parser parser;
   std::string scratch;
   StagedList staged;
@@ -421,6 +422,33 @@ struct Parser::Impl {
   std::unordered_map<std::string_view, int> arg_index;
   std::vector<int8_t> name_size_kind;
   std::vector<int32_t> name_cat;  // by name code: category code last seen with it (a hint)
+  std::vector<int32_t> name_ph;   // by name code: phase code last seen with it (a hint)
+  // Codes of event names of <= 16 bytes met by fast_line, by their bytes (direct-mapped): most
+  // lines then find their name's code with two word compares instead of a hash-table lookup.
+  struct NameSlot {
+    uint64_t w0 = 0, w1 = 0;
+    uint32_t len = UINT32_MAX;  // UINT32_MAX: empty
+    int32_t code = -1;
+  };
+  static constexpr size_t kNameCacheBits = 8;
+  NameSlot name_cache[size_t(1) << kNameCacheBits];
+  // Code of `name` in out.name (-1 when not interned yet); `name` points into the padded input.
+  __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out) {
+    size_t n = name.size();
+    if (n > 16) return out.name.find(name);
+    uint64_t w[2];
+    std::memcpy(w, name.data(), 16);  // (16 bytes are readable: the input is padded)
+    uint64_t m0 = n >= 8 ? ~0ull : n ? ~0ull >> (64 - 8 * n) : 0;
+    uint64_t m1 = n >= 16 ? ~0ull : n > 8 ? ~0ull >> (64 - 8 * (n - 8)) : 0;
+    w[0] &= m0;
+    w[1] &= m1;
+    NameSlot& e =
+        name_cache[((w[0] ^ (w[1] * 0x9e3779b97f4a7c15ull) ^ n) * 0xbf58476d1ce4e5b9ull) >> (64 - kNameCacheBits)];
+    if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) return e.code;
+    int32_t code = out.name.find(name);
+    if (code >= 0) e = NameSlot{w[0], w[1], uint32_t(n), code};
+    return code;
+  }
   std::string tmp;
   // Per event name: role of the j-th args key last seen (keys repeat per name, so this skips
   // the column lookup). `key` views stable storage (`keys` or a literal).
@@ -542,19 +570,21 @@ struct Parser::Impl {
     if (k == "size_max") return kSizeMax;
     return kPlain;
   }
-  // Removes the value of row `row` (a second value of one column in one record: the later wins).
-  static void drop_row(ArgColumn& c, int64_t row) {
-    if (c.length() <= row) return;
-    if (c.type == ArgType::String) {
-      c.strings.codes.pop_back();
-      return;
-    }
-    (c.type == ArgType::Int) ? c.ints.pop_back() : c.floats.pop_back();
-    c.mask.pop_back();
+  // Args columns are written by row too: while parse() runs a column is grown null-filled
+  // (0 and mask 1, or code -1) kGrowRows rows at a time, so the rows of events without its key
+  // are null already (no padding per value), and a second value of one column in one record
+  // overwrites the first (the later wins). parse() cuts every column back to out.rows.
+  // Makes `row` a row of `c`.
+  __attribute__((noinline)) static void grow_arg(ArgColumn& c, int64_t row) {
+    size_t len = size_t(c.length());
+    size_t cap = c.type == ArgType::Int     ? c.ints.capacity()
+                 : c.type == ArgType::Float ? c.floats.capacity()
+                                            : c.strings.codes.capacity();
+    size_t n = std::max(size_t(row) + 1, len + kGrowRows);
+    if (cap > size_t(row)) n = std::min(n, cap);  // no reallocation past the reserve
+    resize_arg(c, n);
   }
-
-  static void pad(ArgColumn& c, int64_t row) {
-    size_t n = size_t(std::max<int64_t>(row, c.length()));
+  static void resize_arg(ArgColumn& c, size_t n) {
     if (c.type == ArgType::Int) {
       c.ints.resize(n, 0);
       c.mask.resize(n, 1);
@@ -565,20 +595,9 @@ struct Parser::Impl {
       c.strings.codes.resize(n, -1);
     }
   }
-  // pad() of a number column (values and mask of equal length < row): a few rows are pushed
-  // inline (sparse columns skip a row or two often; resize's call costs more than that).
-  template <typename T>
-  static void pad_numbers(std::vector<T>& values, std::vector<uint8_t>& mask, int64_t row) {
-    size_t n = size_t(row);
-    if (n - values.size() <= 8) {
-      while (values.size() < n) {
-        values.push_back(0);
-        mask.push_back(1);
-      }
-      return;
-    }
-    values.resize(n, 0);
-    mask.resize(n, 1);
+  // Pads `c` with nulls to at least `row` rows.
+  static void pad(ArgColumn& c, int64_t row) {
+    if (c.length() < row) resize_arg(c, size_t(row));
   }
   static void promote(ArgColumn& c, ArgType t) {
     if (t <= c.type) return;
@@ -604,38 +623,40 @@ struct Parser::Impl {
     c.mask.clear();
     c.type = ArgType::String;
   }
-  static void put(ArgColumn& c, const Staged& v, int64_t row) {
+  __attribute__((always_inline)) static void put(ArgColumn& c, const Staged& v, int64_t row) {
     if (v.is_null) return;
-    if (v.type == c.type && c.type != ArgType::String) {  // fast path: same type, maybe padded
-      if (c.type == ArgType::Int) {
-        if (int64_t(c.ints.size()) != row) {
-          if (int64_t(c.ints.size()) > row) drop_row(c, row);
-          else pad_numbers(c.ints, c.mask, row);
-        }
-        c.ints.push_back(v.i);
-      } else {
-        if (int64_t(c.floats.size()) != row) {
-          if (int64_t(c.floats.size()) > row) drop_row(c, row);
-          else pad_numbers(c.floats, c.mask, row);
-        }
-        c.floats.push_back(v.d);
-      }
-      c.mask.push_back(0);
+    if (v.type == c.type && c.type != ArgType::String) {   // fast path: same type
+      if (size_t(row) >= c.mask.size()) grow_arg(c, row);  // (a number column's mask has its length)
+      if (c.type == ArgType::Int) c.ints[size_t(row)] = v.i;
+      else c.floats[size_t(row)] = v.d;
+      c.mask[size_t(row)] = 0;
       return;
     }
-    drop_row(c, row);
+    put_other(c, v, row);
+  }
+  __attribute__((noinline)) static void put_other(ArgColumn& c, const Staged& v, int64_t row) {
+    if (row < c.length()) {  // a value of this record: gone before the column is converted (the later wins)
+      if (c.type == ArgType::String) {
+        c.strings.codes[size_t(row)] = -1;
+      } else {
+        (c.type == ArgType::Int) ? void(c.ints[size_t(row)] = 0) : void(c.floats[size_t(row)] = 0);
+        c.mask[size_t(row)] = 1;
+      }
+    }
     promote(c, v.type);
-    pad(c, row);
+    if (row >= c.length()) grow_arg(c, row);
     if (c.type == ArgType::Int) {
-      c.ints.push_back(v.i);
-      c.mask.push_back(0);
+      c.ints[size_t(row)] = v.i;
+      c.mask[size_t(row)] = 0;
     } else if (c.type == ArgType::Float) {
-      c.floats.push_back(v.type == ArgType::Int ? double(v.i) : v.d);
-      c.mask.push_back(0);
+      c.floats[size_t(row)] = v.type == ArgType::Int ? double(v.i) : v.d;
+      c.mask[size_t(row)] = 0;
     } else {
-      if (v.type == ArgType::String) c.strings.codes.push_back(c.strings.intern(v.s));
-      else if (v.type == ArgType::Int) c.strings.codes.push_back(c.strings.intern(std::to_string(v.i)));
-      else c.strings.codes.push_back(c.strings.intern(double_text(v.d)));
+      int32_t code;
+      if (v.type == ArgType::String) code = c.strings.intern(v.s);
+      else if (v.type == ArgType::Int) code = c.strings.intern(std::to_string(v.i));
+      else code = c.strings.intern(double_text(v.d));
+      c.strings.codes[size_t(row)] = code;
     }
   }
 
@@ -845,7 +866,7 @@ struct Parser::Impl {
       return nullptr;
     staged.clear();
     // Args keys repeat per event name: the name's slots (if any) are matched in place.
-    int32_t nc = out.name.find(name);
+    int32_t nc = find_name(name, out);
     const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
     if (lit(q, e, kArgs) && !lit1('}')) {
       for (;;) {
@@ -1023,8 +1044,11 @@ struct Parser::Impl {
     return col.intern(it->second);
   }
   // Interns a value as text (strings as is, numbers formatted).
-  int32_t intern_text(DictColumn& col, const Staged& v) {
+  __attribute__((always_inline)) int32_t intern_text(DictColumn& col, const Staged& v) {
     if (v.type == ArgType::String) return col.intern(v.s);
+    return intern_number_text(col, v);
+  }
+  __attribute__((noinline)) int32_t intern_number_text(DictColumn& col, const Staged& v) {
     return col.intern(text_of(v));
   }
 
@@ -1059,21 +1083,22 @@ struct Parser::Impl {
   void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
               int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
     int64_t row = out.rows;
+    if (size_t(row) >= out.pid.size()) grow_core(out);
     if (nc < 0) nc = out.name.intern(name);
-    out.name.codes.push_back(nc);
+    out.name.codes[size_t(row)] = nc;
     if (size_t(nc) >= name_size_kind.size()) {
       name_size_kind.resize(size_t(nc) + 1, -1);
       name_cat.resize(size_t(nc) + 1, -1);
+      name_ph.resize(size_t(nc) + 1, -1);
     }
     if (name_size_kind[size_t(nc)] < 0) name_size_kind[size_t(nc)] = size_kind_of(name);
     int32_t cc = -1;
     if (has_cat) cc = name_cat[size_t(nc)] = out.cat.intern(cat, name_cat[size_t(nc)]);
-    out.cat.codes.push_back(cc);
-    out.ph.codes.push_back(ph.empty() ? -1 : out.ph.intern(ph));
-    out.pid.push_back(pid);
-    out.tid.push_back(tid);
-    out.ts.push_back(ts);
-    out.dur.push_back(dur);
+    out.cat.codes[size_t(row)] = cc;
+    out.ph.codes[size_t(row)] = ph.empty() ? -1 : (name_ph[size_t(nc)] = out.ph.intern(ph, name_ph[size_t(nc)]));
+    out.pid[size_t(row)] = pid;
+    out.tid[size_t(row)] = tid;
+    out.ts[size_t(row)] = ts;
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
@@ -1098,22 +1123,23 @@ struct Parser::Impl {
       extra_json += '}';
       if (extra_col < 0) extra_col = column_for(out, kArgsExtraColumn, ArgType::String);
       ArgColumn& c = out.args[size_t(extra_col)];
-      pad(c, row);
-      c.strings.codes.push_back(c.strings.intern(extra_json));
+      int32_t code = c.strings.intern(extra_json);
+      if (row >= c.length()) grow_arg(c, row);
+      c.strings.codes[size_t(row)] = code;
     }
     // hostname: args.hostname, HH resolution of args.hhash, else the file's host.
     int32_t hc = -1;
     if (host) hc = intern_text(out.hostname, *host);
     else if (hhash) hc = resolve(ctx.hh, *hhash, out.hostname, out);
     if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
-    out.hostname.codes.push_back(hc);
+    out.hostname.codes[size_t(row)] = hc;
     int32_t fc = -1;
     if (fname) fc = intern_text(out.fname, *fname);
     else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
-    out.fname.codes.push_back(fc);
+    out.fname.codes[size_t(row)] = fc;
     bool off_ok = offset && offset->type == ArgType::Int;
-    out.offset.push_back(off_ok ? offset->i : 0);
-    out.offset_mask.push_back(off_ok ? 0 : 1);
+    out.offset[size_t(row)] = off_ok ? offset->i : 0;
+    out.offset_mask[size_t(row)] = off_ok ? 0 : 1;
     int64_t size = 0;
     bool size_ok = false;
     int8_t sk = name_size_kind[size_t(nc)];
@@ -1136,12 +1162,35 @@ struct Parser::Impl {
     // Aggregated record (upstream ph 3): dur = args.dur_sum, the summed µs of its dft_cnt calls
     // (a record of one call has args.dur instead).
     if (aggregated) {
-      if (is_int(special[kDurSum])) out.dur.back() = special[kDurSum]->i;
-      else if (is_int(special[kArgDur])) out.dur.back() = special[kArgDur]->i;
+      if (is_int(special[kDurSum])) dur = special[kDurSum]->i;
+      else if (is_int(special[kArgDur])) dur = special[kArgDur]->i;
     }
-    out.size.push_back(size);
-    out.size_mask.push_back(size_ok ? 0 : 1);
+    out.dur[size_t(row)] = dur;
+    out.size[size_t(row)] = size;
+    out.size_mask[size_t(row)] = size_ok ? 0 : 1;
     out.rows = row + 1;
+  }
+
+  // Core columns are written by row, not pushed (one size check per row instead of a capacity
+  // check per column): while parse() runs they are longer than out.rows, grown kGrowRows rows at
+  // a time (a small value-initialisation, inside the capacity parse() reserved), and parse()
+  // cuts them back to out.rows before it returns. All core columns have one length.
+  __attribute__((noinline)) static void grow_core(EventColumns& out) {
+    size_t n = out.pid.size() + kGrowRows;
+    if (out.pid.capacity() > out.pid.size()) n = std::min(n, out.pid.capacity());  // no reallocation past the reserve
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
+    out.size_mask.resize(n);
+    out.offset_mask.resize(n);
+  }
+  static void trim_core(EventColumns& out) {
+    size_t n = size_t(out.rows);
+    for (ArgColumn& c : out.args)
+      if (c.length() > out.rows) resize_arg(c, n);
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
+    out.size_mask.resize(n);
+    out.offset_mask.resize(n);
   }
 };
 
@@ -1166,7 +1215,15 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   if (auto it = im.arg_index.find(kArgsExtraColumn); it != im.arg_index.end()) im.extra_col = it->second;
   im.name_size_kind.assign(out.name.categories.size(), -1);
   im.name_cat.assign(out.name.categories.size(), -1);
+  im.name_ph.assign(out.name.categories.size(), -1);
+  for (auto& e : im.name_cache) e = Impl::NameSlot{};  // codes of another `out` perhaps
   im.shapes.clear();
+  // core columns: out.rows long on entry and on every exit (Impl::grow_core)
+  Impl::trim_core(out);
+  struct Trim {
+    EventColumns& out;
+    ~Trim() { Impl::trim_core(out); }
+  } trim{out};
   if (out.reserve_rows > out.rows) {
     size_t n = size_t(out.reserve_rows);
     for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.reserve(n);

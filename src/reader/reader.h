@@ -260,8 +260,21 @@ struct DictColumn {
       n -= 8;
     }
     if (n) {
-      uint64_t w = 0;
-      std::memcpy(&w, p, n);
+      // w = the last n bytes, little endian (as a memcpy into a zeroed word), read without a
+      // variable-length memcpy call and without reading outside `s`
+      uint64_t w;
+      if (s.size() >= 8) {
+        std::memcpy(&w, s.data() + s.size() - 8, 8);
+        w >>= 8 * (8 - n);
+      } else if (n >= 4) {
+        uint32_t lo, hi;
+        std::memcpy(&lo, p, 4);
+        std::memcpy(&hi, p + n - 4, 4);
+        w = lo | (uint64_t(hi) << (8 * (n - 4)));
+      } else {
+        w = uint64_t(uint8_t(p[0])) | (uint64_t(uint8_t(p[n / 2])) << (8 * (n / 2))) |
+            (uint64_t(uint8_t(p[n - 1])) << (8 * (n - 1)));
+      }
       h = (h ^ w) * 0x94d049bb133111ebull;
       h ^= h >> 29;
     }
@@ -309,12 +322,12 @@ struct DictColumn {
     return n == 0 || (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
   }
   // Code of `s`, added when new. Same as the previous call is checked inline; rows repeat a lot.
-  int32_t intern(std::string_view s) {
+  __attribute__((always_inline)) int32_t intern(std::string_view s) {
     if (last_code >= 0 && equal(s, views[size_t(last_code)])) return last_code;
     return intern_lookup(s);
   }
   // Same, trying `hint` first (a code likely to match, e.g. the category last seen with a name).
-  int32_t intern(std::string_view s, int32_t hint) {
+  __attribute__((always_inline)) int32_t intern(std::string_view s, int32_t hint) {
     if (hint >= 0 && size_t(hint) < views.size() && equal(s, views[size_t(hint)])) return last_code = hint;
     return intern(s);
   }
