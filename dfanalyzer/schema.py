@@ -210,11 +210,14 @@ def _blocks_api():
 
 def frame_of_columns(names: Sequence[str], columns: Sequence, n: int, consolidate: bool = False) -> pd.DataFrame:
     """``pd.DataFrame(dict(zip(names, columns)), index=pd.RangeIndex(n), copy=False)`` for
-    columns that are 1-D NumPy arrays (non-null dtypes) or pandas extension arrays of ``n`` rows
-    each, distinct ``names``: the same frame, built from pandas blocks without its per-column
-    inference and checks (pandas >= 3.0; the constructor otherwise). Without ``consolidate`` every
-    column is its own block, a view of the array (as that constructor gives it); with it the NumPy
-    columns of one dtype are copied into one block (as ``pd.DataFrame`` of a dict of Series does)."""
+    columns that are 1-D NumPy arrays or pandas extension arrays of ``n`` rows each: the same
+    frame, built from pandas blocks without the constructor's per-column inference and checks
+    (pandas >= 3.0; the constructor otherwise, and for equal names). Arrays are taken as they are:
+    an object array stays ``object`` (where the constructor of pandas >= 3 would infer ``str``
+    from one holding strings, as ``pd.Series(values, dtype=object)`` does not). Without
+    ``consolidate`` every column is its own block, a view of its array (as that constructor gives
+    it); with it the NumPy columns of one dtype are copied into one block (as ``pd.DataFrame`` of
+    a dict of Series does)."""
     make = _blocks_api()
     if make is None or len(set(names)) != len(names):  # (a dict keeps the last of equal names)
         return pd.DataFrame(dict(zip(names, columns)), index=pd.RangeIndex(n), copy=False)
