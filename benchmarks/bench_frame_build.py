@@ -18,6 +18,11 @@ trees in alternating order; medians and the pairwise new ÷ old ratio of each st
         [--trim]      # MALLOC_TRIM_THRESHOLD_=65536 in the child, as Dask's nanny sets it
         [--cluster]   # the tasks inside the workers of a 2-worker LocalCluster (nanny)
 
+``--whole``: instead of the steps, the whole cold frame path ``len(DFAnalyzer(DIR, client).events)``
+(indexes in a fresh private folder each round) on a 2-worker ``LocalCluster`` with
+``dfanalyzer.cluster.QUIET_CONFIG``, after one unmeasured round: CPU µs per event of client (+
+scheduler) and workers (``psutil``), as ``bench_analyzer.py --frame-vs-bag`` measures ours.
+
 With ``--cluster`` each task runs on a worker of a fresh 2-process ``LocalCluster`` (default Dask
 config, one thread per worker) started by the child; the worker keeps the result in a module-level
 list (held, as the frame path holds it) and returns the step figures.
@@ -155,6 +160,52 @@ def child(d, index_dir, cluster):
     print(json.dumps({"events": rows, "batches": len(batches), "steps": res}))
 
 
+def child_whole(d, rounds=2):
+    import contextlib
+    import logging
+    import shutil
+    import tempfile
+
+    import dask
+    import dask.dataframe  # noqa: F401  (imported before timing, as bench_analyzer.py does)
+    import psutil
+    from distributed import Client, LocalCluster
+
+    from dfanalyzer import DFAnalyzer
+    from dfanalyzer.cluster import QUIET_CONFIG
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    paths = sorted(glob.glob(os.path.join(d, "*.pfw.gz")))
+    out = []
+    with (
+        dask.config.set(QUIET_CONFIG),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+        Client(cl) as c,
+    ):
+        procs = [psutil.Process()] + [psutil.Process(p) for p in c.run(os.getpid).values()]
+        c.run(lambda: __import__("dfanalyzer.analyzer"))
+
+        def cpu():
+            return [sum(p.cpu_times()[:2]) for p in procs]
+
+        for r in range(rounds + 1):
+            idx = tempfile.mkdtemp(prefix="bench-frame-idx-")
+            c0 = cpu()
+            with contextlib.closing(DFAnalyzer(paths, index_dir=idx, client=c)) as an:
+                n = len(an.events)
+            c1 = cpu()
+            shutil.rmtree(idx)
+            if r:
+                out.append(
+                    {
+                        "events": n,
+                        "client": (c1[0] - c0[0]) / n * 1e6,
+                        "workers": sum(c1[1:]) / n * 1e6 - sum(c0[1:]) / n * 1e6,
+                    }
+                )
+    print(json.dumps(out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
@@ -164,11 +215,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--trim", action="store_true", help="MALLOC_TRIM_THRESHOLD_=65536 (as Dask's nanny)")
     ap.add_argument("--cluster", action="store_true", help="inside the workers of a 2-worker LocalCluster")
+    ap.add_argument("--whole", action="store_true", help="the whole cold frame path, client + workers CPU")
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     d, idx = os.path.abspath(a.dir), os.path.abspath(a.index_dir)
     if a._child:
-        child(d, idx, a.cluster)
+        child_whole(d) if a.whole else child(d, idx, a.cluster)
         return
     trees = {"old": os.path.abspath(a.old), "new": os.path.abspath(a.new)}
     res: dict = {"old": [], "new": []}
@@ -181,14 +233,36 @@ def main():
             if a.trim:
                 env["MALLOC_TRIM_THRESHOLD_"] = "65536"
             cmd = [sys.executable, os.path.abspath(__file__), d, idx, "--_child"] + (["--cluster"] if a.cluster else [])
+            cmd += ["--whole"] if a.whole else []
             p = subprocess.run(cmd, env=env, cwd="/", capture_output=True, text=True)
             if p.returncode:
                 raise SystemExit(f"{k} failed:\n{p.stderr[-3000:]}")
             out = json.loads(p.stdout.strip().splitlines()[-1])
+            if a.whole:
+                for x in out:
+                    res[k].append(x)
+                    print(
+                        f"# round {r + 1} {k}: client {x['client']:.3f} workers {x['workers']:.3f} µs/event", flush=True
+                    )
+                continue
             res[k].append(out)
             s = out["steps"]
             print(f"# round {r + 1} {k}: " + ", ".join(f"{x} {s[x]['us']:.3f}" for x in STEPS), flush=True)
     med = statistics.median
+    if a.whole:
+        print(
+            "\n| tree | rounds | client µs/event | workers µs/event | total µs/event (median) |\n|---|---:|---:|---:|---:|"
+        )
+        for k in ("old", "new"):
+            tot = [x["client"] + x["workers"] for x in res[k]]
+            print(
+                f"| {k} | {len(tot)} | {med(x['client'] for x in res[k]):.3f} | {med(x['workers'] for x in res[k]):.3f} | "
+                f"{med(tot):.3f} |"
+            )
+        pair = med((n["client"] + n["workers"]) / (o["client"] + o["workers"]) for o, n in zip(res["old"], res["new"]))
+        print(f"\npairwise new ÷ old total: {pair:.3f}; {res['new'][0]['events']:,} events")
+        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.1f}")
+        return
     print(f"\n{res['new'][0]['events']:,} events, {res['new'][0]['batches']} batches; µs CPU / minor faults per event")
     print("\n| step | old µs | new µs | pairwise new ÷ old | old faults | new faults |\n|---|---:|---:|---:|---:|---:|")
     for x in STEPS:
