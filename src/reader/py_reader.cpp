@@ -130,45 +130,28 @@ py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
   return py::array(py::dtype("bool"), {py::ssize_t(v.size())}, {py::ssize_t(1)}, v.data(), base);
 }
 
-// `codes` narrowed to T into a new vector of `out` (the codes fit: fewer categories than T's
-// maximum); returns the codes >= 0 (non-null rows).
-template <typename T>
-int64_t narrow(const std::vector<int32_t>& codes, std::vector<std::vector<T>>& out) {
-  out.emplace_back(codes.size());
-  T* dst = out.back().data();
-  const int32_t* src = codes.data();
-  int64_t valid = 0;
-  for (size_t i = 0, n = codes.size(); i < n; ++i) {
-    dst[i] = T(src[i]);
-    valid += src[i] >= 0;
-  }
-  return valid;
-}
-
 // Dictionary column -> (codes array with pandas' code dtype for that many categories, categories
-// list); `valid` gets the non-null rows. pandas keeps codes as int8 below 127 categories, int16
-// below 32,767 and int32 above (pandas.core.arrays.categorical.coerce_indexer_dtype), so
-// Categorical.from_codes takes these without a copy.
+// list); `valid` (args columns) gets the non-null rows. pandas keeps codes as int8 below 127
+// categories, int16 below 32,767 and int32 above (coerce_indexer_dtype in
+// pandas/core/arrays/categorical.py), so Categorical.from_codes takes these without a copy.
 py::tuple dict_view(ColumnOwner& b, DictColumn& d, const py::capsule& base, int64_t* valid = nullptr) {
   py::list cats;
   for (auto& s : d.categories)
     cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  if (valid) *valid = int64_t(std::count_if(d.codes.begin(), d.codes.end(), [](int32_t x) { return x >= 0; }));
   size_t n = d.categories.size();
   py::array codes;
-  int64_t v = 0;
   if (n < 127) {
-    v = narrow(d.codes, b.codes8);
+    b.codes8.emplace_back(d.codes.begin(), d.codes.end());
     recycle_codes(d.codes);
     codes = view(b.codes8.back(), base);
   } else if (n < 32767) {
-    v = narrow(d.codes, b.codes16);
+    b.codes16.emplace_back(d.codes.begin(), d.codes.end());
     recycle_codes(d.codes);
     codes = view(b.codes16.back(), base);
   } else {
-    if (valid) v = int64_t(std::count_if(d.codes.begin(), d.codes.end(), [](int32_t x) { return x >= 0; }));
     codes = view(d.codes, base);
   }
-  if (valid) *valid = v;
   return py::make_tuple(codes, cats);
 }
 
