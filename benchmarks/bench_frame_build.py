@@ -224,7 +224,9 @@ def main():
         return
     trees = {"old": os.path.abspath(a.old), "new": os.path.abspath(a.new)}
     res: dict = {"old": [], "new": []}
-    mode = ("cluster" if a.cluster else "in process") + (", MALLOC_TRIM_THRESHOLD_=65536" if a.trim else "")
+    mode = ("whole frame path" if a.whole else "cluster" if a.cluster else "in process") + (
+        ", MALLOC_TRIM_THRESHOLD_=65536" if a.trim else ""
+    )
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, {mode}, load {os.getloadavg()[0]:.1f}")
     for r in range(a.rounds):
         for k in ("old", "new") if r % 2 == 0 else ("new", "old"):
