@@ -47,6 +47,7 @@ from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
+from ._loaded import loaded as _loaded
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .records import BatchInfo, FileStats, LoadError, stats_frame
@@ -361,7 +362,7 @@ def _load_task(
             arg_counts=getattr(b, "arg_counts", None),
         )
         md = b.metadata if b.metadata is not None else pd.DataFrame()
-        return ev, md, info
+        return _loaded(ev, md, info)  # (a tuple with a cheap dask.sizeof: dfanalyzer._loaded)
     except FilterError:
         raise
     except Exception as exc:
@@ -423,7 +424,7 @@ def _load_files_task(
             filter_seen=seen,
             arg_counts=getattr(b, "arg_counts", None),
         )
-        return ev, b.metadata, info
+        return _loaded(ev, b.metadata, info)
     except FilterError:
         raise
     except Exception as exc:

@@ -184,28 +184,27 @@ def load_files(paths: List[str], columns: Optional[Iterable[str]] = None, extra:
 
 
 def _batch(r: dict, path: Optional[str]) -> Batch:
-    import pandas as pd
-
     from . import schema
 
     core = r["core"]
-    n = r["rows"]
-    data = {}
+    names = []
+    cols = []
     for c in schema.CORE_NAMES:
         v = core[c]
         if c in schema.CATEGORICAL_CORE:
-            data[c] = schema.categorical(*v)
+            cols.append(schema.categorical(*v))
         elif c in schema.NULLABLE_CORE:
-            data[c] = _nullable(*v)
+            cols.append(_nullable(*v))
         else:
-            data[c] = v
+            cols.append(v)
+        names.append(c)
     for key, dtype, payload in r["args"]:
         kind = schema.kind_of_reader(dtype)
-        data[key] = schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload)
-    events = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
+        cols.append(schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload))
+        names.append(key)
     warnings, lost_bytes, lost_lines = batch_problems(r, path)
     return Batch(
-        events=events,
+        events=schema.frame_of_columns(names, cols, int(r["rows"])),
         metadata=metadata_frame(r["metadata"]),
         skipped_lines=int(r["skipped_lines"]),
         lost_bytes=lost_bytes,
@@ -217,24 +216,44 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
     )
 
 
-def metadata_frame(m: dict) -> pd.DataFrame:
-    """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns."""
-    import pandas as pd
+#: Columns of the ``metadata`` frame and their dtypes, in order.
+_METADATA_COLUMNS = (
+    ("name", "object"),
+    ("cat", "object"),
+    ("ph", "object"),
+    ("pid", "int64"),
+    ("tid", "int64"),
+    ("ts", "Int64"),
+    ("dur", "Int64"),
+    ("key", "object"),
+    ("value", "object"),
+    ("args", "object"),
+)
 
-    return pd.DataFrame(
-        {
-            "name": pd.Series(m["name"], dtype=object),
-            "cat": pd.Series(m["cat"], dtype=object),
-            "ph": pd.Series(m["ph"], dtype=object),
-            "pid": pd.Series(m["pid"], dtype="int64"),
-            "tid": pd.Series(m["tid"], dtype="int64"),
-            "ts": pd.array(m["ts"], dtype="Int64"),
-            "dur": pd.array(m["dur"], dtype="Int64"),
-            "key": pd.Series(m["key"], dtype=object),
-            "value": pd.Series(m["value"], dtype=object),
-            "args": pd.Series(m["args"], dtype=object),
-        }
-    )
+
+def metadata_frame(m: dict) -> pd.DataFrame:
+    """The ``metadata`` DataFrame of :class:`Batch` from the C++ reader's metadata columns:
+    ``name cat ph`` object (str), ``pid tid`` int64, ``ts dur`` Int64 µs (null when the record has
+    none), ``key value args`` object (str); a ``RangeIndex``."""
+    import numpy as np
+
+    from . import schema
+
+    n = len(m["name"])
+    names, cols = [], []
+    for c, kind in _METADATA_COLUMNS:
+        v = m[c]
+        if kind == "object":
+            a = np.empty(n, dtype=object)
+            a[:] = v
+        elif kind == "int64":
+            a = np.array(v, dtype=np.int64).reshape(n)
+        else:
+            mask = np.fromiter((x is None for x in v), dtype=bool, count=n)
+            a = _nullable(np.fromiter((0 if x is None else x for x in v), dtype=np.int64, count=n), mask)
+        names.append(c)
+        cols.append(a)
+    return schema.frame_of_columns(names, cols, n, consolidate=True)
 
 
 def _skipped_warning(path: str, r: dict) -> str:

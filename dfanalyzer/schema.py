@@ -42,6 +42,8 @@ __all__ = [
     "NULLABLE_CORE",
     "kind_of_reader",
     "categorical",
+    "frame_of_columns",
+    "frame_nbytes",
     "kind_of",
     "pandas_dtype",
     "frame_schema",
@@ -97,7 +99,13 @@ def kind_of_reader(dtype: str) -> str:
 def kind_of(dtype) -> str:
     """Kind of a pandas/numpy dtype: text and categoricals → ``category``, booleans and
     integers → ``Int64``, floats → ``Float64``, anything else → ``category``."""
-    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype) or dtype == object:
+    if isinstance(dtype, pd.CategoricalDtype):  # (the reader's kinds first: no dtype inspection)
+        return CATEGORY
+    if isinstance(dtype, pd.Int64Dtype):
+        return "Int64"
+    if isinstance(dtype, pd.Float64Dtype):
+        return "Float64"
+    if pd.api.types.is_string_dtype(dtype) or dtype == object:
         return CATEGORY
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
         return "Int64"
@@ -158,10 +166,112 @@ def make_meta(schema: Mapping[str, str]) -> pd.DataFrame:
     return clear_known_categories(pd.DataFrame(cols))
 
 
+#: Category lists of at most this many names have their dtype cached (:func:`categorical`).
+_DTYPE_CACHE_MAX_CATEGORIES = 256
+#: Cached category dtypes, at most this many (the cache is emptied when full).
+_DTYPE_CACHE_SIZE = 1024
+_dtype_cache: Dict[tuple, "pd.CategoricalDtype"] = {}
+
+
+def _categorical_dtype(categories) -> pd.CategoricalDtype:
+    """The unordered ``CategoricalDtype`` of ``categories`` (distinct str, the C++ reader's
+    dictionary), built without re-checking that they are distinct; short lists are cached (the
+    same few names, categories and hosts recur in every batch), so batches share one dtype."""
+    if len(categories) > _DTYPE_CACHE_MAX_CATEGORIES:
+        return pd.CategoricalDtype._from_fastpath(pd.Index(categories, dtype=_str_dtype()), ordered=False)
+    key = tuple(categories)
+    dt = _dtype_cache.get(key)
+    if dt is None:
+        dt = pd.CategoricalDtype._from_fastpath(pd.Index(categories, dtype=_str_dtype()), ordered=False)
+        if len(_dtype_cache) >= _DTYPE_CACHE_SIZE:
+            _dtype_cache.clear()
+        _dtype_cache[key] = dt
+    return dt
+
+
 def categorical(codes: np.ndarray, categories) -> pd.Categorical:
-    """A ``category`` column from integer ``codes`` (-1 = null) into ``categories`` (str), no copy
-    of the codes and no validation (the C++ reader's codes are in range)."""
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_str_dtype()), validate=False)
+    """A ``category`` column from integer ``codes`` (-1 = null) into ``categories`` (distinct str),
+    no copy of the codes (when they already have pandas' code width for that many categories, as
+    the C++ reader gives them) and no validation (the C++ reader's codes are in range)."""
+    if not hasattr(pd.CategoricalDtype, "_from_fastpath"):  # (a pandas without the fast path)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_str_dtype()), validate=False)
+    return pd.Categorical.from_codes(codes, dtype=_categorical_dtype(categories), validate=False)
+
+
+@functools.lru_cache(maxsize=None)
+def _blocks_api():
+    """pandas' ``create_dataframe_from_blocks`` (pandas >= 3.0), or None."""
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:
+        return None
+    return create_dataframe_from_blocks
+
+
+def frame_of_columns(names: Sequence[str], columns: Sequence, n: int, consolidate: bool = False) -> pd.DataFrame:
+    """``pd.DataFrame(dict(zip(names, columns)), index=pd.RangeIndex(n), copy=False)`` for
+    columns that are 1-D NumPy arrays or pandas extension arrays of ``n`` rows each: the same
+    frame, built from pandas blocks without the constructor's per-column inference and checks
+    (pandas >= 3.0; the constructor otherwise, and for equal names). Arrays are taken as they are:
+    an object array stays ``object`` (where the constructor of pandas >= 3 would infer ``str``
+    from one holding strings, as ``pd.Series(values, dtype=object)`` does not). Without
+    ``consolidate`` every column is its own block, a view of its array (as that constructor gives
+    it); with it the NumPy columns of one dtype are copied into one block (as ``pd.DataFrame`` of
+    a dict of Series does)."""
+    make = _blocks_api()
+    if make is None or len(set(names)) != len(names):  # (a dict keeps the last of equal names)
+        return pd.DataFrame(dict(zip(names, columns)), index=pd.RangeIndex(n), copy=False)
+    blocks = []
+    ext = []
+    by_dtype: Dict[np.dtype, List[int]] = {}
+    for i, a in enumerate(columns):
+        if isinstance(a, np.ndarray):
+            if consolidate:
+                by_dtype.setdefault(a.dtype, []).append(i)
+            else:
+                blocks.append((a.reshape(1, n), np.array([i], dtype=np.intp)))
+        else:
+            (ext if consolidate else blocks).append((a, np.array([i], dtype=np.intp)))
+    for dt, where in by_dtype.items():
+        values = np.empty((len(where), n), dtype=dt)
+        for j, i in enumerate(where):
+            values[j] = columns[i]
+        blocks.append((values, np.array(where, dtype=np.intp)))
+    return make(blocks + ext, index=pd.RangeIndex(n), columns=_columns_index(tuple(names)))
+
+
+def frame_nbytes(df: pd.DataFrame) -> int:
+    """Bytes of ``df``'s columns (the NumPy and extension arrays' ``nbytes``: a categorical's
+    codes and categories, a nullable column's values and mask) plus 1,000 for the frame, its
+    index and column names; Dask's ``sizeof`` estimate of the frame where a column holds Python
+    objects (their sizes are sampled there)."""
+    n = 1000
+    try:
+        for b in df._mgr.blocks:
+            v = b.values
+            if isinstance(v, np.ndarray) and v.dtype == object and v.size:
+                raise TypeError("object column")
+            n += int(v.nbytes)
+    except (AttributeError, TypeError):
+        from dask.sizeof import sizeof
+
+        return int(sizeof(df))
+    return n
+
+
+_columns_cache: Dict[tuple, "pd.Index"] = {}
+
+
+def _columns_index(names: tuple) -> pd.Index:
+    """``pd.Index(list(names))`` (the columns the DataFrame constructor makes of a dict's keys:
+    dtype ``str`` in pandas >= 3), cached: every batch of a trace has the same few column lists."""
+    cols = _columns_cache.get(names)
+    if cols is None:
+        cols = pd.Index(list(names))
+        if len(_columns_cache) >= _DTYPE_CACHE_SIZE:
+            _columns_cache.clear()
+        _columns_cache[names] = cols
+    return cols
 
 
 def _str_index(values) -> pd.Index:

@@ -94,6 +94,33 @@ struct ColumnOwner {
   std::vector<std::vector<int16_t>> codes16;
 };
 
+// The int32 code vectors of dictionary columns, once narrowed to pandas' code width (below), are
+// kept by the thread and given to the five core dictionary columns of its next batch (the parser
+// only reserves them): under Dask's workers every freed block of >= 128 KiB goes back to the
+// system (MALLOC_TRIM_THRESHOLD_, docs/perf/i22-reserve.md), so a fresh code vector was fresh
+// memory, a page fault per 4 KiB, in every batch. At most kPoolVectors vectors of at most
+// kPoolCodes codes each are kept (8 MiB per thread).
+constexpr size_t kPoolVectors = 8;
+constexpr size_t kPoolCodes = size_t(1) << 18;
+thread_local std::vector<std::vector<int32_t>> t_code_pool;
+
+void seed_codes(EventColumns& c) {
+  for (auto* d : {&c.name, &c.cat, &c.ph, &c.hostname, &c.fname}) {
+    if (t_code_pool.empty()) return;
+    d->codes = std::move(t_code_pool.back());
+    t_code_pool.pop_back();
+    d->codes.clear();
+  }
+}
+
+void recycle_codes(std::vector<int32_t>& v) {
+  if (v.capacity() > 0 && v.capacity() <= kPoolCodes && t_code_pool.size() < kPoolVectors) {
+    v.clear();
+    t_code_pool.push_back(std::move(v));
+  }
+  std::vector<int32_t>().swap(v);
+}
+
 template <typename T>
 py::array view(std::vector<T>& v, const py::capsule& base) {
   return py::array_t<T>({py::ssize_t(v.size())}, {py::ssize_t(sizeof(T))}, v.data(), base);
@@ -103,20 +130,24 @@ py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
   return py::array(py::dtype("bool"), {py::ssize_t(v.size())}, {py::ssize_t(1)}, v.data(), base);
 }
 
-// Dictionary column -> (codes array with the narrowest pandas code dtype, categories list).
-py::tuple dict_view(ColumnOwner& b, DictColumn& d, const py::capsule& base) {
+// Dictionary column -> (codes array with pandas' code dtype for that many categories, categories
+// list); `valid` (args columns) gets the non-null rows. pandas keeps codes as int8 below 127
+// categories, int16 below 32,767 and int32 above (coerce_indexer_dtype in
+// pandas/core/arrays/categorical.py), so Categorical.from_codes takes these without a copy.
+py::tuple dict_view(ColumnOwner& b, DictColumn& d, const py::capsule& base, int64_t* valid = nullptr) {
   py::list cats;
   for (auto& s : d.categories)
     cats.append(py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace")));
+  if (valid) *valid = int64_t(std::count_if(d.codes.begin(), d.codes.end(), [](int32_t x) { return x >= 0; }));
   size_t n = d.categories.size();
   py::array codes;
-  if (n < 128) {
+  if (n < 127) {
     b.codes8.emplace_back(d.codes.begin(), d.codes.end());
-    std::vector<int32_t>().swap(d.codes);
+    recycle_codes(d.codes);
     codes = view(b.codes8.back(), base);
-  } else if (n < 32768) {
+  } else if (n < 32767) {
     b.codes16.emplace_back(d.codes.begin(), d.codes.end());
-    std::vector<int32_t>().swap(d.codes);
+    recycle_codes(d.codes);
     codes = view(b.codes16.back(), base);
   } else {
     codes = view(d.codes, base);
@@ -151,15 +182,16 @@ py::dict batch_dict(std::unique_ptr<ColumnOwner> guard) {
   py::list args;
   py::dict arg_counts;  // args column -> events with a value (the analyzer's global column choice)
   for (auto& a : c.args) {
-    int64_t n = a.type == ArgType::String ? int64_t(std::count_if(a.strings.codes.begin(), a.strings.codes.end(),
-                                                                  [](int32_t x) { return x >= 0; }))
-                                          : int64_t(std::count(a.mask.begin(), a.mask.end(), uint8_t(0)));
+    int64_t n = 0;
+    if (a.type == ArgType::String) {
+      args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base, &n)));
+    } else {
+      n = int64_t(std::count(a.mask.begin(), a.mask.end(), uint8_t(0)));
+      py::tuple payload = py::make_tuple(a.type == ArgType::Int ? view(a.ints, base) : view(a.floats, base),
+                                         mask_view(a.mask, base));
+      args.append(py::make_tuple(a.key, a.type == ArgType::Int ? "Int64" : "Float64", payload));
+    }
     arg_counts[py::str(a.key)] = n;
-    if (a.type == ArgType::Int)
-      args.append(py::make_tuple(a.key, "Int64", py::make_tuple(view(a.ints, base), mask_view(a.mask, base))));
-    else if (a.type == ArgType::Float)
-      args.append(py::make_tuple(a.key, "Float64", py::make_tuple(view(a.floats, base), mask_view(a.mask, base))));
-    else args.append(py::make_tuple(a.key, "string", dict_view(*b, a.strings, base)));
   }
   out["args"] = args;
   out["arg_counts"] = arg_counts;
@@ -225,6 +257,7 @@ py::dict lines_dict(const VerifiedLines& c) {
 py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, const py::object& index_dir,
                        const py::object& columns, bool extra) {
   auto owner = std::make_unique<ColumnOwner>();
+  seed_codes(owner->batch.columns);
   std::string idir = opt(index_dir);
   ArgsProjection args = projection(columns, extra);
   {
@@ -236,6 +269,7 @@ py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, con
 
 py::dict load_files_py(const std::vector<std::string>& paths, const py::object& columns, bool extra) {
   auto owner = std::make_unique<ColumnOwner>();
+  seed_codes(owner->batch.columns);
   std::vector<FileLoad> files;
   ArgsProjection args = projection(columns, extra);
   {
