@@ -28,41 +28,12 @@ def _batch_dict(b):
 
 
 def child(out, files):
+    from diff_reader_builds import reader_outputs  # (same folder: run as a script)
+
     from dfanalyzer import reader
 
     idx = os.environ.get("IDX")
-    res = {}
-    for f in files:
-        try:
-            info = reader.build_index(f, idx)
-        except Exception as e:
-            res[(f, "index")] = ("err", type(e).__name__, str(e))
-            continue
-        n = len(info["checkpoints"])
-        ranges = [(0, n - 1)] if n else [(0, 0)]
-        if n > 1:
-            ranges += [(i, i) for i in range(min(n, 4))] + [(n // 2, n - 1)]
-        lim = os.environ.get("RANGE")
-        if lim:
-            a, b = map(int, lim.split(","))
-            ranges = [(a, b), (a, a), (b, b)]
-        for cols in (None, (), ("fname", "ret", "size", "epoch"), ("hostname",)):
-            for extra in (False, True):
-                if cols is None and extra:
-                    continue
-                for a, b in ranges:
-                    key = (f, a, b, repr(cols), extra)
-                    try:
-                        res[key] = _batch_dict(reader.load_batch(f, a, b, idx, cols, extra))
-                    except Exception as e:
-                        res[key] = ("err", type(e).__name__, str(e))
-    if not lim_set():
-        for cols in (None, ()):
-            try:
-                b, fl = reader.load_files(list(files), cols)
-                res[("files", repr(cols))] = (_batch_dict(b), fl)
-            except Exception as e:
-                res[("files", repr(cols))] = ("err", type(e).__name__, str(e))
+    res = reader_outputs(reader, files, _batch_dict, lambda t: (_batch_dict(t[0]), t[1]), singles=4, tail=False)
     if not os.environ.get("NO_ANALYZER"):
         from dfanalyzer import DFAnalyzer
 
@@ -76,10 +47,6 @@ def child(out, files):
     with open(out, "wb") as fh:
         pickle.dump(res, fh)
     print(len(res), "results")
-
-
-def lim_set():
-    return bool(os.environ.get("RANGE"))
 
 
 def same(x, y):

@@ -32,12 +32,12 @@ def canon(x):
     return ("v", repr(x))
 
 
-def child(so, out, files):
-    for f in sorted(os.listdir(so)):
-        if f.startswith("_reader") and f.endswith(".so"):
-            spec = importlib.util.spec_from_file_location("_reader", os.path.join(so, f))
-            r = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(r)
+def reader_outputs(r, files, convert, convert_files, singles=6, tail=True):
+    """Every output of reader module ``r`` on ``files`` (shared with ``diff_frames.py``):
+    ``load_batch`` of each projection/extra choice over the whole file, the first ``singles``
+    checkpoints alone, ``[1, n-1]`` (when ``tail``) and ``[n/2, n-1]``, each passed through
+    ``convert``; ``load_files`` of the set (both projections) through ``convert_files``.
+    Exceptions are kept as ``("err", type, message)``. ``IDX``/``RANGE``: see the module doc."""
     idx = os.environ.get("IDX")
     res = {}
     for f in files:
@@ -49,7 +49,7 @@ def child(so, out, files):
         n = len(info["checkpoints"])
         ranges = [(0, n - 1)] if n else [(0, 0)]
         if n > 1:
-            ranges += [(i, i) for i in range(min(n, 6))] + [(1, n - 1), (n // 2, n - 1)]
+            ranges += [(i, i) for i in range(min(n, singles))] + ([(1, n - 1)] if tail else []) + [(n // 2, n - 1)]
         lim = os.environ.get("RANGE")
         if lim:
             a, b = map(int, lim.split(","))
@@ -61,15 +61,25 @@ def child(so, out, files):
                 for a, b in ranges:
                     key = (f, a, b, repr(cols), extra)
                     try:
-                        res[key] = canon(r.load_batch(f, a, b, idx, cols, extra))
+                        res[key] = convert(r.load_batch(f, a, b, idx, cols, extra))
                     except Exception as e:
                         res[key] = ("err", type(e).__name__, str(e))
     if not os.environ.get("RANGE"):
         for cols in (None, ()):
             try:
-                res[("files", repr(cols))] = canon(r.load_files(list(files), cols))
+                res[("files", repr(cols))] = convert_files(r.load_files(list(files), cols))
             except Exception as e:
                 res[("files", repr(cols))] = ("err", type(e).__name__, str(e))
+    return res
+
+
+def child(so, out, files):
+    for f in sorted(os.listdir(so)):
+        if f.startswith("_reader") and f.endswith(".so"):
+            spec = importlib.util.spec_from_file_location("_reader", os.path.join(so, f))
+            r = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(r)
+    res = reader_outputs(r, files, canon, canon)
     pickle.dump(res, open(out, "wb"))
     print(len(res), "results")
 
@@ -220,16 +230,21 @@ def gen(d):
     print(len(raw), "bytes of text")
 
 
-if sys.argv[1] == "gen":
-    gen(sys.argv[2])
-elif sys.argv[1] == "child":
-    child(sys.argv[2], sys.argv[3], sys.argv[4:])
-else:
-    a = pickle.load(open(sys.argv[2], "rb"))
-    b = pickle.load(open(sys.argv[3], "rb"))
-    assert a.keys() == b.keys(), "key sets differ"
-    bad = [k for k in a if a[k] != b[k]]
-    for k in bad[:10]:
-        print("DIFF", k)
-    print(f"{len(a)} results compared, {len(bad)} differ")
-    sys.exit(1 if bad else 0)
+def main():
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+    elif sys.argv[1] == "child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4:])
+    else:
+        a = pickle.load(open(sys.argv[2], "rb"))
+        b = pickle.load(open(sys.argv[3], "rb"))
+        assert a.keys() == b.keys(), "key sets differ"
+        bad = [k for k in a if a[k] != b[k]]
+        for k in bad[:10]:
+            print("DIFF", k)
+        print(f"{len(a)} results compared, {len(bad)} differ")
+        sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
