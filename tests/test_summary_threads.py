@@ -45,6 +45,19 @@ print(json.dumps({"rc": rc, "heavy": [m for m in %r if m in sys.modules]}), file
 """ % (HEAVY,)
 
 
+@pytest.fixture(autouse=True)
+def _no_default_client(monkeypatch):
+    """These tests are about the thread pool: a default client left by another module (conftest's
+    session-wide ``dask_client``) would send ``DFAnalyzer`` without ``client=`` to that cluster."""
+    if "distributed" in sys.modules:
+        import distributed
+
+        def none():
+            raise ValueError("no default client in these tests")
+
+        monkeypatch.setattr(distributed, "default_client", none)
+
+
 def _cli(args, probe=False):
     cmd = [sys.executable, "-c", _PROBE] if probe else [sys.executable, "-m", "dfanalyzer.cli"]
     r = subprocess.run(
@@ -160,6 +173,7 @@ def test_failed_batch_names_file_and_batch_and_stops_the_threads(traces, tmp_pat
 
     monkeypatch.setattr(A, "_summary_batch_task", task)
     with DFAnalyzer(paths, **kw) as a:
+        assert a._client is None  # the thread pool, not a cluster
         with pytest.raises(LoadError) as e:
             a.summary(show=False)
     assert str(e.value) == (
