@@ -464,6 +464,19 @@ def _proc_cpu(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def stop_processes(procs) -> None:
+    """Terminate ``procs`` (a :func:`start_loopback_cluster` list) last first, wait up to 10 s
+    each, kill those still running (a worker whose scheduler went first)."""
+    for p in procs[::-1]:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = False):
     """A ``dask scheduler`` and ``workers`` single-thread ``dask worker --no-nanny`` processes on
     ``host``, started as commands (what a user's running cluster is); returns (address, processes).
@@ -600,14 +613,7 @@ def cluster_compare(paths, workers: int, rounds: int, cli: bool = True, quiet: b
                     )
         client.close()
     finally:
-        for p in procs[::-1]:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
     med = statistics.median
     out = {
         "events": a["events"],

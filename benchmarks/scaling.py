@@ -193,14 +193,7 @@ def main(argv=None) -> int:
                 _command(d, ["--scheduler", addr], tmp)  # warm-up: the workers' imports
                 row["cluster"] = _timed(d, ["--scheduler", addr], tmp, others=procs)
             finally:
-                for p in procs[::-1]:
-                    p.terminate()
-                for p in procs:
-                    try:
-                        p.wait(timeout=10)
-                    except subprocess.TimeoutExpired:  # (a worker whose scheduler went first)
-                        p.kill()
-                        p.wait()
+                B.stop_processes(procs)
         for k in ("threads", "cluster"):
             if k in row and row[k]["summary"] != first:
                 raise SystemExit(f"{k} summary with {n} workers differs from the first run's")
