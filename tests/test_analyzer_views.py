@@ -58,7 +58,7 @@ def test_function_metrics_exact_and_distributed(dask_client):
     df = synthetic_events(4000, seed=3)
     ev = df[(df["ph"].astype(object) == "X") & df["cat"].astype(object).isin(IO)]
     local = V.function_metrics(df)
-    dist = V.function_metrics(dask_parts(df, 5, dask_client))
+    dist = V.function_metrics(dask_parts(df, 5, dask_client), client=dask_client)
     pd.testing.assert_frame_equal(local, dist.loc[local.index])
     total = int(ev["dur"].sum())
     for name, g in ev.groupby(ev["name"].astype(object)):
@@ -92,7 +92,7 @@ def test_file_view_pattern_sizes_processes(dask_client):
     df = frame(rows)
     local = V.file_view(df)
     # partitions cut inside pid 1's sequence: the step across the cut is still counted
-    dist = V.file_view(dask_parts(df, 3, dask_client))
+    dist = V.file_view(dask_parts(df, 3, dask_client), client=dask_client)
     pd.testing.assert_frame_equal(local, dist.loc[local.index])
     a, b = local.loc["/a"], local.loc["/b"]
     assert (a["ops"], a["bytes"], a["processes"]) == (5, 310 + (2 << 20), 2)
@@ -142,7 +142,7 @@ def test_time_view_splits_durations(dask_client):
     assert list(tv["overlap_s"] * 1e6) == pytest.approx([0, 50, 100, 0])
     assert list(tv["concurrency"]) == pytest.approx([1.0, 1.0, 1.5, 0.0])
     assert list(tv["ops"]) == [1, 0, 1, 1]
-    pd.testing.assert_frame_equal(tv, V.time_view(dask_parts(df, 2, dask_client), window_us=100))
+    pd.testing.assert_frame_equal(tv, V.time_view(dask_parts(df, 2, dask_client), window_us=100, client=dask_client))
     hm = V.heatmap(df, window_us=100)
     assert hm.loc[("h", 1)].tolist() == pytest.approx([100 * 1e-6, 100 * 1e-6, 50 * 1e-6, 0])
     assert hm.loc[("h", 2)].tolist() == pytest.approx([0, 0, 100 * 1e-6, 0])
