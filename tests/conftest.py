@@ -114,9 +114,12 @@ def _default_dask_client():
 
     if "distributed" not in sys.modules:
         return None
-    from distributed.client import _get_global_client
+    from distributed import default_client
 
-    return _get_global_client()
+    try:
+        return default_client()
+    except ValueError:  # "No clients found"
+        return None
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +133,7 @@ def _no_default_dask_client():
     yield
     left = _default_dask_client()
     if left is not None:
-        from distributed.client import _del_global_client
+        from distributed.client import _del_global_client  # (private; only on this failure)
 
         _del_global_client(left)  # (not the default of the next tests: only this one fails)
         pytest.fail(f"the test left a default Dask client: {left!r} (close it, or set_as_default=False)")
