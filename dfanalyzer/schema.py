@@ -194,8 +194,19 @@ def categorical(codes: np.ndarray, categories) -> pd.Categorical:
     no copy of the codes (when they already have pandas' code width for that many categories, as
     the C++ reader gives them) and no validation (the C++ reader's codes are in range)."""
     if not hasattr(pd.CategoricalDtype, "_from_fastpath"):  # (a pandas without the fast path)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=_str_dtype()), validate=False)
-    return pd.Categorical.from_codes(codes, dtype=_categorical_dtype(categories), validate=False)
+        return _from_codes(codes, categories=pd.Index(categories, dtype=_str_dtype()))
+    return _from_codes(codes, dtype=_categorical_dtype(categories))
+
+
+def _from_codes(codes: np.ndarray, **kw) -> pd.Categorical:
+    """``pd.Categorical.from_codes(codes, validate=False, **kw)``; pandas 2.0 has no ``validate``
+    and checks the codes' range (one more pass over them)."""
+    try:
+        return pd.Categorical.from_codes(codes, validate=False, **kw)
+    except TypeError as exc:
+        if "validate" not in str(exc):
+            raise
+        return pd.Categorical.from_codes(codes, **kw)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Second quick-start command: installs the test dependencies and runs every test
-# (CTest for the C++ parts, pytest for Python, including the slow end-to-end tests).
+# (CTest for the C++ parts, pytest for Python, including the slow end-to-end tests, and the frame
+# and summary tests again under pandas 2: scripts/test_pandas2.sh).
 # Usage: bash scripts/test.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,10 @@ export PYTHONSAFEPATH=1
 # libFuzzer runs (tests/test_reader_fuzz.py): fixed seed and input count per target, deterministic.
 export DFTRACER_FUZZ_SCALE=${DFTRACER_FUZZ_SCALE:-1}  # fixed seed and input count: deterministic
 "$PY" -m pytest tests -ra "$@"
+# pandas 2 (pyproject allows pandas>=2.0; the run above has the pandas 3 that pip chose): the frame
+# and summary tests again in a plain venv with pandas 2.0.x from PyPI, against the compiled modules
+# installed above (docs/testing.md; about 3 minutes)
+PYTHON="$PY" bash scripts/test_pandas2.sh
 if [ "$lint_rc" -ne 0 ]; then
   echo "test.sh: tests done, but scripts/lint.sh failed (exit $lint_rc): see its output above" >&2
   exit "$lint_rc"

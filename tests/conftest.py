@@ -94,11 +94,46 @@ def read_trace(path, allow_truncated=False):
 
 @pytest.fixture(scope="session")
 def dask_client():
-    """One in-process Dask LocalCluster (2 workers x 1 thread) shared by the session (default client)."""
+    """One in-process Dask LocalCluster (2 workers x 1 thread) shared by the session. It is never
+    the default client: a test that wants it passes it (``DFAnalyzer(..., client=dask_client)``,
+    ``dask_client.compute(frame).result()``, ``--scheduler dask_client.scheduler.address``), and a
+    ``DFAnalyzer`` made without ``client=`` runs in threads even after this fixture exists (as
+    default, it sent such tests to this cluster for the rest of the session)."""
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=40)
-    client = Client(cluster)
+    client = Client(cluster, set_as_default=False)
     yield client
     client.close()
     cluster.close()
+
+
+def _default_dask_client():
+    """The client ``DFAnalyzer`` would take without ``client=`` (``distributed.default_client``), or None."""
+    import sys
+
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:  # "No clients found"
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _no_default_dask_client():
+    """No test starts or ends with a default Dask client: one left behind (a ``Client`` made with
+    ``set_as_default=True`` and not closed) would silently move every later ``DFAnalyzer``
+    without ``client=`` from threads onto its cluster. A test that means the default-client path
+    makes one current itself (``with client.as_current():``)."""
+    before = _default_dask_client()
+    assert before is None, f"a default Dask client exists before the test: {before!r}"
+    yield
+    left = _default_dask_client()
+    if left is not None:
+        from distributed.client import _del_global_client  # (private; only on this failure)
+
+        _del_global_client(left)  # (not the default of the next tests: only this one fails)
+        pytest.fail(f"the test left a default Dask client: {left!r} (close it, or set_as_default=False)")

@@ -41,7 +41,7 @@ def test_cp_and_cat_bytes_on_both_files(copied, batch, part, dask_client):
     out, data = copied
     with DFAnalyzer(out, batch_size_mb=batch, partition_size_mb=part, small_file_mb=0, client=dask_client) as an:
         fv = an.files()
-        ev = an.events.compute()
+        ev = an.events.compute(scheduler=dask_client)
     src, cp, cat = (str(data / n) for n in ("in.bin", "cp.bin", "cat.bin"))
     # cp and cat each read the whole input once, and wrote every byte of their output
     assert fv.loc[src, "read_bytes"] == 2 * SIZE and fv.loc[src, "write_bytes"] == 0

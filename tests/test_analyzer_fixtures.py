@@ -53,7 +53,7 @@ def cm1(traces, dask_client):
     return DFAnalyzer(str(traces / "cm1" / "*.pfw.gz"), client=dask_client)
 
 
-def test_cm1_exact_facts(cm1, traces):
+def test_cm1_exact_facts(cm1, traces, dask_client):
     paths = sorted(str(p) for p in (traces / "cm1").glob("*.pfw.gz"))
     assert cm1.stats["files"] == 48 and cm1.files == paths
     s = cm1.summary(show=False).to_dict()
@@ -64,12 +64,12 @@ def test_cm1_exact_facts(cm1, traces):
     assert s["nodes"] >= 1 and s["files"] > 0
     assert cm1.stats["skipped_lines"] == 0 and cm1.stats["lost_bytes"] == 0
     # the distributed summary equals a brute-force pandas computation on all events
-    assert s == brute_force(cm1.events.compute())
+    assert s == brute_force(cm1.events.compute(scheduler=dask_client))
     md = cm1.metadata
     assert len(md) > 0
 
 
-def test_cm1_groupby_and_columns(cm1):
+def test_cm1_groupby_and_columns(cm1, dask_client):
     ev = cm1.events
     assert list(ev.columns[:12]) == [
         "name",
@@ -85,9 +85,9 @@ def test_cm1_groupby_and_columns(cm1):
         "size",
         "offset",
     ]
-    full = ev.compute()
+    full = ev.compute(scheduler=dask_client)
     assert (full["te"] == full["ts"] + full["dur"]).all()
-    got = ev.groupby("name", observed=True)["size"].sum().compute()
+    got = ev.groupby("name", observed=True)["size"].sum().compute(scheduler=dask_client)
     assert got.to_dict() == full.groupby("name", observed=True)["size"].sum().to_dict()
     assert int(full.loc[full["name"] == "fread", "size"].sum()) > 0
 
@@ -103,8 +103,8 @@ def test_cm1_args_projection(cm1, traces, dask_client):
     assert bare.summary(show=False).to_dict() == cm1.summary(show=False).to_dict()
     one = DFAnalyzer(pat, client=dask_client, args=[extra[0], "no-such-key"])
     assert list(one.events.columns) == core + [extra[0]]
-    want = cm1.events[extra[0]].compute()
-    got = one.events[extra[0]].compute()
+    want = cm1.events[extra[0]].compute(scheduler=dask_client)
+    got = one.events[extra[0]].compute(scheduler=dask_client)
     assert got.dtype == want.dtype and got.isna().sum() == want.isna().sum()
     assert got.dropna().astype(str).tolist() == want.dropna().astype(str).tolist()
     bare.close()
@@ -124,7 +124,7 @@ def test_mixed_versions_and_corrupt_file(traces, dask_client, tmp_path):
     d = s.to_dict()
     assert d["events"] == events and d["processes"] == len(procs)
     assert {n: f["count"] for n, f in d["functions"].items()} == dict(funcs)
-    assert d == brute_force(an.events.compute())
+    assert d == brute_force(an.events.compute(scheduler=dask_client))
     per = an.stats["per_file"].set_index("path")
     assert per.loc[str(bad), "events"] == 0
     assert per.loc[str(bad), "lost_bytes"] + per.loc[str(bad), "skipped_lines"] > 0
@@ -138,7 +138,7 @@ def test_legacy_exact(traces, dask_client):
     events, procs, funcs = oracle([str(traces / "legacy" / "test.pfw")])
     assert d["events"] == events == 1012 and d["nodes"] == 1 and d["processes"] == 1
     assert {n: f["count"] for n, f in d["functions"].items()} == dict(funcs)
-    assert d == brute_force(an.events.compute())
+    assert d == brute_force(an.events.compute(scheduler=dask_client))
     assert d["functions"]["write"]["size"]["max"] == 3276800.0
 
 

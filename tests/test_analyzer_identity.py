@@ -67,7 +67,7 @@ def test_every_batch_knows_the_file_identity(run, dask_client, batch_mb):
         assert s["events"] == sum(events.values())
 
         # the Dask frame: every event has its file's host
-        ev = an.events[["hostname", "pid"]].compute()
+        ev = an.events[["hostname", "pid"]].compute(scheduler=dask_client)
         assert ev["hostname"].isna().sum() == 0
         got = collections.Counter(zip(ev["hostname"].astype(str), ev["pid"].astype(int)))
         assert set(got) == set(events)

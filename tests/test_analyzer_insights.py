@@ -301,7 +301,7 @@ def run(scenarios, dask_client, rule, variant, config=None):
     assert any(p.name.endswith(".pfw.gz") or p.name.endswith(".pfw") for p in d.iterdir())
     an = DFAnalyzer(str(d), client=dask_client)
     try:
-        return an.insights(config=config, show=False), an.events.compute()
+        return an.insights(config=config, show=False), an.events.compute(scheduler=dask_client)
     finally:
         an.close()
 
@@ -513,7 +513,7 @@ def test_cm1_facts_match_pandas(dask_client, tmp_path):
     an = DFAnalyzer(str(tmp_path / "cm1" / "cm1-DEFAULT-353778*.pfw.gz"), client=dask_client)
     try:
         rep = an.insights(show=False)
-        ev = an.events.compute()
+        ev = an.events.compute(scheduler=dask_client)
     finally:
         an.close()
     n = rep.facts.n

@@ -132,7 +132,7 @@ def test_nested_layers_match_hand_and_oracle(traces, dask_client, tmp_path):
         same_frames(a.nested_layers().sort_index(), want.sort_index())
         assert pd.concat([lay, lay]).attrs["nested"] == lay.attrs["nested"]  # plain, comparable attrs
         # the same across partitions: parents and children in different partitions
-        pdf = a.events.compute().sort_values("ts", kind="stable").reset_index(drop=True)
+        pdf = a.events.compute(scheduler=dask_client).sort_values("ts", kind="stable").reset_index(drop=True)
         for n in (2, 5, len(pdf)):
             split = dd.from_pandas(pdf, npartitions=n, sort=False)
             same_frames(views.nested_layer_view(split).sort_index(), want.sort_index())

@@ -147,8 +147,8 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
     dt = dict(ev.dtypes)
     assert str(dt["ret"]) == "Float64" and str(dt["epoch"]) == "Int64" and dt["mode"] == "category"
     assert str(dt["ts"]) == "int64" and str(dt["size"]) == "Int64" and dt["name"] == "category"
-    assert ev.shape[0].compute() == len(want) == 8 * CKPT_LINES
-    parts = [p.compute() for p in ev.to_delayed()]
+    assert ev.shape[0].compute(scheduler=dask_client) == len(want) == 8 * CKPT_LINES
+    parts = [p.compute(scheduler=dask_client) for p in ev.to_delayed()]
     assert an.stats["partitions"] == len(parts) == 8
     assert [len(p) for p in parts] == [CKPT_LINES] * 8
     for p in parts:
@@ -182,7 +182,7 @@ def test_pipeline_union_schema_and_bad_files(tmp_path, fake_reader, dask_client)
 def test_groupby_name_size(tmp_path, fake_reader, dask_client):
     pat = _touch(tmp_path, "a1.pfw.gz", "b1.pfw.gz")
     an = DFAnalyzer(pat, client=dask_client, small_file_mb=0)
-    got = an.events.groupby("name", observed=True)["size"].sum().compute().sort_index()
-    full = an.events.compute()
+    got = an.events.groupby("name", observed=True)["size"].sum().compute(scheduler=dask_client).sort_index()
+    full = an.events.compute(scheduler=dask_client)
     want = full.groupby("name", observed=True)["size"].sum().sort_index()
     assert got.to_dict() == want.to_dict()

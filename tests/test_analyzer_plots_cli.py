@@ -40,7 +40,7 @@ def test_timeline_partial_exact():
 def test_plot_timeline_writes_pngs(tmp_path, fake_reader, dask_client):  # noqa: F811
     an = DFAnalyzer(_touch(tmp_path, "a1.pfw.gz"), client=dask_client, small_file_mb=0)
     tl = plots.timeline(an, bins=20)
-    full = an.events.compute()
+    full = an.events.compute(scheduler=dask_client)
     io = full[full["cat"].isin(["POSIX", "STDIO"]) & (full["ph"] == "X")]
     assert len(tl) == 20 and int(tl["bytes"].sum()) == int(io["size"].sum())
     assert tl["io_time"].sum() == pytest.approx(io["dur"].sum() / 1e6)

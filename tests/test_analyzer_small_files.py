@@ -58,7 +58,7 @@ def test_small_files_exact_totals(tmp_path, dask_client):
     s = an.summary(show=False).to_dict()
     assert s["events"] == st["events"] == FILES * PER_FILE + cut_events
     assert s["processes"] == FILES + (1 if cut_events else 0)
-    ev = an.events.compute()
+    ev = an.events.compute(scheduler=dask_client)
     assert int(ev["dur"].sum()) == FILES * sum(range(1, PER_FILE + 1)) + sum(range(1, cut_events + 1))
     assert int(ev["size"].sum()) == 10 * len(ev)
     assert sorted(ev["hostname"].astype(str).unique()) == ["n0", "n1", "n2"]

@@ -50,7 +50,7 @@ def frame(rows):
 def dask_parts(df, n, client):
     import dask.dataframe as dd
 
-    return dd.from_pandas(df, npartitions=n, sort=False).persist()
+    return client.persist(dd.from_pandas(df, npartitions=n, sort=False))
 
 
 # ------------------------------------------------------------------------------- functions
@@ -58,7 +58,7 @@ def test_function_metrics_exact_and_distributed(dask_client):
     df = synthetic_events(4000, seed=3)
     ev = df[(df["ph"].astype(object) == "X") & df["cat"].astype(object).isin(IO)]
     local = V.function_metrics(df)
-    dist = V.function_metrics(dask_parts(df, 5, dask_client))
+    dist = V.function_metrics(dask_parts(df, 5, dask_client), client=dask_client)
     pd.testing.assert_frame_equal(local, dist.loc[local.index])
     total = int(ev["dur"].sum())
     for name, g in ev.groupby(ev["name"].astype(object)):
@@ -92,7 +92,7 @@ def test_file_view_pattern_sizes_processes(dask_client):
     df = frame(rows)
     local = V.file_view(df)
     # partitions cut inside pid 1's sequence: the step across the cut is still counted
-    dist = V.file_view(dask_parts(df, 3, dask_client))
+    dist = V.file_view(dask_parts(df, 3, dask_client), client=dask_client)
     pd.testing.assert_frame_equal(local, dist.loc[local.index])
     a, b = local.loc["/a"], local.loc["/b"]
     assert (a["ops"], a["bytes"], a["processes"]) == (5, 310 + (2 << 20), 2)
@@ -142,7 +142,7 @@ def test_time_view_splits_durations(dask_client):
     assert list(tv["overlap_s"] * 1e6) == pytest.approx([0, 50, 100, 0])
     assert list(tv["concurrency"]) == pytest.approx([1.0, 1.0, 1.5, 0.0])
     assert list(tv["ops"]) == [1, 0, 1, 1]
-    pd.testing.assert_frame_equal(tv, V.time_view(dask_parts(df, 2, dask_client), window_us=100))
+    pd.testing.assert_frame_equal(tv, V.time_view(dask_parts(df, 2, dask_client), window_us=100, client=dask_client))
     hm = V.heatmap(df, window_us=100)
     assert hm.loc[("h", 1)].tolist() == pytest.approx([100 * 1e-6, 100 * 1e-6, 50 * 1e-6, 0])
     assert hm.loc[("h", 2)].tolist() == pytest.approx([0, 0, 100 * 1e-6, 0])
@@ -245,7 +245,7 @@ def cm1_small(tmp_path_factory, dask_client):
     for f in sorted(os.listdir(CM1))[:6]:
         shutil.copy(os.path.join(CM1, f), d)
     an = DFAnalyzer(str(d), client=dask_client)
-    yield an, an.events.compute(), d
+    yield an, an.events.compute(scheduler=dask_client), d
     an.close()
 
 
@@ -288,7 +288,7 @@ def test_filter_query_exact_on_cm1(cm1_small, dask_client):
     t_mid = int(ev["ts"].median())
     q = f"cat == 'STDIO' and ts >= {t_mid}"
     f = DFAnalyzer(str(d), client=dask_client, query=q)
-    got = f.events.compute()
+    got = f.events.compute(scheduler=dask_client)
     assert len(got) == len(ev.query(q)) == f.stats["events"] > 0
     assert f.functions()["count"].sum() == len(ev.query(q))
     with pytest.raises(ValueError):
@@ -315,8 +315,8 @@ def test_pushdown_skips_checkpoints_exactly(tmp_path, dask_client):
     paths = gen_traces.generate(str(tmp_path), 6000, 2, fmt="member", member_bytes=32 << 10)
     stats = reader.checkpoint_stats(paths[0])
     assert len(stats) > 4 and all(s["events"] > 0 for s in stats)
-    full = DFAnalyzer(paths, client=dask_client).events.compute()
-    first = DFAnalyzer(paths[0], client=dask_client, args=()).events.compute()
+    full = DFAnalyzer(paths, client=dask_client).events.compute(scheduler=dask_client)
+    first = DFAnalyzer(paths[0], client=dask_client, args=()).events.compute(scheduler=dask_client)
     assert stats[0]["events"] + stats[1]["events"] <= len(first)
     assert stats[0]["min_ts"] == first["ts"].iloc[: stats[0]["events"]].min()
     assert set(stats[0]["cats"]) == set(first["cat"].iloc[: stats[0]["events"]].astype(str))
@@ -329,7 +329,7 @@ def test_pushdown_skips_checkpoints_exactly(tmp_path, dask_client):
         assert an.stats["skipped_checkpoints"] > 0
         grouped = DFAnalyzer(paths, client=dask_client, query=q)
         assert grouped.stats["events"] == len(want) and grouped.stats["small_files"] == 2
-        got = an.events.compute()
+        got = an.events.compute(scheduler=dask_client)
         assert sorted(got["ts"]) == sorted(want["ts"])
 
 

@@ -4,8 +4,9 @@ kill a plot, every failure is one line with its documented exit status, count op
 insights config values have validated ranges.
 
 The traces are written here with plain gzip + json; the attack strings are in ``NAME``,
-``HOST``, ``FNAME`` and ``TAG``. Most commands run in this process on the session's cluster
-(``main([...])`` is what ``python -m dfanalyzer.cli`` runs); two run as real processes."""
+``HOST``, ``FNAME`` and ``TAG``. Most commands run in this process (``main([...])`` is what
+``python -m dfanalyzer.cli`` runs) on the session's cluster (``--scheduler``), ``summary`` in this
+process's threads as by default; two run as real processes."""
 
 import gzip
 import json
@@ -70,7 +71,7 @@ def traces(tmp_path_factory):
 @pytest.fixture
 def run(traces, dask_client, tmp_path, capsys, monkeypatch):
     """``run(command, pattern, *options)`` -> (status, stdout, stderr), in this process on the
-    session's cluster; every trace is indexed in ``tmp_path / "idx"`` (``--small-file-mb 0``),
+    session's cluster (``cluster=False``: without ``--scheduler``, the summary in threads); every trace is indexed in ``tmp_path / "idx"`` (``--small-file-mb 0``),
     so an empty folder after a run means no trace was read."""
     monkeypatch.delenv("COLUMNS", raising=False)
     (tmp_path / "idx").mkdir()

@@ -8,7 +8,9 @@ within 1.25x of the threaded one).
   ``start`` records' ``cmd_hash``), one batch task per file (``--small-file-mb 0``);
 * the sanity check's command lines read from the reader's metadata lists equal those read from
   their frame, for ``cmd_line`` records, hashes written as numbers or text, and missing values;
-* ``DFAnalyzer.metadata`` / ``stats['per_file']`` of a distributed summary equal the threads'.
+* ``DFAnalyzer.metadata`` / ``stats['per_file']`` of a distributed summary equal the threads';
+* without ``client=`` an analyzer takes the default client only while one is current (a user's
+  ``Client()``), else runs in threads (conftest's ``dask_client`` is never the default).
 """
 
 import json
@@ -116,7 +118,9 @@ def test_distributed_metadata_and_stats_equal_threads(tmp_path, dask_client):
     shutil.copytree(CM1, d)
     with DFAnalyzer(str(d), args=(), small_file_mb=0, n_workers=2) as an:
         th = an.summary(show=False).to_dict(), an.metadata, an.stats["per_file"], an.input_warnings()
+        assert an._client is None  # threads: no cluster taken or started (the comparison's other side)
     with DFAnalyzer(str(d), args=(), small_file_mb=0, client=dask_client) as an:
+        assert an._client is dask_client
         s = an.summary(show=False).to_dict()
         raw = an._metadata_for_sanity()
         assert isinstance(raw, list) and raw and all(isinstance(m, dict) for m in raw)
@@ -128,3 +132,18 @@ def test_distributed_metadata_and_stats_equal_threads(tmp_path, dask_client):
     assert cl[1].equals(th[1])
     assert cl[2].equals(th[2])
     assert cl[3] == th[3]
+
+
+def test_default_client_taken_only_while_current(tmp_path, dask_client):
+    from dfanalyzer import DFAnalyzer
+
+    path = shutil.copy(os.path.join(CM1, sorted(os.listdir(CM1))[0]), tmp_path)
+    with DFAnalyzer(path, index_dir=str(tmp_path), n_workers=1) as an:
+        threads = an.summary(show=False).to_dict()
+        assert an._client is None
+    with dask_client.as_current():  # what Client() in a user's script makes
+        with DFAnalyzer(path, index_dir=str(tmp_path)) as an:
+            assert an._client is dask_client
+            assert an.summary(show=False).to_dict() == threads
+    with DFAnalyzer(path, index_dir=str(tmp_path)) as an:
+        assert an._client is None

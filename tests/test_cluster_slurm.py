@@ -135,7 +135,7 @@ def _summary_cli(*extra, index_dir):
 
 @pytest.fixture(scope="module")
 def local_summary(tmp_path_factory):
-    """The summary on a 2-worker LocalCluster: the reference for the Slurm runs."""
+    """The summary of the CLI in 2 threads (its default: no cluster): the reference for the Slurm runs."""
     result = _summary_cli("--workers", "2", index_dir=tmp_path_factory.mktemp("index-local"))
     assert result["events"] == 283945
     return result

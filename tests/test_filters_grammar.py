@@ -157,10 +157,11 @@ def test_filters_select_exactly_the_truth(traces, dask_client):
         # grouped small files, only the summary streamed (threads of this process, core columns)
         with DFAnalyzer(paths, query=text) as an:
             assert an.summary(show=False) is not None
+            assert an._client is None  # (threads, not a cluster)
             assert an.stats["events"] == len(truth) and an.stats["small_files"] == 3, text
         if k in HELD:  # many batches of single files (push-down on), held in the cluster
             with DFAnalyzer(paths, client=dask_client, query=text, batch_size_mb=0.05, small_file_mb=0) as an:
-                assert _seqs(an.events.compute()) == truth, text
+                assert _seqs(an.events.compute(scheduler=dask_client)) == truth, text
                 assert an.stats["events"] == len(truth), text
                 assert an.stats["batches"] >= 6 if truth else an.stats["batches"] == 0, text  # all skipped
 
@@ -274,14 +275,14 @@ def test_pushdown_skips_checkpoints_same_rows(traces, dask_client):
     runs = {}
     for q in (pushed, unpushed):
         with DFAnalyzer(paths, client=dask_client, query=q, small_file_mb=0, batch_size_mb=0.05) as an:
-            runs[q] = (_seqs(an.events.compute()), an.stats["skipped_checkpoints"])
+            runs[q] = (_seqs(an.events.compute(scheduler=dask_client)), an.stats["skipped_checkpoints"])
     assert runs[pushed][0] == runs[unpushed][0] == truth
     assert runs[pushed][1] > 10 and runs[unpushed][1] == 0
     # string tests on names are pushed down too, and never change the rows
     q = "name startswith 'train' and ts < %d" % (T0 + 300 * 997)
     assert Predicate("name", "startswith", "train") in pushdown_predicates(q)
     with DFAnalyzer(paths, client=dask_client, query=q, small_file_mb=0, batch_size_mb=0.05) as an:
-        got = _seqs(an.events.compute())
+        got = _seqs(an.events.compute(scheduler=dask_client))
         assert an.stats["skipped_checkpoints"] > 10
     assert got == sorted(
         r["args"]["seq"] for r in records if r["name"].startswith("train") and r["ts"] < T0 + 300 * 997
@@ -299,11 +300,12 @@ def test_unknown_column_and_data_errors(traces, dask_client):
     ]:
         with DFAnalyzer(paths, client=dask_client, query=q, small_file_mb=0) as an:  # held frame
             with pytest.raises(FilterError) as e:
-                an.events.compute()
+                an.events.compute(scheduler=dask_client)
             assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
         with DFAnalyzer(paths, query=q) as an:  # streamed summary over grouped small files
             with pytest.raises(FilterError) as e:
                 an.summary(show=False)
+            assert an._client is None  # (in threads)
             assert words in str(e.value), str(e.value)
     # a column absent from some events is null there, not unknown
     with DFAnalyzer(paths, client=dask_client, query="`odd key` is null", small_file_mb=0) as an:

@@ -180,7 +180,7 @@ def test_same_columns_in_every_batch_global_choice(tmp_path, dask_client):
         _write(p, recs)
         paths.append(str(p))
     a = DFAnalyzer(paths, index_dir=str(tmp_path), client=dask_client, progress=False, small_file_mb=0)
-    df = a.events.compute()
+    df = a.events.compute(scheduler=dask_client)
     assert len([c for c in df.columns if c not in reader.CORE_COLUMNS]) == reader.MAX_ARG_COLUMNS + 1
     assert "shared" in df.columns
     truth = [r for p in paths for r in _truth(p)]

@@ -135,7 +135,7 @@ def analyse(path, dask_client, config=None):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return an.insights(config=config, show=False), an.events.compute()
+            return an.insights(config=config, show=False), an.events.compute(scheduler=dask_client)
     finally:
         an.close()
 

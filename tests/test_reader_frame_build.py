@@ -176,7 +176,9 @@ def test_load_task_result_size(tmp_path):
     ev, md, info = res
     assert info.error is None and len(ev) == 5000 and len(md) == len(META)
     dask_size = sizeof(tuple(res))  # Dask's own estimate of the same objects
-    # Dask counts up to 1,200 bytes per column of overhead: 3 % on this small batch (0.2 % on a
-    # 76k-event batch, docs/perf/i22-bind.md)
-    assert abs(sizeof(res) - dask_size) <= 0.03 * dask_size
+    # Dask adds up to 1,200 bytes of overhead per column of the events frame (the metadata frame,
+    # of object columns, is Dask's own estimate on both sides), plus the column names and the
+    # categories' hash tables where pandas < 3 keeps them as object Index: 2.7 % here on pandas
+    # 3.1, 3.5 % on 2.2 (0.2 % on a 76k-event batch, docs/perf/i22-bind.md)
+    assert abs(sizeof(res) - dask_size) <= 1200 * len(ev.columns)
     assert sizeof(res) >= sum(ev[c].array.nbytes for c in ev.columns)

@@ -130,6 +130,7 @@ def test_summary_json_identical_with_and_without_projection(tmp_path, monkeypatc
     def run(**kw):
         with DFAnalyzer(paths, n_workers=2, **kw) as an:
             summary = an.summary(show=False).to_dict()  # streamed: fills stats, holds no frame
+            assert an._client is None  # (in threads)
             return summary, {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in an.stats.items()}
 
     projected = run()
@@ -151,11 +152,11 @@ def test_events_frame_unchanged_by_projection(tmp_path, monkeypatch, dask_client
             if mode == "full":
                 _without_projection(m)
             with DFAnalyzer(paths, client=dask_client) as an:
-                every = an.events.compute()
+                every = an.events.compute(scheduler=dask_client)
             with DFAnalyzer(paths, args=("epoch",), query="cat == 'app' and level == 1", client=dask_client) as an:
-                some = an.events.compute()
+                some = an.events.compute(scheduler=dask_client)
             with DFAnalyzer(paths, args=(), client=dask_client) as an:
-                none = an.events.compute()
+                none = an.events.compute(scheduler=dask_client)
         frames[mode] = (every, some, none)
     # a streamed summary skips building empty metadata frames: the same (empty) frame as a load
     with DFAnalyzer(paths, client=dask_client) as an:
@@ -164,6 +165,7 @@ def test_events_frame_unchanged_by_projection(tmp_path, monkeypatch, dask_client
     with DFAnalyzer(paths) as an:
         an.summary(show=False)
         streamed = an.metadata
+        assert an._client is None  # streamed in threads (no cluster started for the metadata)
     assert len(loaded) == 0 and list(streamed.columns) == list(loaded.columns)
     assert list(streamed.dtypes) == list(loaded.dtypes) and streamed.equals(loaded)
     for a, b in zip(frames["projected"], frames["full"]):

@@ -42,7 +42,7 @@ def test_cluster_summary_equals_threads(tmp_path, dask_client):
         assert an.stats["small_files"] == 3
         cl_stats = an.stats["per_file"].drop(columns=["warnings"]).to_dict("records")
         cl_md = an.metadata.reset_index(drop=True)
-    th = _threads_summary(str(d))  # in a fresh process: here the session's client is the default
+    th = _threads_summary(str(d))
     assert got.to_dict() == th[0].to_dict()
     assert got.events == want
     assert cl_stats == th[1]
@@ -51,23 +51,15 @@ def test_cluster_summary_equals_threads(tmp_path, dask_client):
 
 def _threads_summary(d):
     """The summary, per-file stats and metadata with the thread pool (no distributed client)."""
-    import subprocess
-
-    code = (
-        "import pickle, sys\n"
-        "from dfanalyzer import DFAnalyzer\n"
-        "with DFAnalyzer(sys.argv[1], args=(), batch_size_mb=0.25, n_workers=2) as an:\n"
-        "    s = an.summary(show=False)\n"
-        "    out = (s, an.stats['per_file'].drop(columns=['warnings']).to_dict('records'),"
-        " an.metadata.reset_index(drop=True))\n"
-        "sys.stdout.buffer.write(pickle.dumps(out))\n"
-    )
-    from conftest import pythonpath_env
-
-    r = subprocess.run([sys.executable, "-c", code, d], capture_output=True, env=pythonpath_env(), check=True)
-    import pickle
-
-    return pickle.loads(r.stdout)
+    with DFAnalyzer(d, args=(), batch_size_mb=0.25, n_workers=2) as an:
+        s = an.summary(show=False)
+        out = (
+            s,
+            an.stats["per_file"].drop(columns=["warnings"]).to_dict("records"),
+            an.metadata.reset_index(drop=True),
+        )
+        assert an._client is None  # (conftest's dask_client is not the default client)
+    return out
 
 
 def test_client_that_is_not_the_default(tmp_path):

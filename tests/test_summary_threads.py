@@ -45,19 +45,6 @@ print(json.dumps({"rc": rc, "heavy": [m for m in %r if m in sys.modules]}), file
 """ % (HEAVY,)
 
 
-@pytest.fixture(autouse=True)
-def _no_default_client(monkeypatch):
-    """These tests are about the thread pool: a default client left by another module (conftest's
-    session-wide ``dask_client``) would send ``DFAnalyzer`` without ``client=`` to that cluster."""
-    if "distributed" in sys.modules:
-        import distributed
-
-        def none():
-            raise ValueError("no default client in these tests")
-
-        monkeypatch.setattr(distributed, "default_client", none)
-
-
 def _cli(args, probe=False):
     cmd = [sys.executable, "-c", _PROBE] if probe else [sys.executable, "-m", "dfanalyzer.cli"]
     r = subprocess.run(

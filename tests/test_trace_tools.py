@@ -147,7 +147,7 @@ def test_by_pid_and_hosts_with_colliding_pids(tmp_path, dask_client):
     assert len(recs) == 1200
     hosts = collections.Counter((r["args"].get("hostname", "alpha"), r["pid"]) for r in recs)
     assert hosts == {("alpha", 7): 300, ("alpha", 8): 300, ("beta", 7): 300, ("beta", 8): 300}
-    ev = DFAnalyzer(merged, client=dask_client).events.compute()
+    ev = DFAnalyzer(merged, client=dask_client).events.compute(scheduler=dask_client)
     got = collections.Counter(zip(ev["hostname"].astype(str), ev["pid"].astype(int)))
     assert got == hosts
     assert _summary(str(tmp_path / "in")) == _summary(merged)
