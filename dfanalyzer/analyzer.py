@@ -39,6 +39,7 @@ import math
 import os
 import stat
 import uuid
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -52,6 +53,11 @@ from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .records import BatchInfo, FileStats, LoadError, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
+
+# Clients an analyzer started itself (embedded LocalCluster or --scheduler): they are the process's
+# default client while that analyzer lives (so ``a.events.compute()`` works), but they close with it,
+# so another analyzer made meanwhile without ``client=`` must not take them.
+_OWNED_CLIENTS: "weakref.WeakSet" = weakref.WeakSet()
 
 __all__ = [
     "CORE_COLUMNS",  # re-exported from .schema (its one definition)
@@ -971,8 +977,9 @@ class DFAnalyzer:
 
     # -- cluster ------------------------------------------------------------------------------
     def _get_client(self, client, n_workers, scheduler_address, scheduler_file):
-        """The given client, a client of the given scheduler, the active default client, or None:
-        then nothing is started now (an embedded cluster starts on first use of :attr:`client`)."""
+        """The given client, a client of the given scheduler, the active default client unless
+        another analyzer started it (:data:`_OWNED_CLIENTS`), or None: then nothing is started now
+        (an embedded cluster starts on first use of :attr:`client`)."""
         if client is not None:
             return client
         if scheduler_address is None and scheduler_file is None:
@@ -983,13 +990,17 @@ class DFAnalyzer:
             from distributed import default_client
 
             try:
-                return default_client()
+                found = default_client()
             except ValueError:
                 return None
+            # another analyzer's own client closes with that analyzer: taking it would break later
+            return None if found in _OWNED_CLIENTS else found
         from .cluster import setup_dask_cluster
 
         self._own_client = True
-        return setup_dask_cluster(scheduler_address=scheduler_address, scheduler_file=scheduler_file)
+        made = setup_dask_cluster(scheduler_address=scheduler_address, scheduler_file=scheduler_file)
+        _OWNED_CLIENTS.add(made)
+        return made
 
     @property
     def client(self):
@@ -1002,6 +1013,7 @@ class DFAnalyzer:
 
             self._own_client = True
             self._client = setup_dask_cluster(n_workers=self._n_workers)
+            _OWNED_CLIENTS.add(self._client)
         return self._client
 
     @property

@@ -147,3 +147,29 @@ def test_default_client_taken_only_while_current(tmp_path, dask_client):
             assert an.summary(show=False).to_dict() == threads
     with DFAnalyzer(path, index_dir=str(tmp_path)) as an:
         assert an._client is None
+
+
+def test_another_analyzers_embedded_cluster_is_not_taken(tmp_path):
+    """An analyzer's embedded cluster is the default client while it lives (``a.events.compute()``
+    works) but closes with it: a second analyzer made meanwhile runs in its own threads and still
+    works after the first one closed (it used to take that client and raise ClosedClientError)."""
+    from distributed import default_client
+
+    from dfanalyzer import DFAnalyzer
+
+    names = sorted(os.listdir(CM1))[:2]
+    paths = [shutil.copy(os.path.join(CM1, n), tmp_path) for n in names]
+    with DFAnalyzer(paths[1], index_dir=str(tmp_path), n_workers=1) as ref:
+        truth = ref.summary(show=False).to_dict()
+        assert ref._client is None
+    a = DFAnalyzer(paths[0], index_dir=str(tmp_path), n_workers=1)
+    try:
+        assert len(a.events) > 0  # starts a's embedded cluster, now the default client
+        assert default_client() is a._client
+        with DFAnalyzer(paths[1], index_dir=str(tmp_path), n_workers=1) as b:
+            assert b._client is None
+            a.close()
+            assert b.summary(show=False).to_dict() == truth
+            assert b._client is None
+    finally:
+        a.close()
