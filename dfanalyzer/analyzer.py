@@ -47,6 +47,7 @@ from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
+from ._loaded import held as _held
 from ._loaded import loaded as _loaded
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
@@ -573,7 +574,8 @@ def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=N
     empty frame when the load failed: ``info.error``), submitted under the key ``(name, k)``; its
     metadata, info and :func:`_is_aligned` stay on this worker (:data:`_LOADED`) for
     :func:`_loaded_each`. The frame is then the partition itself when the plan allows it: no
-    partition task, and Dask measures (``sizeof``) one DataFrame, not a tuple of two."""
+    partition task, and Dask measures (``sizeof``) one DataFrame, not a tuple of two, by its
+    arrays' bytes (:func:`dfanalyzer._loaded.held`)."""
     import weakref
 
     ev, md, info = _load_any(item, index_dir, keep_args, query, arg_columns)
@@ -582,7 +584,7 @@ def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=N
     token = object()
     _LOADED[(name, k)] = (md, info, _is_aligned(ev), token)
     weakref.finalize(ev, _unstash, (name, k), token)
-    return ev
+    return _held(ev)  # (dask.sizeof of it: its arrays' bytes, dfanalyzer._loaded)
 
 
 def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
@@ -690,11 +692,11 @@ def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     of :func:`_load_frame_task`) aligned to ``schema`` and concatenated."""
     frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema) for ev, a, z in slices]
     if not frames:
-        return align_frame(pd.DataFrame(), schema)
+        return _held(align_frame(pd.DataFrame(), schema))
     frames = _schema.unify_categories(frames)
     if len(frames) == 1:
-        return frames[0]
-    return pd.concat(frames, ignore_index=True)
+        return _held(frames[0])
+    return _held(pd.concat(frames, ignore_index=True))  # (cheap dask.sizeof, as _load_frame_task's)
 
 
 def _concat_metadata(frames: List[Optional[pd.DataFrame]]) -> pd.DataFrame:
