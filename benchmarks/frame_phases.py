@@ -22,7 +22,15 @@ import time
 
 import psutil
 
-TASKS = ("_load_task", "_load_files_task", "_assemble", "_index_task", "_pick_each", "_loaded_each")
+TASKS = (
+    "_load_task",
+    "_load_files_task",
+    "_assemble",
+    "_index_task",
+    "_index_files_task",
+    "_pick_each",
+    "_loaded_each",
+)
 
 
 def _install() -> bool:

@@ -149,6 +149,20 @@ def plan_file_groups(paths: Sequence[str], sizes: Sequence[int], group_bytes: in
     return groups
 
 
+def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
+    """Indices of files (``sizes[i]`` compressed bytes of file ``i``) in at most ``n`` non-empty
+    groups of about equal bytes (largest first into the smallest group), each in index order;
+    every index is in exactly one group."""
+    n = max(1, min(int(n), len(sizes)))
+    groups: List[List[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for k in sorted(range(len(sizes)), key=lambda i: (-max(0, int(sizes[i])), i)):
+        j = min(range(n), key=lambda g: (load[g], g))
+        groups[j].append(k)
+        load[j] += max(1, int(sizes[k]))
+    return [sorted(g) for g in groups if g]
+
+
 # ----------------------------------------------------------------------------- planning
 def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int, int, int, int]]:
     """Batches ``(path, first_ckpt, last_ckpt, uncompressed_bytes, lines)``, last inclusive.
@@ -287,6 +301,11 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "uncompressed_bytes": 0,
             "warnings": [],
         }
+
+
+def _index_files_task(paths: List[str], index_dir: Optional[str], force: bool, pushdown: tuple = ()) -> List[dict]:
+    """:func:`_index_task` of each of ``paths``, in order (one Dask task for several files)."""
+    return [_index_task(p, index_dir, force, pushdown) for p in paths]
 
 
 def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Optional[List[str]]:
@@ -1116,10 +1135,19 @@ class DFAnalyzer:
         small_total = sum(sizes[f] for f in small)
         group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
         self._groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
-        # (1) index every other file, one task per file
-        self._indexes = self._map(
-            _index_task, big, "indexing", index_dir=self.index_dir, force=force_index, pushdown=self._pushdown
-        )
+        # (1) index every other file: one task per file in the thread pool; on a cluster one task
+        # per worker thread (files balanced by size), as a Dask task costs more (~2-5 ms of
+        # scheduler, comms and worker CPU) than indexing a file of member headers (~2 ms)
+        kw = dict(index_dir=self.index_dir, force=force_index, pushdown=self._pushdown)
+        if self._use_threads or len(big) <= 1:
+            self._indexes = self._map(_index_task, big, "indexing", **kw)
+        else:
+            groups = plan_index_groups([sizes[f] for f in big], threads)
+            done = self._map(_index_files_task, [[big[k] for k in g] for g in groups], "indexing", **kw)
+            self._indexes = [None] * len(big)
+            for g, res in zip(groups, done):
+                for k, r in zip(g, res):
+                    self._indexes[k] = r
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
         good = [i for i in self._indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)

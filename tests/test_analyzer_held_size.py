@@ -132,6 +132,9 @@ def test_partitions_on_the_workers_report_their_true_size(traces):
             with DFAnalyzer(traces, client=c, small_file_mb=0, **kw) as an:
                 parts = an.partitions()
                 assert len(parts) >= 8
+                # indexed by one task per worker thread: the same results, in file order, as one
+                # _index_task per file gives
+                assert an._indexes == [analyzer._index_task(f, None, False) for f in an.files]
                 # each batch its partition (the load tasks' results), or sliced by _assemble tasks
                 assert (an.stats["partitions"] > an.stats["batches"]) == assembled
                 _check_sizes(c, parts)
@@ -153,3 +156,19 @@ def test_partitions_on_the_workers_report_their_true_size(traces):
                 out = c.compute(doubled).result()
                 assert type(out) is pd.DataFrame and (out["dur"].to_numpy() == ev["dur"].to_numpy() * 2).all()
                 del doubled
+
+
+def test_index_groups_balance_files_by_size():
+    plan = analyzer.plan_index_groups
+    assert plan([5] * 16, 2) == [list(range(0, 16, 2)), list(range(1, 16, 2))]
+    assert plan([1, 1, 10], 2) == [[2], [0, 1]]  # the big file alone
+    assert plan([3, 3, 3], 8) == [[0], [1], [2]]  # never an empty group
+    assert plan([], 4) == []
+    assert plan([7, 2, -1], 1) == [[0, 1, 2]]  # (a file that cannot be stat'ed: size -1)
+    for n in (1, 2, 3, 5):
+        sizes = [(k * 7919) % 1000 for k in range(40)]
+        groups = plan(sizes, n)
+        assert sorted(k for g in groups for k in g) == list(range(40)) and len(groups) == n
+        assert all(g == sorted(g) for g in groups)
+        loads = [sum(sizes[k] for k in g) for g in groups]
+        assert max(loads) - min(loads) <= max(sizes)  # greedy: within one file of each other
