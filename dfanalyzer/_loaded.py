@@ -25,6 +25,7 @@ thread pool need not import it):
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from typing import Dict
 
@@ -101,6 +102,17 @@ def install_frame_sizeof() -> bool:
     mod = sys.modules.get("dask.sizeof")
     if mod is None:
         return False
+    with _install_lock:  # (a worker with several threads: one wrapper, not one wrapping another)
+        if _frame_sizeof is None:
+            _install(mod)
+    return True
+
+
+_install_lock = threading.Lock()
+
+
+def _install(mod) -> None:
+    global _frame_sizeof
     import pandas as pd
 
     from .schema import frame_nbytes
@@ -116,4 +128,3 @@ def install_frame_sizeof() -> bool:
     sizeof_frame._dfanalyzer_dask_sizeof = dask_sizeof
     mod.sizeof.register(pd.DataFrame)(sizeof_frame)
     _frame_sizeof = sizeof_frame
-    return True
