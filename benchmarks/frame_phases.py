@@ -6,8 +6,9 @@ indexes are removed before every round). A quiet (``dfanalyzer.cluster.QUIET_CON
 Prints, per round, in CPU µs per event: each phase (the analyzer's waits and client steps) split
 into the client's main thread, its other threads (event loop: client comms, scheduler, nannies)
 and each worker; on the workers the thread CPU inside our tasks and inside ``dask.sizeof`` of
-DataFrames and tuples (wrapped through ``client.run``; calls counted); the task stream's
-per-prefix time.
+DataFrames and tuples (wrapped through ``client.run``, after installing dfanalyzer's DataFrame
+``sizeof`` where the tree has it; calls counted); each worker thread's CPU (user, system) by
+thread name (the task threads, the event loop ``MainThread``); the task stream's per-prefix time.
 """
 
 from __future__ import annotations
