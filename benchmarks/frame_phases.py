@@ -6,8 +6,9 @@ indexes are removed before every round). A quiet (``dfanalyzer.cluster.QUIET_CON
 Prints, per round, in CPU µs per event: each phase (the analyzer's waits and client steps) split
 into the client's main thread, its other threads (event loop: client comms, scheduler, nannies)
 and each worker; on the workers the thread CPU inside our tasks and inside ``dask.sizeof`` of
-DataFrames and tuples (wrapped through ``client.run``; calls counted); the task stream's
-per-prefix time.
+DataFrames and tuples (wrapped through ``client.run``, after installing dfanalyzer's DataFrame
+``sizeof`` where the tree has it; calls counted); each worker thread's CPU (user, system) by
+thread name (the task threads, the event loop ``MainThread``); the task stream's per-prefix time.
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ from __future__ import annotations
 import collections
 import glob
 import os
+import re
 import sys
 import threading
 import time
 
 import psutil
 
-TASKS = ("_load_task", "_load_files_task", "_assemble", "_index_task", "_pick_each", "_loaded_each")
+TASKS = (
+    "_load_task",
+    "_load_files_task",
+    "_assemble",
+    "_index_task",
+    "_index_files_task",
+    "_pick_each",
+    "_loaded_each",
+)
 
 
 def _install() -> bool:
@@ -51,9 +61,26 @@ def _install() -> bool:
     for n in TASKS:
         if hasattr(A, n):
             setattr(A, n, wrap(getattr(A, n), n))
+    try:  # a tree whose DataFrame sizeof is dfanalyzer's wrapper: count it, not what it wraps
+        from dfanalyzer._loaded import install_frame_sizeof
+
+        install_frame_sizeof()
+    except ImportError:
+        pass
     for typ in (pd.DataFrame, tuple):
         sizeof.register(typ)(wrap(sizeof.dispatch(typ), "sizeof:" + typ.__name__))
     return True
+
+
+def _thread_cpu() -> dict:
+    """On a worker: CPU seconds of each thread, user and system, by thread name."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict = {}
+    for t in psutil.Process().threads():
+        name = names.get(t.id, "other")
+        out[name + " user"] = out.get(name + " user", 0.0) + t.user_time
+        out[name + " sys"] = out.get(name + " sys", 0.0) + t.system_time
+    return out
 
 
 def _report() -> dict:
@@ -131,6 +158,7 @@ def main() -> None:
             time.sleep(0.5)
             marks.clear()
             c.run(_report)
+            th0 = c.run(_thread_cpu)
             with get_task_stream(c) as ts:
                 mark("start")
                 an = DFAnalyzer(paths, client=c)
@@ -138,7 +166,18 @@ def main() -> None:
                 mark("len")
                 an.close()
                 mark("close")
+            th1 = c.run(_thread_cpu)
             print(f"round {r}: {n:,} events, load average {os.getloadavg()[0]:.1f}")
+            per_thread: dict = collections.defaultdict(float)
+            for w, cpu in th1.items():
+                for k, v in cpu.items():
+                    per_thread[re.sub(r"[-_]?\d+ ", " ", k).replace("Dask-Default-Threads", "task")] += v - th0[w].get(
+                        k, 0.0
+                    )
+            print(
+                "  worker threads (µs/event, both workers):",
+                ", ".join(f"{k} {v * 1e6 / n:.3f}" for k, v in sorted(per_thread.items(), key=lambda kv: -kv[1]) if v),
+            )
             inside = collections.defaultdict(lambda: [0, 0.0])
             for per in c.run(_report).values():
                 for k, (cnt, s) in per.items():

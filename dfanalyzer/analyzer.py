@@ -48,6 +48,7 @@ from . import sanity as _sanity
 from . import schema as _schema
 from . import summary as _summary
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
+from ._loaded import held as _held
 from ._loaded import loaded as _loaded
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
@@ -152,6 +153,20 @@ def plan_file_groups(paths: Sequence[str], sizes: Sequence[int], group_bytes: in
     if cur:
         groups.append(cur)
     return groups
+
+
+def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
+    """Indices of files (``sizes[i]`` compressed bytes of file ``i``) in at most ``n`` non-empty
+    groups of about equal bytes (largest first into the smallest group), each in index order;
+    every index is in exactly one group."""
+    n = max(1, min(int(n), len(sizes)))
+    groups: List[List[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for k in sorted(range(len(sizes)), key=lambda i: (-max(0, int(sizes[i])), i)):
+        j = min(range(n), key=lambda g: (load[g], g))
+        groups[j].append(k)
+        load[j] += max(1, int(sizes[k]))
+    return [sorted(g) for g in groups if g]
 
 
 # ----------------------------------------------------------------------------- planning
@@ -292,6 +307,11 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "uncompressed_bytes": 0,
             "warnings": [],
         }
+
+
+def _index_files_task(paths: List[str], index_dir: Optional[str], force: bool, pushdown: tuple = ()) -> List[dict]:
+    """:func:`_index_task` of each of ``paths``, in order (one Dask task for several files)."""
+    return [_index_task(p, index_dir, force, pushdown) for p in paths]
 
 
 def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Optional[List[str]]:
@@ -579,7 +599,8 @@ def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=N
     empty frame when the load failed: ``info.error``), submitted under the key ``(name, k)``; its
     metadata, info and :func:`_is_aligned` stay on this worker (:data:`_LOADED`) for
     :func:`_loaded_each`. The frame is then the partition itself when the plan allows it: no
-    partition task, and Dask measures (``sizeof``) one DataFrame, not a tuple of two."""
+    partition task, and Dask measures (``sizeof``) one DataFrame, not a tuple of two, by its
+    arrays' bytes (:func:`dfanalyzer._loaded.held`)."""
     import weakref
 
     ev, md, info = _load_any(item, index_dir, keep_args, query, arg_columns)
@@ -588,7 +609,7 @@ def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=N
     token = object()
     _LOADED[(name, k)] = (md, info, _is_aligned(ev), token)
     weakref.finalize(ev, _unstash, (name, k), token)
-    return ev
+    return _held(ev)  # (dask.sizeof of it: its arrays' bytes, dfanalyzer._loaded)
 
 
 def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
@@ -696,11 +717,11 @@ def _assemble(slices: List[tuple], schema: Dict[str, str]) -> pd.DataFrame:
     of :func:`_load_frame_task`) aligned to ``schema`` and concatenated."""
     frames = [align_frame(ev if a == 0 and z == len(ev) else ev.iloc[a:z], schema) for ev, a, z in slices]
     if not frames:
-        return align_frame(pd.DataFrame(), schema)
+        return _held(align_frame(pd.DataFrame(), schema))
     frames = _schema.unify_categories(frames)
     if len(frames) == 1:
-        return frames[0]
-    return pd.concat(frames, ignore_index=True)
+        return _held(frames[0])
+    return _held(pd.concat(frames, ignore_index=True))  # (cheap dask.sizeof, as _load_frame_task's)
 
 
 def _concat_metadata(frames: List[Optional[pd.DataFrame]]) -> pd.DataFrame:
@@ -1126,10 +1147,19 @@ class DFAnalyzer:
         small_total = sum(sizes[f] for f in small)
         group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
         self._groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
-        # (1) index every other file, one task per file
-        self._indexes = self._map(
-            _index_task, big, "indexing", index_dir=self.index_dir, force=force_index, pushdown=self._pushdown
-        )
+        # (1) index every other file: one task per file in the thread pool; on a cluster one task
+        # per worker thread (files balanced by size), as a Dask task costs more (~2-5 ms of
+        # scheduler, comms and worker CPU) than indexing a file of member headers (~2 ms)
+        kw = dict(index_dir=self.index_dir, force=force_index, pushdown=self._pushdown)
+        if self._use_threads or len(big) <= 1:
+            self._indexes = self._map(_index_task, big, "indexing", **kw)
+        else:
+            groups = plan_index_groups([sizes[f] for f in big], threads)
+            done = self._map(_index_files_task, [[big[k] for k in g] for g in groups], "indexing", **kw)
+            self._indexes = [None] * len(big)
+            for g, res in zip(groups, done):
+                for k, r in zip(g, res):
+                    self._indexes[k] = r
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
         good = [i for i in self._indexes if i["error"] is None]
         share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)

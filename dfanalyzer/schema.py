@@ -251,23 +251,35 @@ def frame_of_columns(names: Sequence[str], columns: Sequence, n: int, consolidat
     return make(blocks + ext, index=pd.RangeIndex(n), columns=_columns_index(tuple(names)))
 
 
-def frame_nbytes(df: pd.DataFrame) -> int:
+def frame_nbytes(df: pd.DataFrame, fallback=None) -> int:
     """Bytes of ``df``'s columns (the NumPy and extension arrays' ``nbytes``: a categorical's
-    codes and categories, a nullable column's values and mask) plus 1,000 for the frame, its
-    index and column names; Dask's ``sizeof`` estimate of the frame where a column holds Python
-    objects (their sizes are sampled there)."""
+    codes and categories, a nullable column's values and mask) and of its index unless a
+    ``RangeIndex``, plus 1,000 for the frame, its index and column names. Where a column or the
+    index holds Python objects (object dtype, strings stored as Python objects: their sizes are
+    sampled there) ``fallback(df)``, by default Dask's ``sizeof`` estimate of the frame."""
     n = 1000
     try:
+        idx = df.index
+        if not isinstance(idx, pd.RangeIndex):  # (a RangeIndex holds no array)
+            if _python_objects(idx.dtype):
+                raise TypeError("object index")
+            n += int(idx.nbytes)
         for b in df._mgr.blocks:
             v = b.values
-            if isinstance(v, np.ndarray) and v.dtype == object and v.size:
+            if _python_objects(v.dtype) and v.size:
                 raise TypeError("object column")
             n += int(v.nbytes)
     except (AttributeError, TypeError):
-        from dask.sizeof import sizeof
-
-        return int(sizeof(df))
+        if fallback is None:
+            from dask.sizeof import sizeof as fallback
+        return int(fallback(df))
     return n
+
+
+def _python_objects(dt) -> bool:
+    """Whether arrays of dtype ``dt`` hold pointers to Python objects (``nbytes`` counts the
+    pointers only)."""
+    return dt == object or (isinstance(dt, pd.StringDtype) and dt.storage == "python")
 
 
 _columns_cache: Dict[tuple, "pd.Index"] = {}
