@@ -497,6 +497,10 @@ def _window_measures(runs: Dict[str, list], a: int, b: int) -> Dict[str, int]:
     return m
 
 
+#: the least intervals per run in a window that :func:`spilled_measures` measures on a pool
+MIN_WINDOW_STRIDE = 8192
+
+
 def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
     """Exact µs measures of ``io``, ``compute``, ``app_io``, ``io ∪ compute`` and
     ``app_io ∪ compute`` of a partial whose unions are partly spilled (``p.spilled``) and partly
@@ -504,9 +508,10 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
     holding about ``window`` intervals of all runs together, each window's clipped intervals are
     merged and measured, and the measures (integers, additive over disjoint windows) summed.
     Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are measured on the
-    pool (NumPy's sorts release the GIL), each about ``window / ways`` intervals, at least
-    ``2 * ways`` windows when there are enough intervals: memory still about one ``window``,
-    the same sums."""
+    pool (NumPy's sorts release the GIL), each about ``window / ways`` intervals but no fewer
+    than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs up to ``ways`` windows of
+    that size at once), and at least ``2 * ways`` windows when there are enough intervals; the
+    same sums."""
     runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
     for sp in p.spilled:
         sp.file.flush()
@@ -514,11 +519,10 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
             runs[k].extend((sp, r) for r in sp.runs[k])
     n_runs = sum(len(v) for v in runs.values())
     parallel = pool is not None and ways > 1
-    if parallel:
+    stride = max(1, int(window) // n_runs)
+    if parallel:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
         total_n = sum(int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v)
-        stride = max(1, min(int(window) // (n_runs * ways), -(-total_n // (2 * ways))))
-    else:
-        stride = max(1, int(window) // n_runs)
+        stride = min(stride, max(MIN_WINDOW_STRIDE, min(int(window) // (n_runs * ways), -(-total_n // (2 * ways)))))
     samples = []  # every stride-th start of every run: no run has more than stride starts per window
     for k in UNION_KEYS:
         for src, r in runs[k]:
