@@ -756,16 +756,22 @@ def merge_unions_parallel(unions: List[Union], pool, ways: int, min_intervals: O
     pieces = list(
         pool.map(lambda ab: merge_unions(*(_mem_window(u, ab[0], ab[1]) for u in unions)), zip(edges[:-1], edges[1:]))
     )
-    s = np.concatenate([p[0] for p in pieces])
-    e = np.concatenate([p[1] for p in pieces])
-    if s.size == 0:
+    # join the pieces where an interval was cut at an edge (the last of one window's pieces ends
+    # where the next one's first starts): only the edges are looked at, this thread does one
+    # copy of the result and no pass over it (it is a serial step of the threaded summary)
+    starts, ends = [], []
+    for ps, pe in pieces:
+        if ps.size == 0:
+            continue
+        if ends and ends[-1][-1] >= ps[0]:  # (windows are disjoint: touching, never overlapping)
+            ps = ps.copy()
+            ps[0] = starts[-1][-1]
+            starts[-1], ends[-1] = starts[-1][:-1], ends[-1][:-1]
+        starts.append(ps)
+        ends.append(pe)
+    if not starts:
         return _EMPTY, _EMPTY
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    np.greater(s[1:], e[:-1], out=new[1:])  # (touching at an edge: one interval again)
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
+    return np.concatenate(starts), np.concatenate(ends)
 
 
 class ItemFailed(Exception):

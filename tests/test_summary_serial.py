@@ -260,3 +260,19 @@ def test_finish_on_the_pool_equals_finish_and_brute_force(ways, tmp_path, monkey
                 assert m["io|compute"] == _coverage(span, *(ref.io, ref.compute))
         finally:
             out.spilled[0].cleanup()
+
+
+@pytest.mark.parametrize("ways", [2, 5, 16])
+def test_merge_unions_parallel_joins_intervals_cut_at_window_edges(ways):
+    """Intervals that span one or many windows (cut at every edge) and pieces that touch: the
+    windowed merge joins them again, the same arrays as ``merge_unions``."""
+    rng = np.random.default_rng(ways)
+    big = _random_union(rng, 200_000, 10_000_000)  # (the window edges are starts of this one)
+    spans = S.union_intervals(np.array([5, 4_000_000, 9_000_000]), np.array([3_000_000, 8_000_000, 9_000_001]))
+    edges = big[0][(np.arange(1, ways) * big[0].size) // ways]
+    touching = (edges[:-1].copy(), edges[:-1] + 1)  # (starts exactly at window edges)
+    with ThreadPoolExecutor(4) as pool:
+        for unions in ([big, spans], [big, touching, spans], [big, touching]):
+            got = S.merge_unions_parallel(unions, pool, ways, min_intervals=1)
+            want = S.merge_unions(*unions)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
