@@ -42,6 +42,7 @@ def _one(argv) -> int:
     """Run ``dfanalyzer.cli.main(argv)`` with the client's phases timed; the phases go to the file
     named by $DFA_SCALING_PHASES as JSON (seconds of wall and of this process's CPU)."""
     t_start = time.perf_counter()
+    t_spawn = float(os.environ.get("DFA_SCALING_T0", t_start))  # (CLOCK_MONOTONIC: the parent's clock)
     import threading
 
     from dfanalyzer import analyzer as A
@@ -76,6 +77,21 @@ def _one(argv) -> int:
     if hasattr(S, "fold_in_threads"):  # the pool threads fold; the main thread combines their partials
         S.combine_partials = timed("fold", S.combine_partials, main_thread_only=True)
     S.finish = timed("finish", S.finish)
+    marks = {}  # the threads' first batch start and last batch end, s after the spawn
+    if hasattr(S, "fold_in_threads"):
+        fold_in_threads = S.fold_in_threads
+
+        def fold_marked(pool, threads, order, run, **kw):
+            def run_marked(i):
+                marks.setdefault("first batch", time.perf_counter() - t_spawn)
+                try:
+                    return run(i)
+                finally:
+                    marks["last batch"] = time.perf_counter() - t_spawn
+
+            return (yield from fold_in_threads(pool, threads, order, run_marked, **kw))
+
+        S.fold_in_threads = fold_marked
     A.DFAnalyzer._streamed_partial = timed("stream (parallel)", A.DFAnalyzer._streamed_partial)
     t, c = time.perf_counter(), time.process_time()
     rc = cli.main(argv)
@@ -85,8 +101,14 @@ def _one(argv) -> int:
     phases["stream (parallel)"] = tuple(a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", (0, 0))))
     phases["main"] = total
     phases["imports"] = (t_imports, 0.0)
+    phases["interpreter"] = (t_start - t_spawn, 0.0)
+    phases["main end"] = (time.perf_counter() - t_spawn, 0.0)
+    phases.update({k: (v, 0.0) for k, v in marks.items()})
     with open(os.environ["DFA_SCALING_PHASES"], "w") as f:
         json.dump(phases, f)
+    if hasattr(cli, "run"):  # the console script's exit (cli.run), with this status
+        cli.main = lambda: rc
+        cli.run()
     return rc
 
 
@@ -105,9 +127,11 @@ def _command(d: str, extra: list, tmp: str) -> dict:
     phases_file = os.path.join(tmp, "phases.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env["DFA_SCALING_PHASES"] = phases_file
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # (byte code cached, as for an installed package)
     cmd = [sys.executable, os.path.abspath(__file__), "--_one", "summary", d, "--json", "--no-progress"]
     cmd += [*INDEX_ARGS, *extra]
     t = time.perf_counter()
+    env["DFA_SCALING_T0"] = repr(t)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
     out, err = p.communicate()
     wall = time.perf_counter() - t
@@ -115,6 +139,7 @@ def _command(d: str, extra: list, tmp: str) -> dict:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode()[-2000:]}")
     with open(phases_file) as f:
         phases = json.load(f)
+    phases["exit"] = (wall - phases["main end"][0], 0.0)
     return {"wall": wall, "summary": json.loads(out), "phases": phases}
 
 
@@ -133,7 +158,7 @@ def _timed(d: str, extra: list, tmp: str, others=()) -> dict:
     return res
 
 
-SERIAL = ("imports", "plan", "fold", "finish", "sanity", "other")
+SERIAL = ("interpreter", "imports", "plan", "fold", "finish", "sanity", "other", "exit")
 
 
 def _steps(ph: dict) -> dict:
@@ -141,16 +166,20 @@ def _steps(ph: dict) -> dict:
     with threads it runs in the main thread beside the workers, holding the GIL; its wall there
     is mostly waiting for the GIL), the root's finish and the sanity checks (wall), and "other":
     the command's wall outside the timed phases (argument parsing, importing distributed and
-    connecting, printing the JSON, closing)."""
+    connecting, printing the JSON, closing); "interpreter": from the spawn to the script's first
+    line (Python and its ``site``), "exit": from the end of ``main`` to the parent's wait (the
+    process's exit)."""
     w = {k: ph.get(k, (0.0, 0.0))[0] for k in ("plan", "finish", "sanity", "fold")}
     timed = sum(w.values()) + sum(ph.get(k, (0.0, 0.0))[0] for k in ("index tasks (parallel)", "stream (parallel)"))
     return {
+        "interpreter": ph.get("interpreter", (0.0, 0.0))[0],
         "imports": ph["imports"][0],
         "plan": w["plan"],
         "fold": ph.get("fold", (0.0, 0.0))[1],
         "finish": w["finish"],
         "sanity": w["sanity"],
         "other": max(0.0, ph["main"][0] - timed),
+        "exit": ph.get("exit", (0.0, 0.0))[0],
     }
 
 
@@ -211,6 +240,13 @@ def main(argv=None) -> int:
                 s = sum(st.values())
                 cells = " | ".join(f"{st[x]:.3f}" for x in SERIAL)
                 print(f"| {row['workers']} | {k} | {cells} | {s:.3f} | {100 * s / row[k]['wall']:.1f} % |")
+    print("\nthreads: before the first batch starts, and after the last batch ends (s; the pool idle)")
+    print("\n| workers | wall s | spawn -> first batch | last batch -> exit |\n|---:|---:|---:|---:|")
+    for row in rows:
+        ph, wall = row["threads"]["phases"], row["threads"]["wall"]
+        if "first batch" in ph:
+            first, last = ph["first batch"][0], ph["last batch"][0]
+            print(f"| {row['workers']} | {wall:.3f} | {first:.3f} | {wall - last:.3f} |")
     return 0
 
 

@@ -1440,7 +1440,9 @@ class DFAnalyzer:
         if self._events is None and not self._closed:
             part = self._streamed_partial(io, cp, app)
             try:
-                result = _summary.finish(part, self.skipped_files())
+                # (threads: big unions measured window by window on the pool, not in this thread)
+                pool = dict(pool=self._pool, ways=self._threads()) if self._use_threads else {}
+                result = _summary.finish(part, self.skipped_files(), **pool)
             finally:
                 for sp in part.spilled:  # unions the fold moved to disk (PartialFolder)
                     sp.cleanup()

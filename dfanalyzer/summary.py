@@ -447,13 +447,6 @@ class SpilledUnions:
         self._end += 16 * n
         self.intervals += n
 
-    def read(self, offset: int, n: int, i: int, k: int) -> Union:
-        """Intervals ``i .. i + k - 1`` of the run at ``offset`` holding ``n``."""
-        self.file.seek(offset + 8 * i)
-        s = np.fromfile(self.file, dtype=np.int64, count=k)
-        self.file.seek(offset + 8 * (n + i))
-        return s, np.fromfile(self.file, dtype=np.int64, count=k)
-
     def sample(self, offset: int, n: int, stride: int) -> np.ndarray:
         """Every ``stride``-th start of the run at ``offset`` holding ``n``."""
         self.file.flush()
@@ -470,34 +463,6 @@ class SpilledUnions:
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
 
 
-class _RunReader:
-    """Reads one spilled run forward, window after window (windows in increasing time order):
-    :meth:`window` returns the run's intervals that meet ``[a, b)``, clipped to it, holding only
-    those and the ones that reach past ``b`` (read from disk in chunks of ``chunk`` intervals)."""
-
-    def __init__(self, store: SpilledUnions, run: tuple, chunk: int):
-        self.store, (self.offset, self.n, self.first, self.last) = store, run
-        self.chunk = max(1, int(chunk))
-        self.pos = 0  # intervals read so far
-        self.s, self.e = _EMPTY, _EMPTY  # read, not yet past
-
-    def _read(self) -> None:
-        k = min(self.chunk, self.n - self.pos)
-        s, e = self.store.read(self.offset, self.n, self.pos, k)
-        self.pos += k
-        self.s, self.e = np.concatenate([self.s, s]), np.concatenate([self.e, e])
-
-    def window(self, a: int, b: int) -> Union:
-        if self.last <= a or self.first >= b:
-            return _EMPTY, _EMPTY
-        while self.pos < self.n and (self.s.size == 0 or self.s[-1] < b):
-            self._read()
-        drop = int(np.searchsorted(self.e, a, side="right"))  # ended by a: never needed again
-        self.s, self.e = self.s[drop:], self.e[drop:]
-        hi = int(np.searchsorted(self.s, b, side="left"))
-        return np.maximum(self.s[:hi], a), np.minimum(self.e[:hi], b)
-
-
 def _mem_window(u: Union, a: int, b: int) -> Union:
     lo = int(np.searchsorted(u[1], a, side="right"))
     hi = int(np.searchsorted(u[0], b, side="left"))
@@ -506,34 +471,73 @@ def _mem_window(u: Union, a: int, b: int) -> Union:
     return np.maximum(u[0][lo:hi], a), np.minimum(u[1][lo:hi], b)
 
 
-def spilled_measures(p: Partial, window: int = SPILL_INTERVALS) -> Dict[str, int]:
+def _run_window(src, run, a: int, b: int) -> Union:
+    """The intervals of one run (``src`` "mem": ``run`` is the union; else ``run`` is a run of
+    the :class:`SpilledUnions` ``src``) that meet ``[a, b)``, clipped to it (new arrays). A
+    spilled run is mapped only for the call: its binary searches touch a few pages, its slice
+    is read, and the mapping goes again (memory stays one window per thread)."""
+    if src == "mem":
+        return _mem_window(run, a, b)
+    offset, n, first, last = run
+    if last <= a or first >= b:
+        return _EMPTY, _EMPTY
+    mm = np.memmap(src.file, dtype=np.int64, mode="r", offset=offset, shape=(2, n))  # starts, then ends
+    try:
+        return _mem_window((mm[0], mm[1]), a, b)
+    finally:
+        del mm
+
+
+def _window_measures(runs: Dict[str, list], a: int, b: int) -> Dict[str, int]:
+    """The five measures of :func:`spilled_measures` within ``[a, b)``."""
+    w = {k: merge_unions(*(_run_window(src, r, a, b) for src, r in runs[k])) for k in UNION_KEYS}
+    m = {k: union_measure(w[k]) for k in UNION_KEYS}
+    m["io|compute"] = union_measure(merge_unions(w["io"], w["compute"]))
+    m["app_io|compute"] = union_measure(merge_unions(w["app_io"], w["compute"]))
+    return m
+
+
+#: the least intervals per run in a window that :func:`spilled_measures` measures on a pool
+MIN_WINDOW_STRIDE = 8192
+
+
+def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
     """Exact µs measures of ``io``, ``compute``, ``app_io``, ``io ∪ compute`` and
     ``app_io ∪ compute`` of a partial whose unions are partly spilled (``p.spilled``) and partly
-    in memory: the time axis is cut at sampled interval starts into windows holding about
-    ``window`` intervals of all runs together, each window's clipped intervals are merged and
-    measured, and the measures (additive over disjoint windows) summed. Memory: one window."""
+    in memory (or only in memory): the time axis is cut at sampled interval starts into windows
+    holding about ``window`` intervals of all runs together, each window's clipped intervals are
+    merged and measured, and the measures (integers, additive over disjoint windows) summed.
+    Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are measured on the
+    pool (NumPy's sorts release the GIL), each about ``window / ways`` intervals but no fewer
+    than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs up to ``ways`` windows of
+    that size at once), and at least ``2 * ways`` windows when there are enough intervals; the
+    same sums."""
     runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
     for sp in p.spilled:
+        sp.file.flush()
         for k in UNION_KEYS:
             runs[k].extend((sp, r) for r in sp.runs[k])
     n_runs = sum(len(v) for v in runs.values())
+    parallel = pool is not None and ways > 1
     stride = max(1, int(window) // n_runs)
+    if parallel:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
+        total_n = sum(int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v)
+        stride = min(stride, max(MIN_WINDOW_STRIDE, min(int(window) // (n_runs * ways), -(-total_n // (2 * ways)))))
     samples = []  # every stride-th start of every run: no run has more than stride starts per window
     for k in UNION_KEYS:
         for src, r in runs[k]:
             samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
-        runs[k] = [r if src == "mem" else _RunReader(src, r, stride) for src, r in runs[k]]
     cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
+    pairs = list(zip(edges[:-1], edges[1:]))
+    if parallel and len(pairs) > 1:
+        parts = pool.map(lambda ab: _window_measures(runs, ab[0], ab[1]), pairs)
+    else:
+        parts = (_window_measures(runs, a, b) for a, b in pairs)
     total = dict.fromkeys(("io", "compute", "app_io", "io|compute", "app_io|compute"), 0)
-    for a, b in zip(edges[:-1], edges[1:]):
-        w = {}
-        for k in UNION_KEYS:
-            parts = [r.window(a, b) if isinstance(r, _RunReader) else _mem_window(r, a, b) for r in runs[k]]
-            w[k] = merge_unions(*parts)  # (clipped runs stay sorted and disjoint)
-            total[k] += union_measure(w[k])
-        total["io|compute"] += union_measure(merge_unions(w["io"], w["compute"]))
-        total["app_io|compute"] += union_measure(merge_unions(w["app_io"], w["compute"]))
+    for m in parts:
+        for k, v in m.items():
+            total[k] += v
     return total
 
 
@@ -752,16 +756,22 @@ def merge_unions_parallel(unions: List[Union], pool, ways: int, min_intervals: O
     pieces = list(
         pool.map(lambda ab: merge_unions(*(_mem_window(u, ab[0], ab[1]) for u in unions)), zip(edges[:-1], edges[1:]))
     )
-    s = np.concatenate([p[0] for p in pieces])
-    e = np.concatenate([p[1] for p in pieces])
-    if s.size == 0:
+    # join the pieces where an interval was cut at an edge (the last of one window's pieces ends
+    # where the next one's first starts): only the edges are looked at, this thread does one
+    # copy of the result and no pass over it (it is a serial step of the threaded summary)
+    starts, ends = [], []
+    for ps, pe in pieces:
+        if ps.size == 0:
+            continue
+        if ends and ends[-1][-1] >= ps[0]:  # (windows are disjoint: touching, never overlapping)
+            ps = ps.copy()
+            ps[0] = starts[-1][-1]
+            starts[-1], ends[-1] = starts[-1][:-1], ends[-1][:-1]
+        starts.append(ps)
+        ends.append(pe)
+    if not starts:
         return _EMPTY, _EMPTY
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    np.greater(s[1:], e[:-1], out=new[1:])  # (touching at an edge: one interval again)
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
+    return np.concatenate(starts), np.concatenate(ends)
 
 
 class ItemFailed(Exception):
@@ -937,12 +947,17 @@ def _human_bytes(n: float) -> str:
     return str(n)
 
 
-def finish(p: Partial, skipped: Optional[List[dict]] = None) -> Summary:
-    """Final :class:`Summary` from the fully merged partial (µs → seconds)."""
+def finish(p: Partial, skipped: Optional[List[dict]] = None, pool=None, ways: int = 1) -> Summary:
+    """Final :class:`Summary` from the fully merged partial (µs → seconds). With a thread
+    ``pool`` and ``ways`` > 1, spilled unions and unions of at least
+    :data:`PARALLEL_MERGE_INTERVALS` intervals are measured in time windows on the pool
+    (:func:`spilled_measures`; the same integers)."""
     us = 1e-6
     total = (p.max_te - p.min_ts) if p.min_ts is not None else 0
     if p.spilled:  # unions partly on disk (a spilling PartialFolder): measured window by window
-        m = spilled_measures(p)
+        m = spilled_measures(p, pool=pool, ways=ways)
+    elif pool is not None and ways > 1 and _intervals(p) >= PARALLEL_MERGE_INTERVALS:
+        m = spilled_measures(p, pool=pool, ways=ways)
     else:
         m = {"io": union_measure(p.io), "compute": union_measure(p.compute), "app_io": union_measure(p.app_io)}
         m["io|compute"] = union_measure(merge_unions(p.io, p.compute))
