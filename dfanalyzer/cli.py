@@ -538,6 +538,8 @@ def _main(argv: Optional[List[str]] = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         _error(exc)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away: main() says nothing, status 0
+        raise
     except (OSError, TimeoutError) as exc:  # the embedded cluster (--plot) could not start
         _error(f"cannot start or reach the Dask cluster: {exc}")
         return 1
