@@ -63,7 +63,7 @@ void add_tail(const IndexInfo& idx, int64_t live_size, RangeData& r) {
 }
 
 // Checkpoints [first, last] without the tail's count (add_tail).
-RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer = {}) {
+RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, TextBuffer buffer = {}) {
   RangeData r;
   r.data = std::move(buffer);
   r.data.clear();
@@ -105,7 +105,7 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, std::str
 
 }  // namespace
 
-RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer) {
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, TextBuffer buffer) {
   RangeData r = read_range(idx, first, last, std::move(buffer));
   int64_t live = std::max(r.live_size, idx.live_size);
   r.live_size = 0;
