@@ -206,7 +206,7 @@ struct Key16 {
 class StagedList {
  public:
   Staged& emplace_back() {
-    if (n_ == v_.size()) v_.resize(v_.empty() ? 64 : 2 * v_.size());
+    if (n_ == cap_) grow();
     return v_[n_++];
   }
   void pop_back() { --n_; }
@@ -218,8 +218,12 @@ class StagedList {
   const Staged* end() const { return v_.data() + n_; }
 
  private:
+  __attribute__((noinline)) void grow() {
+    v_.resize(v_.empty() ? 64 : 2 * v_.size());
+    cap_ = v_.size();
+  }
   std::vector<Staged> v_;
-  size_t n_ = 0;
+  size_t n_ = 0, cap_ = 0;  // cap_ = v_.size() (no division by sizeof(Staged) per key)
 };
 
 
@@ -475,6 +479,7 @@ struct Parser::Impl {
     Key16 k16;             // fast match of short keys
     Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
+    bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
   };
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
@@ -547,6 +552,7 @@ struct Parser::Impl {
                         c != '\\';
                });
     if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
+    sl.simple = sl.role == kCol && sl.special == kPlain && sl.col >= 0;
     return sl;
   }
 
@@ -890,10 +896,8 @@ struct Parser::Impl {
         s.key = key;
         s.slot_known = known;
         s.from_input = true;
-        s.type = ArgType::Int;
+        s.type = ArgType::Int;  // (d and s are read only for their type: not reset)
         s.i = 0;
-        s.d = 0.0;
-        s.s = {};
         s.is_null = false;
         const char* vb = q;
         char c = *q;
@@ -1102,10 +1106,23 @@ struct Parser::Impl {
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
-    for (size_t j = 0; j < staged.size(); ++j) {
+    // (the name's slots, fetched again after slot_for, which may grow them)
+    const Slot* shape = size_t(nc) < shapes.size() ? shapes[size_t(nc)].data() : nullptr;
+    for (size_t j = 0, n = staged.size(); j < n; ++j) {
       const Staged& s = staged[j];
       if (s.is_null) continue;  // null is the same as absent
-      const Slot& sl = s.slot_known ? shapes[size_t(nc)][j] : slot_for(out, nc, j, s);
+      const Slot* slp;
+      if (s.slot_known) {
+        slp = shape + j;
+      } else {
+        slp = &slot_for(out, nc, j, s);
+        shape = shapes[size_t(nc)].data();
+      }
+      const Slot& sl = *slp;
+      if (sl.simple) {
+        put(out.args[size_t(sl.col)], s, row);
+        continue;
+      }
       switch (sl.role) {
         case kHost: host = &s; break;
         case kHhash: hhash = &s; break;
