@@ -88,12 +88,13 @@ std::string double_text(double d) {
 
 struct Staged {
   std::string_view key;
-  bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
-  ArgType type;
   int64_t i;
   double d;
   std::string_view s;
   std::string_view raw;  // the value's JSON text as in the line (args_extra)
+  // (the small fields side by side: the scanner's constant ones are stored as one word)
+  ArgType type;
+  bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
 };
