@@ -62,7 +62,7 @@ constexpr int64_t kChunkBytes = int64_t(4) << 20;
 // (a single checkpoint above kChunkBytes) is freed after use.
 namespace {
 constexpr size_t kKeepBytes = size_t(kChunkBytes) + 64;
-thread_local std::string t_chunk_text;
+thread_local TextBuffer t_chunk_text;
 
 RangeData read_chunk(const IndexInfo& idx, int64_t first, int64_t last) {
   if (t_chunk_text.capacity() < kKeepBytes) t_chunk_text.reserve(kKeepBytes);

@@ -88,12 +88,13 @@ std::string double_text(double d) {
 
 struct Staged {
   std::string_view key;
-  bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
-  ArgType type;
   int64_t i;
   double d;
   std::string_view s;
   std::string_view raw;  // the value's JSON text as in the line (args_extra)
+  // (the small fields side by side: the scanner's constant ones are stored as one word)
+  ArgType type;
+  bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
 };
@@ -206,7 +207,7 @@ struct Key16 {
 class StagedList {
  public:
   Staged& emplace_back() {
-    if (n_ == v_.size()) v_.resize(v_.empty() ? 64 : 2 * v_.size());
+    if (n_ == cap_) grow();
     return v_[n_++];
   }
   void pop_back() { --n_; }
@@ -218,8 +219,12 @@ class StagedList {
   const Staged* end() const { return v_.data() + n_; }
 
  private:
+  __attribute__((noinline)) void grow() {
+    v_.resize(v_.empty() ? 64 : 2 * v_.size());
+    cap_ = v_.size();
+  }
   std::vector<Staged> v_;
-  size_t n_ = 0;
+  size_t n_ = 0, cap_ = 0;  // cap_ = v_.size() (no division by sizeof(Staged) per key)
 };
 
 
@@ -394,9 +399,11 @@ constexpr Lit kId("{\"id\":"), kNameFirst("{\"name\":\""), kName(",\"name\":\"")
     kTrue("true"), kFalse("false"), kNull("null");
 
 // Consumes literal `l` at q: one 16-byte load and masked compares (the input is padded, so 16
-// bytes can be read at any q <= e).
+// bytes can be read at any q <= e). `kNulEnd`: the byte at `e` is '\0', which no literal has, so
+// a literal running past `e` cannot match and the length check is left out.
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline bool lit(const char*& q, const char* e, const Lit& l) {
-  if (size_t(e - q) < l.n) return false;
+  if (!kNulEnd && size_t(e - q) < l.n) return false;
   uint64_t a[2];
   std::memcpy(a, q, 16);
   if (((a[0] & l.m0) ^ l.w0) | ((a[1] & l.m1) ^ l.w1)) return false;
@@ -475,6 +482,7 @@ struct Parser::Impl {
     Key16 k16;             // fast match of short keys
     Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
+    bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
   };
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
@@ -547,6 +555,7 @@ struct Parser::Impl {
                         c != '\\';
                });
     if (sl.k16.len == UINT32_MAX) sl.k16.len = UINT32_MAX - 1;  // long keys: never match fast
+    sl.simple = sl.role == kCol && sl.special == kPlain && sl.col >= 0;
     return sl;
   }
 
@@ -843,9 +852,13 @@ struct Parser::Impl {
   // `p` is a line start, `e` the end of the buffer; returns the line's end (its '\n' or `e`) when
   // the line was taken, else nullptr. A line ends right after the closing brace, so strings
   // (no control bytes) and numbers never run into the next line.
+  // `kNulEnd`: the byte at `e` is '\0' (the text of a read, as std::string and TextBuffer keep it):
+  // no literal, key or structural character can match across `e`, so their length checks are
+  // left out (q never passes `e`: every step that moves it matched bytes before `e`).
+  template <bool kNulEnd>
   const char* fast_line(const char* p, const char* e, FileContext& ctx, EventColumns& out) {
     const char* q = p;
-    auto lit1 = [&](char c) __attribute__((always_inline)) { return q < e && *q == c && (++q, true); };
+    auto lit1 = [&](char c) __attribute__((always_inline)) { return (kNulEnd || q < e) && *q == c && (++q, true); };
     auto str = [&](std::string_view & v) __attribute__((always_inline)) {
       const char* z = scan_plain(q, e);
       if (!z) return false;
@@ -856,19 +869,20 @@ struct Parser::Impl {
     auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
     int64_t pid, tid, ts, dur;
     std::string_view name, cat, ph;
-    if (lit(q, e, kId)) {
-      if (!(q = skip_int(q, e)) || !lit(q, e, kName)) return nullptr;
-    } else if (!lit(q, e, kNameFirst)) {
+    if (lit<kNulEnd>(q, e, kId)) {
+      if (!(q = skip_int(q, e)) || !lit<kNulEnd>(q, e, kName)) return nullptr;
+    } else if (!lit<kNulEnd>(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name) || !lit(q, e, kCat) || !str(cat) || !lit(q, e, kPid) || !num(pid) || !lit(q, e, kTid) || !num(tid) ||
-        !lit(q, e, kTs) || !num(ts) || !lit(q, e, kDur) || !num(dur) || !lit(q, e, kPh) || !str(ph))
+    if (!str(name) || !lit<kNulEnd>(q, e, kCat) || !str(cat) || !lit<kNulEnd>(q, e, kPid) || !num(pid) ||
+        !lit<kNulEnd>(q, e, kTid) || !num(tid) || !lit<kNulEnd>(q, e, kTs) || !num(ts) || !lit<kNulEnd>(q, e, kDur) ||
+        !num(dur) || !lit<kNulEnd>(q, e, kPh) || !str(ph))
       return nullptr;
     staged.clear();
     // Args keys repeat per event name: the name's slots (if any) are matched in place.
     int32_t nc = find_name(name, out);
     const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
-    if (lit(q, e, kArgs) && !lit1('}')) {
+    if (lit<kNulEnd>(q, e, kArgs) && !lit1('}')) {
       for (;;) {
         std::string_view key;
         if (!lit1('"')) return nullptr;
@@ -877,7 +891,7 @@ struct Parser::Impl {
         bool known = false;
         if (sl && sl->plain) {
           size_t kl = sl->k16.len;
-          if (size_t(e - q) > kl + 1 &&
+          if ((kNulEnd || size_t(e - q) > kl + 1) &&
               (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
             key = std::string_view(q, kl);
             q += kl + 2;
@@ -890,10 +904,8 @@ struct Parser::Impl {
         s.key = key;
         s.slot_known = known;
         s.from_input = true;
-        s.type = ArgType::Int;
+        s.type = ArgType::Int;  // (d and s are read only for their type: not reset)
         s.i = 0;
-        s.d = 0.0;
-        s.s = {};
         s.is_null = false;
         const char* vb = q;
         char c = *q;
@@ -934,11 +946,11 @@ struct Parser::Impl {
             s.type = ArgType::Float;
             s.i = 0;
           }
-        } else if (lit(q, e, kTrue)) {
+        } else if (lit<kNulEnd>(q, e, kTrue)) {
           s.i = 1;
-        } else if (lit(q, e, kFalse)) {
+        } else if (lit<kNulEnd>(q, e, kFalse)) {
           s.i = 0;
-        } else if (lit(q, e, kNull)) {
+        } else if (lit<kNulEnd>(q, e, kNull)) {
           s.is_null = true;
         } else {
           return nullptr;  // nested object/array or invalid
@@ -1102,10 +1114,23 @@ struct Parser::Impl {
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
-    for (size_t j = 0; j < staged.size(); ++j) {
+    // (the name's slots, fetched again after slot_for, which may grow them)
+    const Slot* shape = size_t(nc) < shapes.size() ? shapes[size_t(nc)].data() : nullptr;
+    for (size_t j = 0, n = staged.size(); j < n; ++j) {
       const Staged& s = staged[j];
       if (s.is_null) continue;  // null is the same as absent
-      const Slot& sl = s.slot_known ? shapes[size_t(nc)][j] : slot_for(out, nc, j, s);
+      const Slot* slp;
+      if (s.slot_known) {
+        slp = shape + j;
+      } else {
+        slp = &slot_for(out, nc, j, s);
+        shape = shapes[size_t(nc)].data();
+      }
+      const Slot& sl = *slp;
+      if (sl.simple) {
+        put(out.args[size_t(sl.col)], s, row);
+        continue;
+      }
       switch (sl.role) {
         case kHost: host = &s; break;
         case kHhash: hhash = &s; break;
@@ -1233,11 +1258,13 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   }
   const char* end = buf + len;
   const char* cap_end = buf + capacity;
+  // (the caller's padding is readable; a read's text has a '\0' there: Impl::fast_line<true>)
+  const bool nul_end = *end == '\0';
   const char* p = buf;
   size_t max_line = 0;
   while (p < end) {
     if (im.fast_path && *p == '{') {
-      if (const char* le = im.fast_line(p, end, ctx, out)) {
+      if (const char* le = nul_end ? im.fast_line<true>(p, end, ctx, out) : im.fast_line<false>(p, end, ctx, out)) {
         p = le + (le < end);
         continue;
       }
@@ -1260,7 +1287,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
       }
     }
     // the fast path saw this line untrimmed above; try again when trimming changed it
-    if (im.fast_path && (b != line_start || e != le) && *b == '{' && im.fast_line(b, e, ctx, out)) continue;
+    if (im.fast_path && (b != line_start || e != le) && *b == '{' && im.fast_line<false>(b, e, ctx, out)) continue;
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));

@@ -14,10 +14,29 @@ namespace dftracer::reader {
 
 // '\n' bytes in [p, p + n).
 #if defined(__x86_64__)
+// Matches are counted in byte lanes (a compare gives -1, subtracted) for up to 255 blocks of 32
+// bytes, then the lanes are summed (sad against zero): ~3 instructions per 32 bytes instead of a
+// movemask and popcount each.
 __attribute__((target("avx2"))) int64_t count_newlines_avx2(const char* p, size_t n) {
   int64_t c = 0;
   size_t i = 0;
   const __m256i nl = _mm256_set1_epi8('\n');
+  const __m256i zero = _mm256_setzero_si256();
+  while (i + 128 <= n) {
+    size_t blocks = std::min<size_t>((n - i) / 128, 63);  // 4 x 63 = 252 <= 255 per lane
+    __m256i acc = zero;
+    for (size_t b = 0; b < blocks; ++b, i += 128) {
+      const __m256i* v = reinterpret_cast<const __m256i*>(p + i);
+      __m256i m0 = _mm256_cmpeq_epi8(_mm256_loadu_si256(v), nl);
+      __m256i m1 = _mm256_cmpeq_epi8(_mm256_loadu_si256(v + 1), nl);
+      __m256i m2 = _mm256_cmpeq_epi8(_mm256_loadu_si256(v + 2), nl);
+      __m256i m3 = _mm256_cmpeq_epi8(_mm256_loadu_si256(v + 3), nl);
+      acc = _mm256_sub_epi8(acc, _mm256_add_epi8(_mm256_add_epi8(m0, m1), _mm256_add_epi8(m2, m3)));
+    }
+    __m256i s = _mm256_sad_epu8(acc, zero);
+    c += _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+         _mm256_extract_epi64(s, 3);
+  }
   for (; i + 32 <= n; i += 32) {
     __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
     c += __builtin_popcount(uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, nl))));
@@ -63,7 +82,7 @@ void add_tail(const IndexInfo& idx, int64_t live_size, RangeData& r) {
 }
 
 // Checkpoints [first, last] without the tail's count (add_tail).
-RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer = {}) {
+RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, TextBuffer buffer = {}) {
   RangeData r;
   r.data = std::move(buffer);
   r.data.clear();
@@ -105,7 +124,7 @@ RangeData read_range(const IndexInfo& idx, int64_t first, int64_t last, std::str
 
 }  // namespace
 
-RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer) {
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, TextBuffer buffer) {
   RangeData r = read_range(idx, first, last, std::move(buffer));
   int64_t live = std::max(r.live_size, idx.live_size);
   r.live_size = 0;

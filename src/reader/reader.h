@@ -16,11 +16,14 @@
 // Offsets and sizes are bytes; timestamps and durations are µs (Chrome trace-event format).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -185,9 +188,89 @@ IndexInfo scan_file(const std::string& trace, const std::string& index_dir = "")
 // Makes idx.context complete for the whole file (one pass over metadata lines), stored in the index.
 void ensure_context(IndexInfo& idx);
 
+// Text read from a trace: a byte buffer like std::string (size, capacity, a '\0' after the last
+// byte) whose resize() leaves the new bytes unwritten, for the inflater or read() to fill:
+// std::string's resize first writes zeros over every byte (a memset of all text read; C++17 has
+// no resize_and_overwrite).
+class TextBuffer {
+ public:
+  TextBuffer() = default;
+  TextBuffer(const TextBuffer& o) { append(o.data(), o.size()); }
+  TextBuffer(TextBuffer&& o) noexcept : p_(o.p_), n_(o.n_), cap_(o.cap_) { o.release(); }
+  TextBuffer& operator=(const TextBuffer& o) {
+    if (this != &o) {
+      clear();
+      append(o.data(), o.size());
+    }
+    return *this;
+  }
+  TextBuffer& operator=(TextBuffer&& o) noexcept {
+    if (this != &o) {
+      std::free(p_);
+      p_ = o.p_;
+      n_ = o.n_;
+      cap_ = o.cap_;
+      o.release();
+    }
+    return *this;
+  }
+  ~TextBuffer() { std::free(p_); }
+  char* data() noexcept { return p_ ? p_ : empty_(); }
+  const char* data() const noexcept { return p_ ? p_ : empty_(); }
+  size_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  // Bytes that can be held without reallocating; the allocation has one more (the '\0').
+  size_t capacity() const noexcept { return cap_; }
+  char& operator[](size_t i) noexcept { return p_[i]; }
+  const char& operator[](size_t i) const noexcept { return p_[i]; }
+  void clear() noexcept { set_size(0); }
+  void reserve(size_t n) {
+    if (n > cap_) grow_to(n);
+  }
+  // Size n; bytes past the old size are not written (the caller fills them).
+  void resize(size_t n) {
+    if (n > cap_) grow_to(std::max(n, cap_ * 2));
+    set_size(n);
+  }
+  void append(const char* s, size_t k) {
+    size_t at = n_;
+    resize(n_ + k);
+    if (k) std::memcpy(p_ + at, s, k);
+  }
+  std::string_view view() const noexcept { return std::string_view(data(), n_); }
+  friend bool operator==(const TextBuffer& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator!=(const TextBuffer& a, std::string_view b) noexcept { return a.view() != b; }
+
+ private:
+  static char* empty_() noexcept {
+    static char z = 0;
+    return &z;
+  }
+  void set_size(size_t n) noexcept {
+    n_ = n;
+    if (p_) p_[n] = 0;
+  }
+  void release() noexcept {
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
+  void grow_to(size_t cap) {
+    // only the n_ bytes in use are kept: a cleared buffer is not copied
+    char* q = static_cast<char*>(std::malloc(cap + 1));
+    if (!q) throw std::bad_alloc();
+    if (n_) std::memcpy(q, p_, n_);
+    q[n_] = 0;
+    std::free(p_);
+    p_ = q;
+    cap_ = cap;
+  }
+  char* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+
 // Raw content of checkpoints [first, last] (inclusive), padded for simdjson.
 struct RangeData {
-  std::string data;  // whole lines; capacity has >= 64 bytes of padding
+  TextBuffer data;  // whole lines; capacity has >= 64 bytes of padding
   int64_t first_line = 0;
   int64_t lost_lines = 0;            // lines of members that failed to decode
   int64_t lost_bytes = 0;            // bytes (uncompressed when known, else compressed) not decoded
@@ -205,7 +288,7 @@ struct RangeData {
 // `buffer`: storage to reuse for r.data (its capacity is kept, its content dropped): a caller that
 // reads chunk after chunk passes the previous chunk's data back, so the text is not fresh memory
 // (page faults) each time.
-RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, std::string buffer = {});
+RangeData read_checkpoints(const IndexInfo& idx, int64_t first, int64_t last, TextBuffer buffer = {});
 
 // Lines [first_line, first_line + n_lines) (0-based, without '\n') and what could not be read:
 // lines of lost regions and corrupt members that fall in the range (a lost region between line

@@ -25,10 +25,12 @@ struct Parsed {
   int64_t fast_lines = 0;
 };
 
-Parsed parse(const std::string& text, bool fast, const ArgsProjection& projection = {}) {
+// `pad`: the padding's bytes; '\0' (as the text of a read has after its last byte) lets the fast
+// path leave out its length checks (Parser::Impl::fast_line<true>), anything else keeps them.
+Parsed parse(const std::string& text, bool fast, const ArgsProjection& projection = {}, char pad = ' ') {
   std::string buf = text;
   size_t n = buf.size();
-  buf.append(simdjson::SIMDJSON_PADDING, ' ');
+  buf.append(simdjson::SIMDJSON_PADDING, pad);
   Parsed r;
   Parser p;
   p.set_fast_path(fast);
@@ -47,6 +49,14 @@ int64_t expect_same(const std::string& text) {
   Parsed s = parse(text, false);
   EXPECT_EQ(s.fast_lines, 0);
   EXPECT_EQ(columns_diff(f.cols, s.cols), "") << text.substr(0, 400);
+  Parsed z = parse(text, true, {}, '\0');  // the fast path without length checks
+  EXPECT_EQ(z.fast_lines, f.fast_lines);
+  EXPECT_EQ(columns_diff(z.cols, s.cols), "") << text.substr(0, 400);
+  // cut anywhere, the last line ends at the '\0': same as simdjson on the same bytes
+  for (size_t cut : {text.size() / 3, text.size() / 2, text.size() - std::min<size_t>(text.size(), 7)}) {
+    std::string head = text.substr(0, cut);
+    EXPECT_EQ(columns_diff(parse(head, true, {}, '\0').cols, parse(head, false).cols), "") << head.substr(0, 400);
+  }
   for (const ArgsProjection& proj :
        {ArgsProjection::only({}), ArgsProjection::only({"count", "k", "arg_size", "epoch", "ret_min"})}) {
     EventColumns want = f.cols;
@@ -143,6 +153,24 @@ std::string gunzip(const std::string& path) {
 TEST(ReaderFastPath, OwnLayoutTakesFastPathAndAgrees) {
   for (auto& l : kFast) EXPECT_EQ(expect_same(l + "\n"), 1) << l;
   EXPECT_EQ(expect_same(join(kFast)), int64_t(kFast.size()));
+}
+
+// The text of a read ends with '\0' and the fast path then skips its length checks: a last line
+// cut at every byte (in a literal, a key matched in place by its slot (keys of 14, 15, 16 bytes),
+// a number, a string) must give what simdjson gives on the same bytes.
+TEST(ReaderFastPath, CutAtEveryByteBeforeNul) {
+  const std::string first =
+      R"({"id":1,"name":"t","cat":"c","pid":1,"tid":2,"ts":3,"dur":4,"ph":"X","args":{"k":1,"abcdefghijklmn":2,"abcdefghijklmno":3.5,"abcdefghijklmnop":"s","z":true}})"
+      "\n";
+  const std::string second =
+      R"({"id":2,"name":"t","cat":"c","pid":1,"tid":2,"ts":30,"dur":4,"ph":"X","args":{"k":10,"abcdefghijklmn":20,"abcdefghijklmno":35.5,"abcdefghijklmnop":"ss","z":null}})";
+  for (size_t cut = 0; cut <= second.size(); ++cut) {
+    std::string text = first + second.substr(0, cut);
+    Parsed z = parse(text, true, {}, '\0');
+    EXPECT_EQ(columns_diff(z.cols, parse(text, false).cols), "") << cut;
+    EXPECT_EQ(z.cols.rows, cut == second.size() ? 2 : 1) << cut;
+    EXPECT_EQ(z.fast_lines, cut == second.size() ? 2 : 1) << cut;
+  }
 }
 
 TEST(ReaderFastPath, UnusualLinesFallBackAndAgree) {

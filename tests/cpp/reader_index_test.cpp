@@ -5,12 +5,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "io_util.h"
 #include "reader.h"
 
 using namespace dftracer::reader;
@@ -260,4 +263,63 @@ TEST(ReaderIndex, StaleIndexRebuilt) {
   EXPECT_TRUE(idx->rebuilt);
   EXPECT_EQ(idx->lines, 7);
   EXPECT_EQ(idx->checkpoints.size(), 2u);
+}
+
+// count_newlines (the line-count check of every inflated member) against std::count: lengths
+// around its 32- and 128-byte blocks and its 252-block lane sums, every density (all '\n' fills
+// a byte lane to its limit), unaligned starts.
+TEST(ReaderIndex, CountNewlines) {
+  uint64_t x = 88172645463325252ull;  // xorshift64: deterministic
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int t = 0; t < 3000; ++t) {
+    size_t n = t < 600 ? size_t(t) : size_t(next() % 70000);
+    unsigned dens = unsigned(next() % 5);  // 0: every byte '\n'; else about dens in 8
+    std::string s(n + 1, 'x');
+    for (char& c : s) c = (dens == 0 || next() % 8 < dens) ? '\n' : char(next());
+    size_t off = next() % 2;
+    size_t len = n - std::min(n, off);
+    ASSERT_EQ(count_newlines(s.data() + off, len), std::count(s.data() + off, s.data() + off + len, '\n'))
+        << "n=" << len << " density " << dens;
+  }
+}
+
+// TextBuffer (the text of a read): std::string's observable behaviour where the readers rely on
+// it: a '\0' after the last byte, contents kept when it grows, copies and moves.
+TEST(ReaderIndex, TextBuffer) {
+  TextBuffer b;
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.data()[0], '\0');
+  b.append("abc", 3);
+  EXPECT_EQ(b, "abc");
+  EXPECT_EQ(b.data()[3], '\0');
+  b.resize(2);
+  EXPECT_EQ(b, "ab");
+  EXPECT_EQ(b.data()[2], '\0');
+  std::string big(100000, 'y');
+  b.append(big.data(), big.size());
+  EXPECT_EQ(b.size(), 100002u);
+  EXPECT_EQ(b.view().substr(0, 3), "aby");
+  EXPECT_GE(b.capacity(), b.size());
+  EXPECT_EQ(b.data()[b.size()], '\0');
+  size_t n = b.size();
+  b.resize(n + 10);  // new bytes are the caller's to write
+  std::memcpy(b.data() + n, "0123456789", 10);
+  EXPECT_EQ(b.view().substr(n), "0123456789");
+  TextBuffer c = b;
+  EXPECT_EQ(c, b.view());
+  TextBuffer d = std::move(c);
+  EXPECT_EQ(d, b.view());
+  EXPECT_TRUE(c.empty());
+  b.clear();
+  EXPECT_TRUE(b.empty());
+  EXPECT_GE(b.capacity(), n + 10);  // storage kept for the next read
+  EXPECT_EQ(b.data()[0], '\0');
+  b.reserve(10);
+  d = b;
+  EXPECT_TRUE(d.empty());
 }
