@@ -921,10 +921,10 @@ class DFAnalyzer:
         Target MiB of uncompressed trace text per load batch (batches are aligned to index
         checkpoints and balanced within each file; at most an equal share per worker thread).
         Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool;
-        on a cluster (``client``, scheduler or default client) bigger, as a Dask task costs
-        more: ``total / (4 × worker threads)``, within 16-64 MiB and the text of
-        ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`). The size used is
-        :attr:`batch_bytes`.
+        on a cluster (``client``, scheduler or default client) the batches that :attr:`events`
+        loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
+        16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
+        a streamed :meth:`summary` keeps 16 MiB. The size is :attr:`batch_bytes`.
     partition_size_mb : float
         Upper bound of in-memory MiB per partition of ``events`` (default 128). Partitions are
         the loaded batches themselves (small consecutive ones packed together), cut further
@@ -972,7 +972,8 @@ class DFAnalyzer:
         loaded in groups), ``duplicates`` (paths dropped as the same file as another) and
         ``per_file`` (a pandas DataFrame with one row per file).
     batch_bytes : int
-        Target uncompressed bytes per load batch of the plan (see ``batch_size_mb``).
+        Target uncompressed bytes per batch that :attr:`events` loads (``batch_size_mb``, at
+        most an equal share per worker thread).
     notes : list of str
         Messages for the user: duplicate paths dropped, indexes rejected and rebuilt or kept in
         memory (the CLI prints them on stderr).
@@ -1201,14 +1202,20 @@ class DFAnalyzer:
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
         good = [i for i in self._indexes if i["error"] is None]
         total = sum(i["uncompressed_bytes"] for i in good)
+        share = max(1, math.ceil(total / threads))
+        self._batches = _plan_kept_batches(good, min(batch_bytes, share))
+        self.batch_bytes = int(min(batch_bytes, share))
+        self._frame_batches = None  # the events' own plan when it differs (cluster, no batch_size_mb)
         if self.batch_size_mb is None and not self._use_threads:
-            # a cluster's task costs more than a pool thread's: fewer, bigger batches (the pool
-            # keeps BATCH_MB, so the threaded summary's plan is not changed)
+            # held events on a cluster: a task costs more than a pool thread's, so fewer, bigger
+            # batches. The streamed summary keeps BATCH_MB: its chunk tasks already fold many
+            # batches, and time slices of every file (batch k of each) collapse its partials,
+            # whole-file batches do not (docs/perf/i22-fbatch.md)
             lines = sum(i["lines"] for i in good)
-            batch_bytes = cluster_batch_bytes(total, lines, threads, self.partition_size_mb)
-        self.batch_bytes = int(min(batch_bytes, max(1, math.ceil(total / threads))))
-        share = math.ceil(total / threads)
-        self._batches = _plan_kept_batches(good, min(batch_bytes, max(1, share)))
+            big_bytes = min(cluster_batch_bytes(total, lines, threads, self.partition_size_mb), share)
+            if big_bytes > self.batch_bytes:
+                self._frame_batches = _plan_kept_batches(good, big_bytes)
+                self.batch_bytes = int(big_bytes)
         self._n_small = len(small)
 
     def _load(self) -> None:
@@ -1216,6 +1223,8 @@ class DFAnalyzer:
         :attr:`events` there (called on first use of the events)."""
         c = self.client
         threads = self._threads()
+        if self._frame_batches is not None:  # the bigger batches of a cluster (stats follow them)
+            self._batches = self._frame_batches
         batches, groups = self._batches, self._groups
         # (4) load every batch and every group of small files on the workers; each task returns
         # its events frame under the key (name, k), its metadata and info stay on its worker

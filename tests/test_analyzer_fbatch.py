@@ -1,7 +1,8 @@
 """Bigger load batches on a cluster when ``batch_size_mb`` is not given (issue 22, i22-fbatch).
 
-The plan: on a cluster the batch size is ``total / (4 × worker threads)`` within
-``[BATCH_MB, CLUSTER_BATCH_MAX_MB]`` and the partition bound; the thread pool keeps ``BATCH_MB``;
+The plan: on a cluster the batches that ``events`` loads are ``total / (4 × worker threads)`` within
+``[BATCH_MB, CLUSTER_BATCH_MAX_MB]`` and the partition bound; the thread pool and the streamed
+summary keep ``BATCH_MB``;
 a given ``batch_size_mb`` is used as is on both. The sizes are scaled down here (``BATCH_MB`` 0.1,
 cap 0.4 MiB, set in this process, where the plan is made) so that 3 files of ~0.85 MB span
 several batches each; the events frame and the summary planned that way must equal plain gzip +
@@ -79,12 +80,14 @@ def test_plan_cluster_threads_and_given(traces, cluster_client, small_sizes, tmp
         want = cluster_batch_bytes(total, lines, 2, 128)
         assert 0.1 * MiB < want < 0.4 * MiB  # between the (scaled) floor and cap here
         assert an.batch_bytes == want
-        cluster = list(an._batches)
+        cluster = list(an._frame_batches)  # what events loads
         assert cluster == _plan_kept_batches(good, want)
+        summary_plan = list(an._batches)  # the streamed summary keeps BATCH_MB
+        assert summary_plan == _plan_kept_batches(good, int(0.1 * MiB))
     with DFAnalyzer(traces, n_workers=2, **kw) as an:
         assert an.batch_bytes == int(0.1 * MiB)  # the thread pool: BATCH_MB as before
         threads = list(an._batches)
-        assert threads == _plan_kept_batches(good, int(0.1 * MiB))
+        assert an._frame_batches is None and threads == summary_plan
     # at least 4 batches per worker thread, every file in several, fewer than the pool's
     assert 8 <= len(cluster) < len(threads)
     assert all(sum(b[0] == p for b in cluster) >= 2 for p in traces)
@@ -93,6 +96,7 @@ def test_plan_cluster_threads_and_given(traces, cluster_client, small_sizes, tmp
         with DFAnalyzer(traces, client=cluster_client, batch_size_mb=given, **kw) as a1:
             with DFAnalyzer(traces, n_workers=2, batch_size_mb=given, **kw) as a2:
                 assert a1.batch_bytes == a2.batch_bytes == int(given * MiB)
+                assert a1._frame_batches is None and a2._frame_batches is None
                 assert list(a1._batches) == list(a2._batches) == _plan_kept_batches(good, given * MiB)
 
 
@@ -100,14 +104,23 @@ def test_bigger_batches_events_and_summary_match_truth(traces, cluster_client, s
     from dfanalyzer import DFAnalyzer
 
     kw = dict(index_dir=str(tmp_path / "idx"), small_file_mb=0)
+    want = Oracle(traces).summary()
     with DFAnalyzer(traces, client=cluster_client, **kw) as an:
-        assert an.batch_bytes > 0.1 * MiB and an.stats["batches"] >= 8
-        _compare(an.events.compute(), _oracle(traces))
-    with DFAnalyzer(traces, client=cluster_client, **kw) as an:  # streamed (never held) summary
+        small = len(an._batches)
+        assert an.batch_bytes > 0.1 * MiB
+        _compare(cluster_client.compute(an.events).result(), _oracle(traces))
+        # the events' bigger batches: 8 <= batches < the small plan's, and stats follow them
+        assert an.stats["batches"] == len(an._batches) == len(an._frame_batches) and 8 <= len(an._batches) < small
+        out = []  # the summary of the held events (bigger batches)
+        diff_dict("summary", want, an.summary(show=False).to_dict(), out)
+        check(out, "summary of the events held in the cluster's bigger batches")
+    with DFAnalyzer(traces, client=cluster_client, **kw) as an:  # streamed (never held): BATCH_MB
         out = []
-        diff_dict("summary", Oracle(traces).summary(), an.summary(show=False).to_dict(), out)
-        check(out, "summary with the cluster's bigger batches")
-        assert an.stats["batches"] == len(an._batches) >= 8
+        diff_dict("summary", want, an.summary(show=False).to_dict(), out)
+        check(out, "streamed summary on a cluster")
+        assert an.stats["batches"] == small
+        _compare(cluster_client.compute(an.events).result(), _oracle(traces))  # then held, in the bigger batches
+        assert an.stats["batches"] == len(an._frame_batches) < small
 
 
 def test_cli_batch_size_default_and_given():
