@@ -170,6 +170,35 @@ def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
 
 
 # ----------------------------------------------------------------------------- planning
+BATCH_MB = 16.0
+"""Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a cluster."""
+CLUSTER_BATCH_MAX_MB = 64.0
+"""Cap of the bigger batches planned on a cluster when ``batch_size_mb`` is not given (MiB of text)."""
+CLUSTER_BATCHES_PER_THREAD = 4
+"""On a cluster, batches grow only while every worker thread still gets at least this many."""
+_MEM_BYTES_PER_EVENT_MIN = 100 + 9 * 12  # partition_size_mb's estimate with the 12 core columns only
+
+
+def cluster_batch_bytes(total_bytes: int, lines: int, threads: int, partition_size_mb: float) -> int:
+    """Uncompressed bytes per load batch on a cluster when the user gave no ``batch_size_mb``.
+
+    A Dask task costs ~2-5 ms of scheduler, comms and worker CPU whatever its size, so fewer,
+    bigger batches cost less per event (32 instead of 16 MiB: -0.08 µs/event outside the C++
+    load, ``docs/perf/i22-fbatch.md``). The size is ``total_bytes / (CLUSTER_BATCHES_PER_THREAD ×
+    threads)`` (so each worker thread keeps that many batches to balance), at most
+    :data:`CLUSTER_BATCH_MAX_MB` MiB and at most the text of ``partition_size_mb`` MiB of events in
+    memory (estimated at the core columns' 208 bytes per event, ``lines`` events in
+    ``total_bytes``), and never below :data:`BATCH_MB` MiB (the thread pool's size, also when
+    a cap is lower)
+    """
+    floor = int(BATCH_MB * 2**20)
+    size = total_bytes // max(1, CLUSTER_BATCHES_PER_THREAD * int(threads))
+    cap = CLUSTER_BATCH_MAX_MB * 2**20
+    if lines > 0:  # text bytes of partition_size_mb MiB of events held in memory
+        cap = min(cap, partition_size_mb * 2**20 * (total_bytes / lines) / _MEM_BYTES_PER_EVENT_MIN)
+    return max(floor, min(int(size), int(cap)))
+
+
 def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int, int, int, int]]:
     """Batches ``(path, first_ckpt, last_ckpt, uncompressed_bytes, lines)``, last inclusive.
 
@@ -888,8 +917,14 @@ class DFAnalyzer:
         file raises ``FileNotFoundError`` naming it.
     index_dir : str, optional
         Where the reader keeps ``.zindex`` files when a trace's directory is read-only.
-    batch_size_mb : float
-        Uncompressed MiB per load batch (aligned to checkpoints). Default 16.
+    batch_size_mb : float, optional
+        Target MiB of uncompressed trace text per load batch (batches are aligned to index
+        checkpoints and balanced within each file; at most an equal share per worker thread).
+        Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool;
+        on a cluster (``client``, scheduler or default client) the batches that :attr:`events`
+        loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
+        16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
+        a streamed :meth:`summary` keeps 16 MiB. The size is :attr:`batch_bytes`.
     partition_size_mb : float
         Upper bound of in-memory MiB per partition of ``events`` (default 128). Partitions are
         the loaded batches themselves (small consecutive ones packed together), cut further
@@ -936,6 +971,9 @@ class DFAnalyzer:
         ``batches``, ``partitions``, ``skipped_lines``, ``lost_bytes``, ``small_files`` (files
         loaded in groups), ``duplicates`` (paths dropped as the same file as another) and
         ``per_file`` (a pandas DataFrame with one row per file).
+    batch_bytes : int
+        Target uncompressed bytes per batch that :attr:`events` loads (``batch_size_mb``, at
+        most an equal share per worker thread).
     notes : list of str
         Messages for the user: duplicate paths dropped, indexes rejected and rebuilt or kept in
         memory (the CLI prints them on stderr).
@@ -945,7 +983,7 @@ class DFAnalyzer:
         self,
         file_pattern,
         index_dir: Optional[str] = None,
-        batch_size_mb: float = 16,
+        batch_size_mb: Optional[float] = None,
         io_cats: Sequence[str] = IO_CATS,
         compute_cats: Sequence[str] = COMPUTE_CATS,
         app_io_cats: Sequence[str] = APP_IO_CATS,
@@ -964,7 +1002,8 @@ class DFAnalyzer:
         self.files = expand_patterns(file_pattern, self.duplicates)
         self.small_file_mb = float(small_file_mb)
         self.index_dir = os.fspath(index_dir) if index_dir is not None else None
-        self.batch_size_mb = float(batch_size_mb)
+        self.batch_size_mb = None if batch_size_mb is None else float(batch_size_mb)
+        self.batch_bytes = 0  # the plan's target batch size (bytes), set by _index_and_plan
         self.partition_size_mb = float(partition_size_mb)
         self.io_cats = tuple(io_cats)
         self.compute_cats = tuple(compute_cats)
@@ -1132,7 +1171,7 @@ class DFAnalyzer:
     def _index_and_plan(self, force_index: bool) -> None:
         """Steps (0)-(3): group the small files, index the others, plan the load batches."""
         threads = self._threads()
-        batch_bytes = self.batch_size_mb * 2**20
+        batch_bytes = (self.batch_size_mb if self.batch_size_mb is not None else BATCH_MB) * 2**20
         # (0) small files (at most small_file_mb compressed) are read whole in groups, one task per
         # group and no index file: per-file tasks and SQLite files would cost more than the data
         sizes = {}
@@ -1162,8 +1201,21 @@ class DFAnalyzer:
                     self._indexes[k] = r
         # (2)+(3) stats and checkpoint-aligned batches; no bigger than an equal share per thread
         good = [i for i in self._indexes if i["error"] is None]
-        share = math.ceil(sum(i["uncompressed_bytes"] for i in good) / threads)
-        self._batches = _plan_kept_batches(good, min(batch_bytes, max(1, share)))
+        total = sum(i["uncompressed_bytes"] for i in good)
+        share = max(1, math.ceil(total / threads))
+        self._batches = _plan_kept_batches(good, min(batch_bytes, share))
+        self.batch_bytes = int(min(batch_bytes, share))
+        self._frame_batches = None  # the events' own plan when it differs (cluster, no batch_size_mb)
+        if self.batch_size_mb is None and not self._use_threads:
+            # held events on a cluster: a task costs more than a pool thread's, so fewer, bigger
+            # batches. The streamed summary keeps BATCH_MB: its chunk tasks already fold many
+            # batches, and time slices of every file (batch k of each) collapse its partials,
+            # whole-file batches do not (docs/perf/i22-fbatch.md)
+            lines = sum(i["lines"] for i in good)
+            big_bytes = min(cluster_batch_bytes(total, lines, threads, self.partition_size_mb), share)
+            if big_bytes > self.batch_bytes:
+                self._frame_batches = _plan_kept_batches(good, big_bytes)
+                self.batch_bytes = int(big_bytes)
         self._n_small = len(small)
 
     def _load(self) -> None:
@@ -1171,6 +1223,8 @@ class DFAnalyzer:
         :attr:`events` there (called on first use of the events)."""
         c = self.client
         threads = self._threads()
+        if self._frame_batches is not None:  # the bigger batches of a cluster (stats follow them)
+            self._batches = self._frame_batches
         batches, groups = self._batches, self._groups
         # (4) load every batch and every group of small files on the workers; each task returns
         # its events frame under the key (name, k), its metadata and info stay on its worker

@@ -235,7 +235,7 @@ def bad_option(args) -> Optional[str]:
 
     if args.workers is not None and _outside("--workers", args.workers):
         return _outside("--workers", args.workers)
-    if not (math.isfinite(args.batch_size_mb) and args.batch_size_mb > 0):
+    if args.batch_size_mb is not None and not (math.isfinite(args.batch_size_mb) and args.batch_size_mb > 0):
         return f"--batch-size-mb must be > 0, got {args.batch_size_mb}"
     if not (math.isfinite(args.small_file_mb) and args.small_file_mb >= 0):
         return f"--small-file-mb must be >= 0, got {args.small_file_mb}"
@@ -587,7 +587,12 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
     g.add_argument("--scheduler", default=None, metavar="ADDR", help="connect to a running Dask scheduler")
     g.add_argument("--scheduler-file", default=None, metavar="F", help="scheduler file of a running Dask scheduler")
     s.add_argument("--index-dir", default=None, metavar="D", help="directory for .zindex files")
-    s.add_argument("--batch-size-mb", type=float, default=16, help="uncompressed MiB per load batch")
+    s.add_argument(
+        "--batch-size-mb",
+        type=float,
+        default=None,
+        help="uncompressed MiB of text per load batch (default: 16; events held on a cluster: 16-64, 4+ per worker thread)",
+    )
     s.add_argument(
         "--small-file-mb",
         type=float,
