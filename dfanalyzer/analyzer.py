@@ -1206,23 +1206,36 @@ class DFAnalyzer:
         self._batches = _plan_kept_batches(good, min(batch_bytes, share))
         self.batch_bytes = int(min(batch_bytes, share))
         self._frame_batches = None  # the events' own plan when it differs (cluster, no batch_size_mb)
-        if self.batch_size_mb is None and not self._use_threads:
-            # held events on a cluster: a task costs more than a pool thread's, so fewer, bigger
-            # batches. The streamed summary keeps BATCH_MB: its chunk tasks already fold many
-            # batches, and time slices of every file (batch k of each) collapse its partials,
-            # whole-file batches do not (docs/perf/i22-fbatch.md)
-            lines = sum(i["lines"] for i in good)
-            big_bytes = min(cluster_batch_bytes(total, lines, threads, self.partition_size_mb), share)
-            if big_bytes > self.batch_bytes:
-                self._frame_batches = _plan_kept_batches(good, big_bytes)
-                self.batch_bytes = int(big_bytes)
+        if not self._use_threads:
+            self._plan_frame_batches(threads)
         self._n_small = len(small)
+
+    def _plan_frame_batches(self, threads: int) -> None:
+        """The bigger batches that held events load on a cluster when ``batch_size_mb`` was not
+        given (:func:`cluster_batch_bytes`): a task costs more than a pool thread's, so fewer,
+        bigger batches. The streamed summary keeps BATCH_MB: its chunk tasks already fold many
+        batches, and time slices of every file (batch k of each) collapse its partials, whole-file
+        batches do not (docs/perf/i22-fbatch.md). Called at planning on a cluster, or by
+        :meth:`_load` once the embedded cluster started on first use of :attr:`events`."""
+        if self.batch_size_mb is not None:
+            return
+        good = [i for i in self._indexes if i["error"] is None]
+        total = sum(i["uncompressed_bytes"] for i in good)
+        share = max(1, math.ceil(total / threads))
+        lines = sum(i["lines"] for i in good)
+        big_bytes = min(cluster_batch_bytes(total, lines, threads, self.partition_size_mb), share)
+        if big_bytes > self.batch_bytes:
+            self._frame_batches = _plan_kept_batches(good, big_bytes)
+            self.batch_bytes = int(big_bytes)
 
     def _load(self) -> None:
         """Steps (4)-(5): load every batch on the cluster and hold the partitions of
         :attr:`events` there (called on first use of the events)."""
+        started_here = self._client is None  # the embedded cluster starts now (planned for threads)
         c = self.client
         threads = self._threads()
+        if started_here and self._frame_batches is None:
+            self._plan_frame_batches(threads)
         if self._frame_batches is not None:  # the bigger batches of a cluster (stats follow them)
             self._batches = self._frame_batches
         batches, groups = self._batches, self._groups

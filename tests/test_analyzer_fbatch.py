@@ -129,3 +129,21 @@ def test_cli_batch_size_default_and_given():
     p = cli.build_parser()
     assert p.parse_args(["summary", "x"]).batch_size_mb is None
     assert p.parse_args(["summary", "x", "--batch-size-mb", "24"]).batch_size_mb == 24.0
+
+
+def test_embedded_cluster_started_by_events_plans_bigger_batches(traces, small_sizes, tmp_path):
+    """Without a client the plan is made for the thread pool; the cluster that ``events`` starts on
+    first use then gets the cluster's bigger batches too, and the events still equal gzip + json."""
+    from dfanalyzer import DFAnalyzer
+
+    kw = dict(index_dir=str(tmp_path / "idx"), small_file_mb=0)
+    with DFAnalyzer(traces, client=None, n_workers=2, **kw) as ref:
+        threads_plan = list(ref._batches)
+    with DFAnalyzer(traces, n_workers=2, **kw) as an:
+        assert an._client is None and an._frame_batches is None and list(an._batches) == threads_plan
+        events = an.events  # starts the embedded 2-worker cluster (the default client while an lives)
+        assert an._client is not None and an._own_client
+        want_batches = an._frame_batches
+        assert want_batches is not None and 8 <= len(want_batches) < len(threads_plan)
+        assert an.stats["batches"] == len(want_batches) and an.batch_bytes > 0.1 * MiB
+        _compare(events.compute(), _oracle(traces))
