@@ -921,7 +921,7 @@ class DFAnalyzer:
         Target MiB of uncompressed trace text per load batch (batches are aligned to index
         checkpoints and balanced within each file; at most an equal share per worker thread).
         Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool;
-        on a cluster (``client``, scheduler or default client) the batches that :attr:`events`
+        on a cluster (``client``, scheduler, default client or the embedded one) the batches that :attr:`events`
         loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
         16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
         a streamed :meth:`summary` keeps 16 MiB. The size is :attr:`batch_bytes`.
