@@ -7,9 +7,15 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <unordered_set>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -420,6 +426,43 @@ inline size_t skip_digits(const char*& q, const char* e) {
 
 }  // namespace
 
+// Column storage is fresh memory (a batch's columns are held by its frame, so they cannot come
+// from reused blocks): every 4 KiB page of it is a page fault when first written. The pages a
+// column is about to fill are faulted in ahead, kPopulateBytes at a time, by one
+// madvise(MADV_POPULATE_WRITE) (Linux >= 5.14): the same pages, zero-filled by the kernel as a
+// fault would, without a trap per page (docs/perf/i22-sys.md). Only pages inside the vector's
+// reserved capacity that its next rows will write are touched, so the memory held is the same
+// (at most one stride past the rows, within the capacity the index's line count reserved). The
+// values are not changed. No-op elsewhere, and after the first EINVAL (an older kernel).
+namespace {
+constexpr size_t kPopulateBytes = size_t(256) << 10;
+std::atomic<bool> g_populate_ok{true};
+
+template <typename T>
+void populate_ahead(const std::vector<T>& v, size_t new_n) {
+#if defined(__linux__)
+  size_t old_b = v.size() * sizeof(T), new_b = new_n * sizeof(T), cap_b = v.capacity() * sizeof(T);
+  if (new_b > cap_b || new_b == 0 || (old_b != 0 && (old_b - 1) / kPopulateBytes == (new_b - 1) / kPopulateBytes))
+    return;  // a reallocation (no stable storage), or still inside the stride populated before
+  if (!g_populate_ok.load(std::memory_order_relaxed)) return;
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t base = reinterpret_cast<uintptr_t>(v.data());
+  uintptr_t from = base + std::max(old_b, (new_b - 1) / kPopulateBytes * kPopulateBytes);
+  uintptr_t to = base + std::min(cap_b, ((new_b - 1) / kPopulateBytes + 1) * kPopulateBytes);
+  from = (from + page - 1) & ~(page - 1);  // whole pages of this buffer only
+  to &= ~(page - 1);
+#if !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23
+#endif
+  if (to > from && madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    g_populate_ok.store(false, std::memory_order_relaxed);
+#else
+  (void)v;
+  (void)new_n;
+#endif
+}
+}  // namespace
+
 struct Parser::Impl {
   static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
   od::parser parser;
@@ -591,6 +634,15 @@ struct Parser::Impl {
                                             : c.strings.codes.capacity();
     size_t n = std::max(size_t(row) + 1, len + kGrowRows);
     if (cap > size_t(row)) n = std::min(n, cap);  // no reallocation past the reserve
+    if (c.type == ArgType::Int) {
+      populate_ahead(c.ints, n);
+      populate_ahead(c.mask, n);
+    } else if (c.type == ArgType::Float) {
+      populate_ahead(c.floats, n);
+      populate_ahead(c.mask, n);
+    } else {
+      populate_ahead(c.strings.codes, n);
+    }
     resize_arg(c, n);
   }
   static void resize_arg(ArgColumn& c, size_t n) {
@@ -1203,10 +1255,18 @@ struct Parser::Impl {
   __attribute__((noinline)) static void grow_core(EventColumns& out) {
     size_t n = out.pid.size() + kGrowRows;
     if (out.pid.capacity() > out.pid.size()) n = std::min(n, out.pid.capacity());  // no reallocation past the reserve
-    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) d->codes.resize(n);
-    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) v->resize(n);
-    out.size_mask.resize(n);
-    out.offset_mask.resize(n);
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) {
+      populate_ahead(d->codes, n);
+      d->codes.resize(n);
+    }
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset}) {
+      populate_ahead(*v, n);
+      v->resize(n);
+    }
+    for (auto* m : {&out.size_mask, &out.offset_mask}) {
+      populate_ahead(*m, n);
+      m->resize(n);
+    }
   }
   static void trim_core(EventColumns& out) {
     size_t n = size_t(out.rows);
@@ -1296,6 +1356,9 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
 }
 
 void Parser::finish(EventColumns& out) {
+  out.te.reserve(out.ts.size());
+  for (size_t k = 0; k < out.ts.size(); k += kPopulateBytes / sizeof(int64_t))
+    populate_ahead(out.te, std::min(out.ts.size(), k + kPopulateBytes / sizeof(int64_t)));
   out.te.resize(out.ts.size());  // te = ts + dur (µs), in one vectorised pass
   for (size_t i = 0; i < out.te.size(); ++i) out.te[i] = out.ts[i] + out.dur[i];
   for (auto& c : out.args) {

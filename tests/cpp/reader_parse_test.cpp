@@ -3,7 +3,15 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reader.h"
 
@@ -246,4 +254,101 @@ TEST(ReaderParse, InsaneTimestampsSkippedWithReason) {
     EXPECT_EQ(e.ts_out_of_range_lines, 2);
     EXPECT_EQ(e.negative_dur_lines, 1);
   }
+}
+
+namespace {
+// Resident KiB of the whole pages inside [p, p + bytes) (mincore); -1 where that cannot be told
+// (not Linux, or transparent huge pages for every mapping, which fault 2 MiB at a time anyway).
+long resident_kib(const void* p, size_t bytes) {
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+    char mode[128] = {0};
+    bool always = std::fgets(mode, sizeof mode, f) && std::strstr(mode, "[always]");
+    std::fclose(f);
+    if (always) return -1;
+  }
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(page - 1);
+  if (hi <= lo) return 0;
+  std::vector<unsigned char> in((hi - lo) / page);
+  if (mincore(reinterpret_cast<void*>(lo), hi - lo, in.data()) != 0) return -1;
+  long n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n * long(page / 1024);
+#else
+  (void)p;
+  (void)bytes;
+  return -1;
+#endif
+}
+
+std::string numbered_events(int n) {
+  std::string t = "[\n";
+  for (int i = 0; i < n; ++i) {
+    t += R"({"id":)" + std::to_string(i) + R"(,"name":"read","cat":"POSIX","pid":)" + std::to_string(i % 7) +
+         R"(,"tid":)" + std::to_string(i % 13) + R"(,"ts":)" + std::to_string(1000 + 3 * i) + R"(,"dur":)" +
+         std::to_string(i % 5) + R"(,"ph":"X","args":{"ret":)" + std::to_string(i % 4096) + R"(,"fd":)" +
+         std::to_string(i % 3) + (i % 3 ? R"(,"x":)" + std::to_string(i) + ".5" : std::string()) +
+         (i % 5 ? R"(,"s":"v)" + std::to_string(i % 9) + "\"" : std::string()) + "}}\n";
+  }
+  return t;
+}
+
+EventColumns parse_reserved(const std::string& text, int64_t reserve_rows) {
+  std::string buf = text;
+  size_t n = buf.size();
+  buf.append(simdjson::SIMDJSON_PADDING, '\0');
+  EventColumns out;
+  out.reserve_rows = reserve_rows;
+  FileContext ctx;
+  Parser p;
+  p.parse(buf.data(), n, buf.size(), ctx, out);
+  Parser::finish(out);
+  return out;
+}
+}  // namespace
+
+// Column pages are faulted in ahead of the rows written (MADV_POPULATE_WRITE, parser.cpp
+// populate_ahead): the values are those of columns grown without a reserve, and a reserve far
+// above the rows written does not make its pages resident (memory held stays that of the rows).
+TEST(ReaderParse, ColumnsFaultedInAheadKeepValuesAndBoundMemory) {
+  const int n = 100000;  // crosses many 256 KiB populate strides of an int64 column
+  std::string text = numbered_events(n);
+  EventColumns plain = parse_reserved(text, 0);
+  EventColumns reserved = parse_reserved(text, n + 1);
+  ASSERT_EQ(plain.rows, n);
+  ASSERT_EQ(reserved.rows, n);
+  EXPECT_EQ(plain.pid, reserved.pid);
+  EXPECT_EQ(plain.tid, reserved.tid);
+  EXPECT_EQ(plain.ts, reserved.ts);
+  EXPECT_EQ(plain.dur, reserved.dur);
+  EXPECT_EQ(plain.te, reserved.te);
+  EXPECT_EQ(plain.size, reserved.size);
+  EXPECT_EQ(plain.size_mask, reserved.size_mask);
+  EXPECT_EQ(plain.name.codes, reserved.name.codes);
+  ASSERT_EQ(plain.args.size(), reserved.args.size());
+  for (size_t k = 0; k < plain.args.size(); ++k) {
+    EXPECT_EQ(plain.args[k].key, reserved.args[k].key);
+    EXPECT_EQ(plain.args[k].ints, reserved.args[k].ints);
+    EXPECT_EQ(plain.args[k].floats, reserved.args[k].floats);
+    EXPECT_EQ(plain.args[k].mask, reserved.args[k].mask);
+    EXPECT_EQ(plain.args[k].strings.codes, reserved.args[k].strings.codes);
+    EXPECT_EQ(plain.args[k].strings.categories, reserved.args[k].strings.categories);
+  }
+  // truth from the text's own rule: te = ts + dur, ret is the byte count of a read
+  for (int i = 0; i < n; i += 997) {
+    EXPECT_EQ(reserved.te[size_t(i)], 1000 + 3 * i + i % 5);
+    EXPECT_EQ(reserved.size[size_t(i)], i % 4096);
+  }
+
+  // 8M rows reserved (64 MiB per int64 column: a mapping of its own), 1,000 written
+  EventColumns few = parse_reserved(numbered_events(1000), int64_t(8) << 20);
+  ASSERT_EQ(few.rows, 1000);
+  ASSERT_GE(few.pid.capacity(), size_t(8) << 20);
+  long kib = resident_kib(few.pid.data(), few.pid.capacity() * sizeof(int64_t));
+  if (kib < 0) GTEST_SKIP() << "page residency not known here (mincore, or THP always)";
+  EXPECT_GE(kib, 4);    // the rows written (8,000 bytes: at least one whole page)
+  EXPECT_LE(kib, 256);  // at most the one populate stride (256 KiB) that the rows are in
+  for (auto* v : {&few.ts, &few.dur, &few.size}) EXPECT_LE(resident_kib(v->data(), v->capacity() * 8), 256);
 }
