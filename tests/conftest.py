@@ -108,6 +108,20 @@ def dask_client():
     cluster.close()
 
 
+@pytest.fixture(scope="module")
+def cluster_client():
+    """A 2-worker LocalCluster of worker *processes* (1 thread each) per test module, never the
+    default client: what the frame path meets on a real cluster (pickling, ``dask.sizeof`` in the
+    workers, worker-held partitions), unlike the in-process :func:`dask_client`."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cl,
+        Client(cl, set_as_default=False) as c,
+    ):
+        yield c
+
+
 def _default_dask_client():
     """The client ``DFAnalyzer`` would take without ``client=`` (``distributed.default_client``), or None."""
     import sys

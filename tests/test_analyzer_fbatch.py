@@ -30,17 +30,6 @@ def traces(tmp_path_factory):
     return sorted(gen_traces.generate(str(out), 12_000, 3, member_bytes=16 << 10, jobs=1))
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cl,
-        Client(cl, set_as_default=False) as c,
-    ):
-        yield c
-
-
 @pytest.fixture
 def small_sizes(monkeypatch):
     from dfanalyzer import analyzer

@@ -25,17 +25,6 @@ FILES = 3
 EVENTS = 12_000  # ~0.85 MB of text per file: 8 batches per file at batch_size_mb=0.1
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cl,
-        Client(cl, set_as_default=False) as c,
-    ):
-        yield c
-
-
 def _compare(ev: pd.DataFrame, want: pd.DataFrame) -> None:
     """``ev`` (the frame) equals ``want`` (:func:`_oracle`), every column, row for row."""
     assert len(ev) == len(want)
