@@ -438,8 +438,8 @@ namespace {
 constexpr size_t kPopulateBytes = size_t(256) << 10;
 std::atomic<bool> g_populate_ok{true};
 
-template <typename T>
-void populate_ahead(const std::vector<T>& v, size_t new_n) {
+template <typename T, typename A>
+void populate_ahead(const std::vector<T, A>& v, size_t new_n) {
 #if defined(__linux__)
   size_t old_b = v.size() * sizeof(T), new_b = new_n * sizeof(T), cap_b = v.capacity() * sizeof(T);
   if (new_b > cap_b || new_b == 0 || (old_b != 0 && (old_b - 1) / kPopulateBytes == (new_b - 1) / kPopulateBytes))
@@ -647,10 +647,10 @@ struct Parser::Impl {
   }
   static void resize_arg(ArgColumn& c, size_t n) {
     if (c.type == ArgType::Int) {
-      c.ints.resize(n, 0);
+      c.ints.resize(n);  // (value-initialised: 0, as null values are)
       c.mask.resize(n, 1);
     } else if (c.type == ArgType::Float) {
-      c.floats.resize(n, 0);
+      c.floats.resize(n);  // (+0.0)
       c.mask.resize(n, 1);
     } else {
       c.strings.codes.resize(n, -1);
@@ -1359,7 +1359,7 @@ void Parser::finish(EventColumns& out) {
   out.te.reserve(out.ts.size());
   for (size_t k = 0; k < out.ts.size(); k += kPopulateBytes / sizeof(int64_t))
     populate_ahead(out.te, std::min(out.ts.size(), k + kPopulateBytes / sizeof(int64_t)));
-  out.te.resize(out.ts.size());  // te = ts + dur (µs), in one vectorised pass
+  out.te.resize(out.ts.size());  // (not zero-filled first: ColumnVector) te = ts + dur (µs), in one vectorised pass
   for (size_t i = 0; i < out.te.size(); ++i) out.te[i] = out.ts[i] + out.dur[i];
   for (auto& c : out.args) {
     Impl::pad(c, out.rows);

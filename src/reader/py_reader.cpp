@@ -102,7 +102,7 @@ struct ColumnOwner {
 // kPoolCodes codes each are kept (8 MiB per thread).
 constexpr size_t kPoolVectors = 8;
 constexpr size_t kPoolCodes = size_t(1) << 18;
-thread_local std::vector<std::vector<int32_t>> t_code_pool;
+thread_local std::vector<ColumnVector<int32_t>> t_code_pool;
 
 void seed_codes(EventColumns& c) {
   for (auto* d : {&c.name, &c.cat, &c.ph, &c.hostname, &c.fname}) {
@@ -113,20 +113,21 @@ void seed_codes(EventColumns& c) {
   }
 }
 
-void recycle_codes(std::vector<int32_t>& v) {
+void recycle_codes(ColumnVector<int32_t>& v) {
   if (v.capacity() > 0 && v.capacity() <= kPoolCodes && t_code_pool.size() < kPoolVectors) {
     v.clear();
     t_code_pool.push_back(std::move(v));
   }
-  std::vector<int32_t>().swap(v);
+  ColumnVector<int32_t>().swap(v);
 }
 
-template <typename T>
-py::array view(std::vector<T>& v, const py::capsule& base) {
+template <typename T, typename A>
+py::array view(std::vector<T, A>& v, const py::capsule& base) {
   return py::array_t<T>({py::ssize_t(v.size())}, {py::ssize_t(sizeof(T))}, v.data(), base);
 }
 
-py::array mask_view(std::vector<uint8_t>& v, const py::capsule& base) {
+template <typename A>
+py::array mask_view(std::vector<uint8_t, A>& v, const py::capsule& base) {
   return py::array(py::dtype("bool"), {py::ssize_t(v.size())}, {py::ssize_t(1)}, v.data(), base);
 }
 
