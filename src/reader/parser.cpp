@@ -1166,21 +1166,27 @@ struct Parser::Impl {
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
-    // (the name's slots, fetched again after slot_for, which may grow them)
-    const Slot* shape = size_t(nc) < shapes.size() ? shapes[size_t(nc)].data() : nullptr;
-    for (size_t j = 0, n = staged.size(); j < n; ++j) {
-      const Staged& s = staged[j];
+    // The name's slots are walked with the staged values (slot j belongs to value j): two
+    // cursors instead of an index scaled twice per value. Both are fetched again after slot_for,
+    // which may grow the slots and add a column. (Reserved to the values' count, so the slot
+    // cursor always points into the slots' storage, never past it from a null pointer.)
+    if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
+    if (shapes[size_t(nc)].capacity() < staged.size()) shapes[size_t(nc)].reserve(staged.size());
+    const Slot* slp = shapes[size_t(nc)].data();
+    ArgColumn* args = out.args.data();
+    const Staged* const s0 = staged.begin();
+    const Staged* const s_end = staged.end();
+    for (const Staged* sp = s0; sp != s_end; ++sp, ++slp) {
+      const Staged& s = *sp;
       if (s.is_null) continue;  // null is the same as absent
-      const Slot* slp;
-      if (s.slot_known) {
-        slp = shape + j;
-      } else {
+      if (!s.slot_known) {
+        size_t j = size_t(sp - s0);
         slp = &slot_for(out, nc, j, s);
-        shape = shapes[size_t(nc)].data();
+        args = out.args.data();
       }
       const Slot& sl = *slp;
       if (sl.simple) {
-        put(out.args[size_t(sl.col)], s, row);
+        put(args[size_t(sl.col)], s, row);
         continue;
       }
       switch (sl.role) {
@@ -1191,7 +1197,7 @@ struct Parser::Impl {
         case kOffset: offset = &s; break;
         case kCol:
           special[sl.special] = &s;
-          if (sl.col >= 0) put(out.args[size_t(sl.col)], s, row);
+          if (sl.col >= 0) put(args[size_t(sl.col)], s, row);
           else if (sl.extra) add_extra(sl.key, s, out);
           break;
       }
