@@ -557,7 +557,7 @@ struct EventColumns {
   ColumnVector<int64_t> pid, tid, ts, dur, te;
   ColumnVector<int64_t> size, offset;
   ColumnVector<uint8_t> size_mask, offset_mask;  // 1 = null
-  std::vector<ArgColumn> args;                  // sorted by key at finish()
+  std::vector<ArgColumn> args;                   // sorted by key at finish()
   std::vector<MetaRecord> metadata;
   int64_t skipped_lines = 0;
   int64_t unresolved_hashes = 0;  // fhash/hhash not found in any map
