@@ -1328,9 +1328,19 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   const bool nul_end = *end == '\0';
   const char* p = buf;
   size_t max_line = 0;
+  const bool fast = im.fast_path;
   while (p < end) {
-    if (im.fast_path && *p == '{') {
-      if (const char* le = nul_end ? im.fast_line<true>(p, end, ctx, out) : im.fast_line<false>(p, end, ctx, out)) {
+    if (fast && *p == '{') {
+      if (nul_end) {
+        // The common case, line after line of the tracer's layout taken by the fast path, in a
+        // loop of its own; each line is tried once, a line it gives up goes on below.
+        const char* le;
+        while ((le = im.fast_line<true>(p, end, ctx, out))) {
+          p = le + (le < end);
+          if (p >= end || *p != '{') break;
+        }
+        if (le) continue;
+      } else if (const char* le = im.fast_line<false>(p, end, ctx, out)) {
         p = le + (le < end);
         continue;
       }
@@ -1353,7 +1363,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
       }
     }
     // the fast path saw this line untrimmed above; try again when trimming changed it
-    if (im.fast_path && (b != line_start || e != le) && *b == '{' && im.fast_line<false>(b, e, ctx, out)) continue;
+    if (fast && (b != line_start || e != le) && *b == '{' && im.fast_line<false>(b, e, ctx, out)) continue;
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));
