@@ -438,8 +438,8 @@ namespace {
 constexpr size_t kPopulateBytes = size_t(256) << 10;
 std::atomic<bool> g_populate_ok{true};
 
-template <typename T>
-void populate_ahead(const std::vector<T>& v, size_t new_n) {
+template <typename T, typename A>
+void populate_ahead(const std::vector<T, A>& v, size_t new_n) {
 #if defined(__linux__)
   size_t old_b = v.size() * sizeof(T), new_b = new_n * sizeof(T), cap_b = v.capacity() * sizeof(T);
   if (new_b > cap_b || new_b == 0 || (old_b != 0 && (old_b - 1) / kPopulateBytes == (new_b - 1) / kPopulateBytes))
@@ -470,9 +470,14 @@ struct Parser::Impl {
   StagedList staged;
   std::deque<std::string> keys;  // storage for arg column names
   std::unordered_map<std::string_view, int> arg_index;
-  std::vector<int8_t> name_size_kind;
-  std::vector<int32_t> name_cat;  // by name code: category code last seen with it (a hint)
-  std::vector<int32_t> name_ph;   // by name code: phase code last seen with it (a hint)
+  // By name code: its byte rule (-1: not looked up yet) and the category and phase codes last
+  // seen with it (hints). One record per name: one bounds check per event, not three.
+  struct NameInfo {
+    int32_t cat = -1;
+    int32_t ph = -1;
+    int8_t size_kind = -1;
+  };
+  std::vector<NameInfo> name_info;
   // Codes of event names of <= 16 bytes met by fast_line, by their bytes (direct-mapped): most
   // lines then find their name's code with two word compares instead of a hash-table lookup.
   struct NameSlot {
@@ -647,10 +652,10 @@ struct Parser::Impl {
   }
   static void resize_arg(ArgColumn& c, size_t n) {
     if (c.type == ArgType::Int) {
-      c.ints.resize(n, 0);
+      c.ints.resize(n);  // (value-initialised: 0, as null values are)
       c.mask.resize(n, 1);
     } else if (c.type == ArgType::Float) {
-      c.floats.resize(n, 0);
+      c.floats.resize(n);  // (+0.0)
       c.mask.resize(n, 1);
     } else {
       c.strings.codes.resize(n, -1);
@@ -1150,37 +1155,41 @@ struct Parser::Impl {
     if (size_t(row) >= out.pid.size()) grow_core(out);
     if (nc < 0) nc = out.name.intern(name);
     out.name.codes[size_t(row)] = nc;
-    if (size_t(nc) >= name_size_kind.size()) {
-      name_size_kind.resize(size_t(nc) + 1, -1);
-      name_cat.resize(size_t(nc) + 1, -1);
-      name_ph.resize(size_t(nc) + 1, -1);
-    }
-    if (name_size_kind[size_t(nc)] < 0) name_size_kind[size_t(nc)] = size_kind_of(name);
+    if (size_t(nc) >= name_info.size()) name_info.resize(size_t(nc) + 1);
+    NameInfo& ni = name_info[size_t(nc)];
+    if (ni.size_kind < 0) ni.size_kind = size_kind_of(name);
     int32_t cc = -1;
-    if (has_cat) cc = name_cat[size_t(nc)] = out.cat.intern(cat, name_cat[size_t(nc)]);
+    if (has_cat) cc = ni.cat = out.cat.intern(cat, ni.cat);
     out.cat.codes[size_t(row)] = cc;
-    out.ph.codes[size_t(row)] = ph.empty() ? -1 : (name_ph[size_t(nc)] = out.ph.intern(ph, name_ph[size_t(nc)]));
+    out.ph.codes[size_t(row)] = ph.empty() ? -1 : (ni.ph = out.ph.intern(ph, ni.ph));
+    const int8_t sk = ni.size_kind;  // (read before slot_for and the args stores)
     out.pid[size_t(row)] = pid;
     out.tid[size_t(row)] = tid;
     out.ts[size_t(row)] = ts;
     const Staged *host = nullptr, *hhash = nullptr, *fname = nullptr, *fhash = nullptr, *offset = nullptr;
     const Staged* special[kNumSpecial] = {};  // by Slot::special; [kPlain] is unused
     extra_json.clear();
-    // (the name's slots, fetched again after slot_for, which may grow them)
-    const Slot* shape = size_t(nc) < shapes.size() ? shapes[size_t(nc)].data() : nullptr;
-    for (size_t j = 0, n = staged.size(); j < n; ++j) {
-      const Staged& s = staged[j];
+    // The name's slots are walked with the staged values (slot j belongs to value j): two
+    // cursors instead of an index scaled twice per value. Both are fetched again after slot_for,
+    // which may grow the slots and add a column. (Reserved to the values' count, so the slot
+    // cursor always points into the slots' storage, never past it from a null pointer.)
+    if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
+    if (shapes[size_t(nc)].capacity() < staged.size()) shapes[size_t(nc)].reserve(staged.size());
+    const Slot* slp = shapes[size_t(nc)].data();
+    ArgColumn* args = out.args.data();
+    const Staged* const s0 = staged.begin();
+    const Staged* const s_end = staged.end();
+    for (const Staged* sp = s0; sp != s_end; ++sp, ++slp) {
+      const Staged& s = *sp;
       if (s.is_null) continue;  // null is the same as absent
-      const Slot* slp;
-      if (s.slot_known) {
-        slp = shape + j;
-      } else {
+      if (!s.slot_known) {
+        size_t j = size_t(sp - s0);
         slp = &slot_for(out, nc, j, s);
-        shape = shapes[size_t(nc)].data();
+        args = out.args.data();
       }
       const Slot& sl = *slp;
       if (sl.simple) {
-        put(out.args[size_t(sl.col)], s, row);
+        put(args[size_t(sl.col)], s, row);
         continue;
       }
       switch (sl.role) {
@@ -1191,7 +1200,7 @@ struct Parser::Impl {
         case kOffset: offset = &s; break;
         case kCol:
           special[sl.special] = &s;
-          if (sl.col >= 0) put(out.args[size_t(sl.col)], s, row);
+          if (sl.col >= 0) put(args[size_t(sl.col)], s, row);
           else if (sl.extra) add_extra(sl.key, s, out);
           break;
       }
@@ -1219,7 +1228,6 @@ struct Parser::Impl {
     out.offset_mask[size_t(row)] = off_ok ? 0 : 1;
     int64_t size = 0;
     bool size_ok = false;
-    int8_t sk = name_size_kind[size_t(nc)];
     const Staged *ret = special[kRetArg], *asize = special[kSizeArg];
     bool aggregated = ph.size() == 1 && ph[0] == 'A';
     if (sk != kNoSize && ret && ret->type == ArgType::Int && ret->i >= 0) {
@@ -1298,9 +1306,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   }
   im.extra_col = -1;
   if (auto it = im.arg_index.find(kArgsExtraColumn); it != im.arg_index.end()) im.extra_col = it->second;
-  im.name_size_kind.assign(out.name.categories.size(), -1);
-  im.name_cat.assign(out.name.categories.size(), -1);
-  im.name_ph.assign(out.name.categories.size(), -1);
+  im.name_info.assign(out.name.categories.size(), Impl::NameInfo{});
   for (auto& e : im.name_cache) e = Impl::NameSlot{};  // codes of another `out` perhaps
   im.shapes.clear();
   // core columns: out.rows long on entry and on every exit (Impl::grow_core)
@@ -1322,9 +1328,19 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   const bool nul_end = *end == '\0';
   const char* p = buf;
   size_t max_line = 0;
+  const bool fast = im.fast_path;
   while (p < end) {
-    if (im.fast_path && *p == '{') {
-      if (const char* le = nul_end ? im.fast_line<true>(p, end, ctx, out) : im.fast_line<false>(p, end, ctx, out)) {
+    if (fast && *p == '{') {
+      if (nul_end) {
+        // The common case, line after line of the tracer's layout taken by the fast path, in a
+        // loop of its own; each line is tried once, a line it gives up goes on below.
+        const char* le;
+        while ((le = im.fast_line<true>(p, end, ctx, out))) {
+          p = le + (le < end);
+          if (p >= end || *p != '{') break;
+        }
+        if (le) continue;
+      } else if (const char* le = im.fast_line<false>(p, end, ctx, out)) {
         p = le + (le < end);
         continue;
       }
@@ -1347,7 +1363,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
       }
     }
     // the fast path saw this line untrimmed above; try again when trimming changed it
-    if (im.fast_path && (b != line_start || e != le) && *b == '{' && im.fast_line<false>(b, e, ctx, out)) continue;
+    if (fast && (b != line_start || e != le) && *b == '{' && im.fast_line<false>(b, e, ctx, out)) continue;
     if (!im.line(b, n, size_t(cap_end - b), ctx, out, false)) {
       ++out.skipped_lines;
       if (out.skipped_examples.size() < 5) out.skipped_examples.emplace_back(b, std::min<size_t>(n, 200));
@@ -1359,7 +1375,7 @@ void Parser::finish(EventColumns& out) {
   out.te.reserve(out.ts.size());
   for (size_t k = 0; k < out.ts.size(); k += kPopulateBytes / sizeof(int64_t))
     populate_ahead(out.te, std::min(out.ts.size(), k + kPopulateBytes / sizeof(int64_t)));
-  out.te.resize(out.ts.size());  // te = ts + dur (µs), in one vectorised pass
+  out.te.resize(out.ts.size());  // (not zero-filled first: ColumnVector) te = ts + dur (µs), in one vectorised pass
   for (size_t i = 0; i < out.te.size(); ++i) out.te[i] = out.ts[i] + out.dur[i];
   for (auto& c : out.args) {
     Impl::pad(c, out.rows);

@@ -27,7 +27,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "index_kind.h"
@@ -308,10 +310,37 @@ std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, in
 
 // ---- Parser ------------------------------------------------------------------------------------
 
+// Allocator of column storage: resize(n) leaves the new values unwritten (default-
+// initialisation) instead of writing zeros. The parser grows core columns ahead of the rows it
+// writes (Parser::Impl::grow_core) and writes every value of every row it keeps; with
+// std::allocator each growth first zero-filled the storage it was about to overwrite (a
+// memset of every core column, docs/perf/i22-commit.md). resize(n, v), copies and moves are as
+// with std::allocator.
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  NoInitAllocator() = default;
+  template <typename U>
+  NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible<U>::value) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+template <typename T>
+using ColumnVector = std::vector<T, NoInitAllocator<T>>;
+
 // Dictionary-encoded string column: codes index `categories`, -1 = null. Interning uses an
 // open-addressing hash table of codes (no node allocation per lookup).
 struct DictColumn {
-  std::vector<int32_t> codes;
+  ColumnVector<int32_t> codes;
   std::deque<std::string> categories;  // stable storage: `views` point into it
 
   DictColumn() = default;
@@ -525,10 +554,10 @@ struct EventColumns {
   int64_t rows = 0;
   int64_t reserve_rows = 0;  // expected rows (lines): columns reserve this many
   DictColumn name, cat, ph, hostname, fname;
-  std::vector<int64_t> pid, tid, ts, dur, te;
-  std::vector<int64_t> size, offset;
-  std::vector<uint8_t> size_mask, offset_mask;  // 1 = null
-  std::vector<ArgColumn> args;                  // sorted by key at finish()
+  ColumnVector<int64_t> pid, tid, ts, dur, te;
+  ColumnVector<int64_t> size, offset;
+  ColumnVector<uint8_t> size_mask, offset_mask;  // 1 = null
+  std::vector<ArgColumn> args;                   // sorted by key at finish()
   std::vector<MetaRecord> metadata;
   int64_t skipped_lines = 0;
   int64_t unresolved_hashes = 0;  // fhash/hhash not found in any map

@@ -352,3 +352,73 @@ TEST(ReaderParse, ColumnsFaultedInAheadKeepValuesAndBoundMemory) {
   EXPECT_LE(kib, 256);  // at most the one populate stride (256 KiB) that the rows are in
   for (auto* v : {&few.ts, &few.dur, &few.size}) EXPECT_LE(resident_kib(v->data(), v->capacity() * 8), 256);
 }
+
+// Core columns grow without a zero fill (reader.h ColumnVector: resize(n) leaves the new values
+// unwritten), so commit() must write every core value of every row it keeps. The columns are
+// handed over holding a garbage pattern in their whole capacity (as reused heap memory may):
+// any value left unwritten shows as that pattern. Truth from the text's own rules.
+TEST(ReaderParse, CoreColumnsWrittenInFullOverReusedStorage) {
+  const int n = 3000;  // many growth steps of 128 rows
+  std::string text = "[\n";
+  for (int i = 0; i < n; ++i) {
+    const bool io = i % 5 != 4;  // "read": size = args.ret; "compute": no byte rule (null)
+    std::string args;
+    auto add = [&args](const std::string& kv) { args += (args.empty() ? "" : ",") + kv; };
+    if (i % 3 == 0) add(R"("hostname":"h)" + std::to_string(i % 2) + "\"");
+    if (io) add(R"("ret":)" + std::to_string(i % 4096));
+    if (i % 2 == 0) add(R"("offset":)" + std::to_string(10 * i));
+    add(R"("fd":)" + std::to_string(i % 3));
+    text += R"({"id":)" + std::to_string(i) + R"(,"name":")" + (io ? "read" : "compute") + "\"" +
+            (i % 7 == 6 ? std::string() : std::string(R"(,"cat":"POSIX")")) + R"(,"pid":)" + std::to_string(i % 7) +
+            R"(,"tid":)" + std::to_string(i % 13) + R"(,"ts":)" + std::to_string(1000 + 3 * i) + R"(,"dur":)" +
+            std::to_string(i % 5) + R"(,"ph":"X","args":{)" + args + "}}\n";
+  }
+  for (char pad : {'\0', ' '}) {  // the unchecked and the checked fast path
+    SCOPED_TRACE(pad == ' ' ? "space padding" : "nul padding");
+    EventColumns out;
+    const size_t cap = size_t(n) + 1;
+    for (auto* v : {&out.pid, &out.tid, &out.ts, &out.dur, &out.size, &out.offset, &out.te}) {
+      v->assign(cap, int64_t(0x5a5a5a5a5a5a5a5a));
+      v->clear();  // (capacity and bytes kept)
+    }
+    for (auto* m : {&out.size_mask, &out.offset_mask}) {
+      m->assign(cap, uint8_t(0x5a));
+      m->clear();
+    }
+    for (auto* d : {&out.name, &out.cat, &out.ph, &out.hostname, &out.fname}) {
+      d->codes.assign(cap, int32_t(0x5a5a5a5a));
+      d->codes.clear();
+    }
+    const int64_t* pid_storage = out.pid.data();
+    out.reserve_rows = int64_t(cap);
+    std::string buf = text;
+    size_t len = buf.size();
+    buf.append(simdjson::SIMDJSON_PADDING, pad);
+    FileContext ctx;
+    Parser p;
+    p.parse(buf.data(), len, buf.size(), ctx, out);
+    Parser::finish(out);
+    ASSERT_EQ(out.rows, n);
+    ASSERT_EQ(out.pid.data(), pid_storage);  // the storage handed in was used, not reallocated
+    for (int i = 0; i < n; ++i) {
+      const size_t r = size_t(i);
+      const bool io = i % 5 != 4;
+      SCOPED_TRACE(i);
+      EXPECT_EQ(out.pid[r], i % 7);
+      EXPECT_EQ(out.tid[r], i % 13);
+      EXPECT_EQ(out.ts[r], 1000 + 3 * i);
+      EXPECT_EQ(out.dur[r], i % 5);
+      EXPECT_EQ(out.te[r], 1000 + 3 * i + i % 5);
+      EXPECT_EQ(out.size_mask[r], io ? 0 : 1);
+      EXPECT_EQ(out.size[r], io ? i % 4096 : 0);
+      EXPECT_EQ(out.offset_mask[r], i % 2 == 0 ? 0 : 1);
+      EXPECT_EQ(out.offset[r], i % 2 == 0 ? 10 * i : 0);
+      EXPECT_EQ(cat_of(out.name, r), io ? "read" : "compute");
+      EXPECT_EQ(cat_of(out.cat, r), i % 7 == 6 ? "<null>" : "POSIX");
+      EXPECT_EQ(cat_of(out.ph, r), "X");
+      EXPECT_EQ(cat_of(out.hostname, r), i % 3 == 0 ? "h" + std::to_string(i % 2) : "<null>");
+      EXPECT_EQ(cat_of(out.fname, r), "<null>");
+      if (::testing::Test::HasFailure()) break;  // (one row's report is enough)
+    }
+  }
+}
