@@ -1030,6 +1030,8 @@ class DFAnalyzer:
         self._notes: List[str] = []
         self._schema: Optional[Dict[str, str]] = None
         self._metadata_futures = []
+        self._metadata_pending = None  # (held loads, their items, load keywords): picked on first use
+        self._metadata_lost = False
         self._metadata = None
         self._metadata_parts = None  # per batch: reader metadata dicts, frames or None (not concatenated yet)
         self._per_file: List[FileStats] = []
@@ -1097,6 +1099,9 @@ class DFAnalyzer:
         self._closed = True
         self._final_parts = []
         self._events = None
+        if self._metadata_pending is not None and self._metadata is None:
+            self._metadata_lost = True  # released with the frames before it was read
+        self._metadata_pending = None
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
@@ -1274,8 +1279,6 @@ class DFAnalyzer:
                 load_f[k], infos[k], aligned[k] = f, i, al
             del new_f
             held = _holders(c, load_f)
-        # metadata frames: one future per worker, gathered on first use of .metadata
-        self._metadata_futures = _gather_each(c, load_f, items, 1, load, held, gather=False)
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
@@ -1292,7 +1295,13 @@ class DFAnalyzer:
             for k, (f, part) in enumerate(zip(load_f, plan))
         ):
             final = load_f  # every batch is a partition as it was loaded: no partition task
+            # their metadata stays beside them on the workers until .metadata is first asked for
+            # (the frames are held until close): no pick tasks in a load that never reads it
+            self._metadata_pending = (load_f, items, load)
         else:
+            # metadata frames: one future per worker, gathered on first use of .metadata; picked
+            # now, as the loads are released once assembled into partitions
+            self._metadata_futures = _gather_each(c, load_f, items, 1, load, held, gather=False)
             where = {k: w for w, ks in held.items() for k in ks}
             name = f"dfanalyzer-events-{uuid.uuid4().hex}"
             final = []
@@ -1417,7 +1426,15 @@ class DFAnalyzer:
     # -- accessors ----------------------------------------------------------------------------
     @property
     def metadata(self) -> pd.DataFrame:
-        """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once)."""
+        """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once). On a cluster,
+        where the loaded batches are the held partitions, their metadata stays on the workers until
+        first asked for: read it before :meth:`close` (after, ``RuntimeError``)."""
+        if self._metadata is None and self._metadata_lost:
+            raise RuntimeError(
+                "DFAnalyzer.metadata: the analyzer was closed before its metadata was read "
+                "(it was held on the workers with the events); read .metadata before close()"
+            )
+        self._pick_pending_metadata()
         if self._metadata is None and self._metadata_parts is not None and not self._metadata_futures:
             from .reader import metadata_frame
 
@@ -1428,16 +1445,28 @@ class DFAnalyzer:
         if self._metadata is None:
             if not self._metadata_futures:
                 self._ensure_loaded()
+                self._pick_pending_metadata()
             parts = self._metadata_futures  # [(batch indices, future of their frames)], per worker
             n = sum(len(ks) for ks, _ in parts)
             self._metadata = _concat_metadata(_values_in_order(self.client, parts, n))
             self._metadata_futures = []
         return self._metadata
 
+    def _pick_pending_metadata(self) -> None:
+        """Submit the per-worker metadata picks of held loads whose pick waited for this first
+        use (:meth:`_load`, loads that are the partitions): where the frames are now (a lost
+        worker's loads were computed again elsewhere; a load without its entry is loaded again)."""
+        if self._metadata_pending is None or self._closed:
+            return
+        futures, items, load = self._metadata_pending
+        self._metadata_pending = None
+        self._metadata_futures = _gather_each(self.client, futures, items, 1, load, gather=False)
+
     def _metadata_for_sanity(self):
         """:attr:`metadata`, or the batches' metadata dicts while no frame is needed (a streamed
         distributed summary: :func:`dfanalyzer.sanity.commands` reads both alike)."""
         parts = self._metadata_parts
+        self._pick_pending_metadata()
         if self._metadata is None and parts is not None and not self._metadata_futures:
             if not any(m is not None and not isinstance(m, dict) for m in parts):
                 return [m for m in parts if m is not None]

@@ -274,3 +274,57 @@ def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(tra
     del ev
     gc.collect()
     assert ("t", 5) not in analyzer._LOADED
+
+
+def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_path):
+    """Where the loaded batches are the partitions (held until close), their metadata stays beside
+    them on the workers: loading the events runs the per-worker info picks only; the first
+    ``metadata`` runs one metadata pick per worker holding batches and equals the file's ``ph: M``
+    records in order; an analyzer closed before reading it raises, it does not give an empty frame."""
+    from distributed import get_task_stream
+
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    path = str(tmp_path / "md.pfw.gz")
+    names = _write_with_metadata(path, 3000)
+    with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+        with get_task_stream(client=c) as ts_load:
+            n = len(an.events)
+        st = an.stats
+        holders = {w[0] for w in c.who_has(an.partitions()).values()}
+        with get_task_stream(client=c) as ts_md:
+            md = an.metadata
+        again = an.metadata
+    assert n == 3000 and st["partitions"] == st["batches"] >= 3, st
+    picks = [t["key"] for t in ts_load.data if str(t["key"]).startswith("_loaded_each")]
+    assert len(picks) == len(holders), picks  # the infos' picks, one per worker holding batches
+    picks = [t["key"] for t in ts_md.data if str(t["key"]).startswith("_loaded_each")]
+    assert len(picks) == len(holders), picks  # now the metadata's
+    assert md["name"].astype(str).tolist() == names and again is md
+    with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+        assert len(an.events) == 3000
+    with pytest.raises(RuntimeError, match="closed before its metadata was read"):
+        an.metadata  # noqa: B018
+
+
+def test_meta_is_what_clear_known_categories_makes():
+    """``make_meta`` builds its unknown-category columns directly: the same frame, dtypes and
+    category dtypes as Dask's ``clear_known_categories`` of the empty columns (the independent
+    truth), categories unknown to Dask."""
+    from dask.dataframe.utils import clear_known_categories, has_known_categories
+
+    from dfanalyzer import schema
+
+    sch = {"fname": "category", "arg_size": "Int64", "ratio": "Float64", "host": "category", "n": "int64"}
+    for s in ({}, sch):
+        cols = {c: schema.empty_column(k, 0) for c, k in list(schema.CORE_COLUMNS) + list(s.items())}
+        want = clear_known_categories(pd.DataFrame(cols))
+        got = schema.make_meta(s)
+        pd.testing.assert_frame_equal(got, want)
+        assert list(got.dtypes) == list(want.dtypes) and type(got.index) is type(want.index)
+        cats = [c for c in got.columns if isinstance(got[c].dtype, pd.CategoricalDtype)]
+        assert cats and all(not has_known_categories(got[c]) for c in cats)
+        for c in cats:
+            assert got[c].cat.categories.dtype == want[c].cat.categories.dtype
+            assert got[c].values.codes.dtype == want[c].values.codes.dtype
