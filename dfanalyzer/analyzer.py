@@ -663,6 +663,51 @@ def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
     return out
 
 
+def _stashed(name: str) -> Dict[int, tuple]:
+    """On a worker (``client.run``, in its event loop): ``{k: (info, aligned)}`` of the loads
+    ``(name, k)`` whose frames this worker holds (their :data:`_LOADED` entries)."""
+    return {k: (v[1], v[2]) for (n, k), v in list(_LOADED.items()) if n == name}
+
+
+def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dict):
+    """``(held, infos, aligned)`` of the finished loads ``futures`` (keys ``(name, k)``, results of
+    :func:`_load_frame_task` of ``items``): ``held`` as :func:`_holders` gives it, and each load's
+    ``(info, aligned)``. One ``client.run`` asks every worker for the entries it holds (no task,
+    no ``who_has``: ~1 round trip instead of 3 and 2 tasks); a load no worker answered for (its
+    worker lost, its frame moved or spilled, so its entry is gone) gets its info from
+    :func:`_gather_each`'s per-worker picks, which load it again where needed."""
+    n = len(futures)
+    infos: list = [None] * n
+    aligned: list = [None] * n
+    where: Dict[int, str] = {}
+    try:
+        got = client.run(_stashed, name, on_error="return")
+    except Exception:  # a worker lost during the call: every load takes the picks' path
+        got = {}
+    for w in sorted(got):
+        res = got[w]
+        if not isinstance(res, dict):
+            continue  # this worker failed to answer: its loads are missing
+        for k, (info, al) in res.items():
+            if 0 <= k < n and infos[k] is None and futures[k].key == (name, k):
+                infos[k], aligned[k], where[k] = info, al, w
+    held: Dict[Optional[str], List[int]] = {}
+    for k in sorted(where):
+        held.setdefault(where[k], []).append(k)
+    missing = [k for k in range(n) if infos[k] is None]
+    if missing:
+        sub = [futures[k] for k in missing]
+        sub_held = _holders(client, sub)
+        picked = _gather_each(client, sub, [items[k] for k in missing], 2, load, sub_held)
+        for k, (info, al) in zip(missing, picked):
+            infos[k], aligned[k] = info, al
+        for w, ks in sub_held.items():
+            held.setdefault(w, []).extend(missing[j] for j in ks)
+        for ks in held.values():
+            ks.sort()
+    return held, infos, aligned
+
+
 def _holders(client, futures: list) -> Dict[Optional[str], List[int]]:
     """Worker address → indices of ``futures`` (finished) that it holds, in order; one scheduler
     round trip. A future no worker holds (its worker just died) goes under None."""
@@ -1260,8 +1305,7 @@ class DFAnalyzer:
         )
         self._wait(load_f, "loading")
         _check_futures(load_f, items)
-        held = _holders(c, load_f)
-        infos, aligned = map(list, zip(*_gather_each(c, load_f, items, 2, load, held))) if items else ([], [])
+        held, infos, aligned = _infos_of_loads(c, load_f, items, name, load) if items else ({}, [], [])
         _raise_failed(items, infos)
         # bounded args columns: when some batch had too many args keys, every batch gets the same
         # global choice of columns (the others in args_extra); only the batches that differ reload

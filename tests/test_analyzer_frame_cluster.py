@@ -215,14 +215,14 @@ def test_a_worker_killed_after_loading_loses_nothing(traces, tmp_path, monkeypat
 
     from dfanalyzer import DFAnalyzer, analyzer
 
-    holders = analyzer._holders
+    infos_of_loads = analyzer._infos_of_loads
     killed = []
 
-    def kill_then_holders(client, futures):
+    def kill_then_infos(client, *args):
         if not killed:
             killed.append(1)
             _kill_a_worker(client)
-        return holders(client, futures)
+        return infos_of_loads(client, *args)
 
     md_path = str(tmp_path / "md.pfw.gz")
     md_names = _write_with_metadata(md_path, 3000)
@@ -230,14 +230,14 @@ def test_a_worker_killed_after_loading_loses_nothing(traces, tmp_path, monkeypat
         LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50) as cl,
         Client(cl, set_as_default=False) as c,
     ):
-        monkeypatch.setattr(analyzer, "_holders", kill_then_holders)
+        monkeypatch.setattr(analyzer, "_infos_of_loads", kill_then_infos)
         with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
             st = an.stats
             assert killed and st["events"] == EVENTS and st["partitions"] == st["batches"] >= 4 * FILES
             ev = c.compute(an.events).result()
             files = list(an.files)
         _compare(ev, _oracle(files))
-        monkeypatch.setattr(analyzer, "_holders", holders)
+        monkeypatch.setattr(analyzer, "_infos_of_loads", infos_of_loads)
         # the held partitions (the loaded batches themselves) of one worker lost, with metadata
         with DFAnalyzer(md_path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
             st = an.stats
@@ -278,7 +278,8 @@ def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(tra
 
 def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_path):
     """Where the loaded batches are the partitions (held until close), their metadata stays beside
-    them on the workers: loading the events runs the per-worker info picks only; the first
+    them on the workers: loading the events runs no pick task (the infos come by one
+    ``client.run``, and are what the pick task gives); the first
     ``metadata`` runs one metadata pick per worker holding batches and equals the file's ``ph: M``
     records in order; an analyzer closed before reading it raises, it does not give an empty frame."""
     from distributed import get_task_stream
@@ -297,8 +298,8 @@ def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_pat
             md = an.metadata
         again = an.metadata
     assert n == 3000 and st["partitions"] == st["batches"] >= 3, st
-    picks = [t["key"] for t in ts_load.data if str(t["key"]).startswith("_loaded_each")]
-    assert len(picks) == len(holders), picks  # the infos' picks, one per worker holding batches
+    ran = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts_load.data]
+    assert [k for k in ran if k.startswith("_loaded_each")] == [], ran
     picks = [t["key"] for t in ts_md.data if str(t["key"]).startswith("_loaded_each")]
     assert len(picks) == len(holders), picks  # now the metadata's
     assert md["name"].astype(str).tolist() == names and again is md
