@@ -329,3 +329,30 @@ def test_meta_is_what_clear_known_categories_makes():
         for c in cats:
             assert got[c].cat.categories.dtype == want[c].cat.categories.dtype
             assert got[c].values.codes.dtype == want[c].values.codes.dtype
+
+
+def test_len_of_held_events_is_their_planned_row_count(traces, cluster_client):
+    """``len(events)`` is the sum of the partitions' planned row counts, read without building
+    Dask's non-empty meta frame (no ``meta_nonempty`` call, no task), and equals the rows the
+    workers hold; the events are still a Dask DataFrame, and what is derived from them is too."""
+    import dask.dataframe as dd
+    from dask.dataframe.dispatch import meta_nonempty
+
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    calls = []
+    orig = meta_nonempty.dispatch(pd.DataFrame)
+    meta_nonempty.register(pd.DataFrame)(lambda x: (calls.append(1), orig(x))[1])
+    try:
+        with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+            ev = an.events
+            n = len(ev)
+            seen = list(calls)
+            rows = c.compute(ev.map_partitions(len)).result().tolist()
+            sub = ev[ev["dur"] >= 0]
+            n_sub = c.compute(sub.map_partitions(len)).result().sum()
+    finally:
+        meta_nonempty.register(pd.DataFrame)(orig)
+    assert seen == [] and n == sum(rows) == EVENTS == n_sub
+    assert isinstance(ev, dd.DataFrame) and isinstance(sub, dd.DataFrame)
