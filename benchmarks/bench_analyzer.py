@@ -42,7 +42,10 @@ ratios; ``--ir NAME=DIR,...`` adds callgrind instruction counts (Ir) of one meas
 vs the naive ``read_text`` + ``json.loads`` bag (event lines counted), one ``LocalCluster`` of
 ``--workers`` processes, ``--repeat`` alternating rounds; CPU (client + workers) per event and
 bag ÷ ours; CPU split client (+ scheduler) / workers; ``--quiet-cluster``: the cluster with
-``dfanalyzer.cluster.QUIET_CONFIG``, as ``DFAnalyzer`` starts its own.
+``dfanalyzer.cluster.QUIET_CONFIG``, as ``DFAnalyzer`` starts its own. Each run's window opens on a
+settled cluster (the previous run's data freed, garbage collected in every process, outside the
+window) and closes once the cluster has freed this run's own data (inside); ``--no-settle``: the
+windows of the earlier rounds (opened and closed right around the call).
 
 ``--cluster-compare DIR``: warm summary of DIR with ``--workers`` threads vs a running loopback
 cluster (``dask scheduler`` + ``--workers`` single-thread ``dask worker --no-nanny`` commands;
@@ -670,6 +673,37 @@ def _cpu_of(pids) -> float:
     return tot
 
 
+def _cluster_holds(dask_scheduler=None) -> int:
+    """On the scheduler: the tasks it still knows and the keys its workers still hold."""
+    return len(dask_scheduler.tasks) + sum(len(ws.has_what) for ws in dask_scheduler.workers.values())
+
+
+def _worker_holds(dask_worker=None) -> int:
+    return len(dask_worker.data) + len(dask_worker.state.tasks)
+
+
+def _drained(client, timeout: float = 10.0) -> None:
+    """Wait until the scheduler knows no task and every worker has freed its data (what the last
+    run released): the release of a run's results is asynchronous (client → scheduler → workers)."""
+    end = time.monotonic() + timeout
+    while (client.run_on_scheduler(_cluster_holds) or any(client.run(_worker_holds).values())) and (
+        time.monotonic() < end
+    ):
+        time.sleep(0.01)
+
+
+def _settle(client) -> None:
+    """Before a measured window (not timed): the previous run's data freed, then a full garbage
+    collection in the client process (client, scheduler and nannies of a ``LocalCluster``) and in
+    every worker, so that no run pays for a collection the previous run's objects made due."""
+    import gc
+
+    _drained(client)
+    client.run(gc.collect)
+    gc.collect()
+    time.sleep(0.2)
+
+
 def _import_frame_libs() -> None:
     import dask.dataframe  # noqa: F401
     import pandas  # noqa: F401
@@ -678,13 +712,24 @@ def _import_frame_libs() -> None:
     import dfanalyzer.reader  # noqa: F401
 
 
-def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False) -> dict:
+def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False, settle: bool = True) -> dict:
     """``DFAnalyzer(paths).events`` cold (indexes removed, persisted, ``len``) vs the naive
     ``dask.bag.read_text(paths).filter(event line).map(json.loads).count()``, on one
     ``LocalCluster`` of ``workers`` single-thread worker processes, ``repeat`` alternating rounds.
     Wall and CPU (client + workers, ``psutil``) of each; CPU µs per event, events/s per core
     (events / CPU s) and bag ÷ ours; medians. ``quiet``: the cluster gets
-    ``dfanalyzer.cluster.QUIET_CONFIG`` (what ``DFAnalyzer`` itself starts without a client)."""
+    ``dfanalyzer.cluster.QUIET_CONFIG`` (what ``DFAnalyzer`` itself starts without a client).
+
+    What a run's CPU counts: every thread of the client process (the caller's thread, the client's
+    event loop, and, a ``LocalCluster`` living there, the scheduler and the nannies) and of the
+    worker processes, from the call until (``settle``) the workers have freed the run's data after
+    its release (``DFAnalyzer.close`` / the bag's result dropped): the run's own frees are its cost,
+    and the cluster's idle CPU while it runs too. Not counted: the cluster's start and the workers'
+    import of pandas/dask.dataframe/dfanalyzer (before the first round, for both sides); with
+    ``settle`` the previous run's frees and a full garbage collection before each window (the
+    collection that the previous run's objects would trigger is not charged to the next run).
+    Without ``settle`` the window is opened and closed right around the call (earlier rounds:
+    the previous run's frees and garbage land in the next window, the run's own frees do not)."""
     import contextlib
 
     import dask
@@ -717,8 +762,12 @@ def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False) -> dict:
 
         for r in range(repeat):
             for name, fn in (("ours", ours), ("bag", bag)) if r % 2 == 0 else (("bag", bag), ("ours", ours)):
+                if settle:
+                    _settle(client)
                 c0, w0, t0 = _cpu_of(pids[:1]), _cpu_of(pids[1:]), time.perf_counter()
                 n = fn()
+                if settle:
+                    _drained(client)  # this run's frees, in its window
                 wall = time.perf_counter() - t0
                 cc, cw = _cpu_of(pids[:1]) - c0, _cpu_of(pids[1:]) - w0
                 cpu = cc + cw
@@ -757,7 +806,10 @@ def frame_vs_bag(paths, workers: int, repeat: int, quiet: bool = False) -> dict:
         f"{o['events_per_s_per_core'] / 1e6:.2f} | {b['wall_s']:.2f} | {b['cpu_s']:.2f} | "
         f"{out['bag_over_ours_cpu']:.1f} ({out['bag_over_ours_wall']:.1f}) |"
     )
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}, quiet cluster config: {quiet}")
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}, quiet cluster config: {quiet}, "
+        f"settled windows: {settle}"
+    )
     return out
 
 
@@ -815,6 +867,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--no-cli", action="store_true", help="--cluster-compare: in-process runs only")
     ap.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="--frame-vs-bag: open and close each run's CPU window right around the call (no wait for the "
+        "previous run's frees, no garbage collection before it, this run's frees not waited for)",
+    )
+    ap.add_argument(
         "--cluster-compare",
         default=None,
         metavar="DIR",
@@ -834,7 +892,13 @@ def main(argv=None) -> int:
 
         logging.getLogger("distributed").setLevel(logging.ERROR)
         d = os.path.abspath(a.frame_vs_bag)
-        out = frame_vs_bag(sorted(glob.glob(os.path.join(d, "*.pfw.gz"))), a.workers, max(1, a.repeat), quiet=a.quiet)
+        out = frame_vs_bag(
+            sorted(glob.glob(os.path.join(d, "*.pfw.gz"))),
+            a.workers,
+            max(1, a.repeat),
+            quiet=a.quiet,
+            settle=not a.no_settle,
+        )
         if a.json:
             with open(a.json, "w") as fh:
                 json.dump(out, fh, indent=2)

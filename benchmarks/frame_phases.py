@@ -130,7 +130,7 @@ def main() -> None:
         mark("index+plan")
 
     DFAnalyzer._index_and_plan = _plan
-    for fn in ("_holders", "_gather_each", "_held_frame"):
+    for fn in ("_infos_of_loads", "_holders", "_gather_each", "_held_frame"):
         orig = getattr(A, fn, None)
         if orig is not None:
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from dask.dataframe.dask_expr._collection import new_collection
+from dask.dataframe.dask_expr._collection import DataFrame, new_collection
 from dask.dataframe.dask_expr._expr import Lengths, Literal
 from dask.dataframe.dask_expr._reductions import Len
 from dask.dataframe.dask_expr.io.io import FromGraph
@@ -48,6 +48,20 @@ class HeldFrame(FromGraph):
         return super()._simplify_up(parent, dependents)
 
 
+class HeldDataFrame(DataFrame):
+    """Dask DataFrame of a :class:`HeldFrame` whose ``len`` is the sum of its known partition
+    lengths, read directly: Dask's own ``len`` first builds a non-empty meta frame of every column
+    (``meta_nonempty``, 15-40 ms of client CPU for the events' ~23 columns) before the expression
+    is simplified to that same sum. Everything else is Dask's DataFrame (what is derived from it,
+    pickled or persisted is a plain one; its ``len`` is the same number by :class:`HeldFrame`)."""
+
+    def __len__(self):
+        e = self.expr
+        if isinstance(e, HeldFrame) and e.operand("lengths") is not None:
+            return sum(e.operand("lengths"))
+        return super().__len__()
+
+
 def held_frame(futures: list, meta, name: str, lengths=None):
     """Dask DataFrame of the held ``futures`` (keys ``(name, 0..n-1)``, in order), ``meta`` its
     exact empty frame, divisions unknown; ``lengths``: the exact row count of each partition
@@ -60,4 +74,5 @@ def held_frame(futures: list, meta, name: str, lengths=None):
         if len(lengths) != len(futures):
             raise ValueError(f"{len(lengths)} lengths for {len(futures)} partitions")
     layer = dict(zip(keys, futures))
-    return new_collection(HeldFrame(layer, meta, (None,) * (len(futures) + 1), keys, name, lengths))
+    out = new_collection(HeldFrame(layer, meta, (None,) * (len(futures) + 1), keys, name, lengths))
+    return HeldDataFrame(out.expr) if type(out) is DataFrame else out

@@ -215,14 +215,14 @@ def test_a_worker_killed_after_loading_loses_nothing(traces, tmp_path, monkeypat
 
     from dfanalyzer import DFAnalyzer, analyzer
 
-    holders = analyzer._holders
+    infos_of_loads = analyzer._infos_of_loads
     killed = []
 
-    def kill_then_holders(client, futures):
+    def kill_then_infos(client, *args):
         if not killed:
             killed.append(1)
             _kill_a_worker(client)
-        return holders(client, futures)
+        return infos_of_loads(client, *args)
 
     md_path = str(tmp_path / "md.pfw.gz")
     md_names = _write_with_metadata(md_path, 3000)
@@ -230,14 +230,14 @@ def test_a_worker_killed_after_loading_loses_nothing(traces, tmp_path, monkeypat
         LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50) as cl,
         Client(cl, set_as_default=False) as c,
     ):
-        monkeypatch.setattr(analyzer, "_holders", kill_then_holders)
+        monkeypatch.setattr(analyzer, "_infos_of_loads", kill_then_infos)
         with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
             st = an.stats
             assert killed and st["events"] == EVENTS and st["partitions"] == st["batches"] >= 4 * FILES
             ev = c.compute(an.events).result()
             files = list(an.files)
         _compare(ev, _oracle(files))
-        monkeypatch.setattr(analyzer, "_holders", holders)
+        monkeypatch.setattr(analyzer, "_infos_of_loads", infos_of_loads)
         # the held partitions (the loaded batches themselves) of one worker lost, with metadata
         with DFAnalyzer(md_path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
             st = an.stats
@@ -274,3 +274,85 @@ def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(tra
     del ev
     gc.collect()
     assert ("t", 5) not in analyzer._LOADED
+
+
+def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_path):
+    """Where the loaded batches are the partitions (held until close), their metadata stays beside
+    them on the workers: loading the events runs no pick task (the infos come by one
+    ``client.run``, and are what the pick task gives); the first
+    ``metadata`` runs one metadata pick per worker holding batches and equals the file's ``ph: M``
+    records in order; an analyzer closed before reading it raises, it does not give an empty frame."""
+    from distributed import get_task_stream
+
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    path = str(tmp_path / "md.pfw.gz")
+    names = _write_with_metadata(path, 3000)
+    with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+        with get_task_stream(client=c) as ts_load:
+            n = len(an.events)
+        st = an.stats
+        holders = {w[0] for w in c.who_has(an.partitions()).values()}
+        with get_task_stream(client=c) as ts_md:
+            md = an.metadata
+        again = an.metadata
+    assert n == 3000 and st["partitions"] == st["batches"] >= 3, st
+    ran = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts_load.data]
+    assert [k for k in ran if k.startswith("_loaded_each")] == [], ran
+    picks = [t["key"] for t in ts_md.data if str(t["key"]).startswith("_loaded_each")]
+    assert len(picks) == len(holders), picks  # now the metadata's
+    assert md["name"].astype(str).tolist() == names and again is md
+    with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+        assert len(an.events) == 3000
+    with pytest.raises(RuntimeError, match="closed before its metadata was read"):
+        an.metadata  # noqa: B018
+
+
+def test_meta_is_what_clear_known_categories_makes():
+    """``make_meta`` builds its unknown-category columns directly: the same frame, dtypes and
+    category dtypes as Dask's ``clear_known_categories`` of the empty columns (the independent
+    truth), categories unknown to Dask."""
+    from dask.dataframe.utils import clear_known_categories, has_known_categories
+
+    from dfanalyzer import schema
+
+    sch = {"fname": "category", "arg_size": "Int64", "ratio": "Float64", "host": "category", "n": "int64"}
+    for s in ({}, sch):
+        cols = {c: schema.empty_column(k, 0) for c, k in list(schema.CORE_COLUMNS) + list(s.items())}
+        want = clear_known_categories(pd.DataFrame(cols))
+        got = schema.make_meta(s)
+        pd.testing.assert_frame_equal(got, want)
+        assert list(got.dtypes) == list(want.dtypes) and type(got.index) is type(want.index)
+        cats = [c for c in got.columns if isinstance(got[c].dtype, pd.CategoricalDtype)]
+        assert cats and all(not has_known_categories(got[c]) for c in cats)
+        for c in cats:
+            assert got[c].cat.categories.dtype == want[c].cat.categories.dtype
+            assert got[c].values.codes.dtype == want[c].values.codes.dtype
+
+
+def test_len_of_held_events_is_their_planned_row_count(traces, cluster_client):
+    """``len(events)`` is the sum of the partitions' planned row counts, read without building
+    Dask's non-empty meta frame (no ``meta_nonempty`` call, no task), and equals the rows the
+    workers hold; the events are still a Dask DataFrame, and what is derived from them is too."""
+    import dask.dataframe as dd
+    from dask.dataframe.dispatch import meta_nonempty
+
+    from dfanalyzer import DFAnalyzer
+
+    c = cluster_client
+    calls = []
+    orig = meta_nonempty.dispatch(pd.DataFrame)
+    meta_nonempty.register(pd.DataFrame)(lambda x: (calls.append(1), orig(x))[1])
+    try:
+        with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+            ev = an.events
+            n = len(ev)
+            seen = list(calls)
+            rows = c.compute(ev.map_partitions(len)).result().tolist()
+            sub = ev[ev["dur"] >= 0]
+            n_sub = c.compute(sub.map_partitions(len)).result().sum()
+    finally:
+        meta_nonempty.register(pd.DataFrame)(orig)
+    assert seen == [] and n == sum(rows) == EVENTS == n_sub
+    assert isinstance(ev, dd.DataFrame) and isinstance(sub, dd.DataFrame)
