@@ -664,21 +664,24 @@ def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
 
 
 def _stashed(name: str) -> Dict[int, tuple]:
-    """On a worker (``client.run``, in its event loop): ``{k: (info, aligned)}`` of the loads
-    ``(name, k)`` whose frames this worker holds (their :data:`_LOADED` entries)."""
-    return {k: (v[1], v[2]) for (n, k), v in list(_LOADED.items()) if n == name}
+    """On a worker (``client.run``, in its event loop): ``{k: (info, aligned, metadata)}`` of the
+    loads ``(name, k)`` whose frames this worker holds (their :data:`_LOADED` entries; the
+    metadata is the few ``ph: "M"`` records of the batch)."""
+    return {k: (v[1], v[2], v[0]) for (n, k), v in list(_LOADED.items()) if n == name}
 
 
 def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dict):
-    """``(held, infos, aligned)`` of the finished loads ``futures`` (keys ``(name, k)``, results of
-    :func:`_load_frame_task` of ``items``): ``held`` as :func:`_holders` gives it, and each load's
-    ``(info, aligned)``. One ``client.run`` asks every worker for the entries it holds (no task,
+    """``(held, infos, aligned, metadata)`` of the finished loads ``futures`` (keys ``(name, k)``,
+    results of :func:`_load_frame_task` of ``items``): ``held`` as :func:`_holders` gives it, and
+    each load's ``(info, aligned)`` and metadata (``None`` for the whole list when some load was
+    not answered for: its metadata is then picked with the others, :func:`_gather_each`). One ``client.run`` asks every worker for the entries it holds (no task,
     no ``who_has``: ~1 round trip instead of 3 and 2 tasks); a load no worker answered for (its
     worker lost, its frame moved or spilled, so its entry is gone) gets its info from
     :func:`_gather_each`'s per-worker picks, which load it again where needed."""
     n = len(futures)
     infos: list = [None] * n
     aligned: list = [None] * n
+    mds: list = [None] * n
     where: Dict[int, str] = {}
     try:
         got = client.run(_stashed, name, on_error="return")
@@ -688,9 +691,9 @@ def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dic
         res = got[w]
         if not isinstance(res, dict):
             continue  # this worker failed to answer: its loads are missing
-        for k, (info, al) in res.items():
+        for k, (info, al, md) in res.items():
             if 0 <= k < n and infos[k] is None and futures[k].key == (name, k):
-                infos[k], aligned[k], where[k] = info, al, w
+                infos[k], aligned[k], mds[k], where[k] = info, al, md, w
     held: Dict[Optional[str], List[int]] = {}
     for k in sorted(where):
         held.setdefault(where[k], []).append(k)
@@ -705,7 +708,8 @@ def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dic
             held.setdefault(w, []).extend(missing[j] for j in ks)
         for ks in held.values():
             ks.sort()
-    return held, infos, aligned
+        mds = None
+    return held, infos, aligned, mds
 
 
 def _holders(client, futures: list) -> Dict[Optional[str], List[int]]:
@@ -1075,8 +1079,6 @@ class DFAnalyzer:
         self._notes: List[str] = []
         self._schema: Optional[Dict[str, str]] = None
         self._metadata_futures = []
-        self._metadata_pending = None  # (held loads, their items, load keywords): picked on first use
-        self._metadata_lost = False
         self._metadata = None
         self._metadata_parts = None  # per batch: reader metadata dicts, frames or None (not concatenated yet)
         self._per_file: List[FileStats] = []
@@ -1144,9 +1146,6 @@ class DFAnalyzer:
         self._closed = True
         self._final_parts = []
         self._events = None
-        if self._metadata_pending is not None and self._metadata is None:
-            self._metadata_lost = True  # released with the frames before it was read
-        self._metadata_pending = None
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
@@ -1305,7 +1304,7 @@ class DFAnalyzer:
         )
         self._wait(load_f, "loading")
         _check_futures(load_f, items)
-        held, infos, aligned = _infos_of_loads(c, load_f, items, name, load) if items else ({}, [], [])
+        held, infos, aligned, mds = _infos_of_loads(c, load_f, items, name, load) if items else ({}, [], [], [])
         _raise_failed(items, infos)
         # bounded args columns: when some batch had too many args keys, every batch gets the same
         # global choice of columns (the others in args_extra); only the batches that differ reload
@@ -1323,6 +1322,7 @@ class DFAnalyzer:
                 load_f[k], infos[k], aligned[k] = f, i, al
             del new_f
             held = _holders(c, load_f)
+            mds = None  # (the reloaded batches' metadata is picked with the others)
         schema = union_schema([i.schema for i in infos])
         meta = make_meta(schema)
         # (5) partitions = the loaded batches (small neighbours packed, oversized ones sliced),
@@ -1334,18 +1334,21 @@ class DFAnalyzer:
         plan = plan_partitions(rows, target)
         # the partitions' keys are those the collection's graph names (_HeldFrame): no alias task
         union = list(schema.items())
+        final = None
         if len(plan) == len(load_f) and all(
             f.key == (name, k) and part == [(k, 0, rows[k])] and aligned[k] and list(infos[k].schema.items()) == union
             for k, (f, part) in enumerate(zip(load_f, plan))
         ):
             final = load_f  # every batch is a partition as it was loaded: no partition task
-            # their metadata stays beside them on the workers until .metadata is first asked for
-            # (the frames are held until close): no pick tasks in a load that never reads it
-            self._metadata_pending = (load_f, items, load)
+        if mds is not None:
+            # the metadata came with the infos (one client.run, no pick task); the frame is made
+            # on first use of .metadata, which keeps working after close()
+            self._metadata_parts = mds
         else:
             # metadata frames: one future per worker, gathered on first use of .metadata; picked
-            # now, as the loads are released once assembled into partitions
+            # now, as the loads are released once assembled into partitions or reloaded
             self._metadata_futures = _gather_each(c, load_f, items, 1, load, held, gather=False)
+        if final is None:
             where = {k: w for w, ks in held.items() for k in ks}
             name = f"dfanalyzer-events-{uuid.uuid4().hex}"
             final = []
@@ -1470,15 +1473,10 @@ class DFAnalyzer:
     # -- accessors ----------------------------------------------------------------------------
     @property
     def metadata(self) -> pd.DataFrame:
-        """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once). On a cluster,
-        where the loaded batches are the held partitions, their metadata stays on the workers until
-        first asked for: read it before :meth:`close` (after, ``RuntimeError``)."""
-        if self._metadata is None and self._metadata_lost:
-            raise RuntimeError(
-                "DFAnalyzer.metadata: the analyzer was closed before its metadata was read "
-                "(it was held on the workers with the events); read .metadata before close()"
-            )
-        self._pick_pending_metadata()
+        """The ``ph: "M"`` records of all files (pandas DataFrame, gathered once; loads the events
+        first when they are not loaded yet)."""
+        if self._metadata is None and self._metadata_parts is None and not self._metadata_futures:
+            self._ensure_loaded()
         if self._metadata is None and self._metadata_parts is not None and not self._metadata_futures:
             from .reader import metadata_frame
 
@@ -1487,30 +1485,16 @@ class DFAnalyzer:
             )
             self._metadata_parts = None
         if self._metadata is None:
-            if not self._metadata_futures:
-                self._ensure_loaded()
-                self._pick_pending_metadata()
             parts = self._metadata_futures  # [(batch indices, future of their frames)], per worker
             n = sum(len(ks) for ks, _ in parts)
             self._metadata = _concat_metadata(_values_in_order(self.client, parts, n))
             self._metadata_futures = []
         return self._metadata
 
-    def _pick_pending_metadata(self) -> None:
-        """Submit the per-worker metadata picks of held loads whose pick waited for this first
-        use (:meth:`_load`, loads that are the partitions): where the frames are now (a lost
-        worker's loads were computed again elsewhere; a load without its entry is loaded again)."""
-        if self._metadata_pending is None or self._closed:
-            return
-        futures, items, load = self._metadata_pending
-        self._metadata_pending = None
-        self._metadata_futures = _gather_each(self.client, futures, items, 1, load, gather=False)
-
     def _metadata_for_sanity(self):
         """:attr:`metadata`, or the batches' metadata dicts while no frame is needed (a streamed
         distributed summary: :func:`dfanalyzer.sanity.commands` reads both alike)."""
         parts = self._metadata_parts
-        self._pick_pending_metadata()
         if self._metadata is None and parts is not None and not self._metadata_futures:
             if not any(m is not None and not isinstance(m, dict) for m in parts):
                 return [m for m in parts if m is not None]

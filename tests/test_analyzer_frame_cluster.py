@@ -276,12 +276,11 @@ def test_loaded_entry_lives_with_its_frame_and_a_missing_one_is_loaded_again(tra
     assert ("t", 5) not in analyzer._LOADED
 
 
-def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_path):
-    """Where the loaded batches are the partitions (held until close), their metadata stays beside
-    them on the workers: loading the events runs no pick task (the infos come by one
-    ``client.run``, and are what the pick task gives); the first
-    ``metadata`` runs one metadata pick per worker holding batches and equals the file's ``ph: M``
-    records in order; an analyzer closed before reading it raises, it does not give an empty frame."""
+def test_metadata_of_held_batches_comes_with_their_infos(cluster_client, tmp_path):
+    """Where the loaded batches are the partitions (held until close), their metadata comes back
+    with their infos by the one ``client.run``: neither loading the events nor reading
+    ``metadata`` runs a pick task, and ``metadata`` equals the file's ``ph: M`` records in order
+    (truth: the names written), also when first read after ``close()``."""
     from distributed import get_task_stream
 
     from dfanalyzer import DFAnalyzer
@@ -290,23 +289,18 @@ def test_metadata_of_held_batches_is_picked_on_first_use(cluster_client, tmp_pat
     path = str(tmp_path / "md.pfw.gz")
     names = _write_with_metadata(path, 3000)
     with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
-        with get_task_stream(client=c) as ts_load:
+        with get_task_stream(client=c) as ts:
             n = len(an.events)
-        st = an.stats
-        holders = {w[0] for w in c.who_has(an.partitions()).values()}
-        with get_task_stream(client=c) as ts_md:
             md = an.metadata
+        st = an.stats
         again = an.metadata
     assert n == 3000 and st["partitions"] == st["batches"] >= 3, st
-    ran = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts_load.data]
-    assert [k for k in ran if k.startswith("_loaded_each")] == [], ran
-    picks = [t["key"] for t in ts_md.data if str(t["key"]).startswith("_loaded_each")]
-    assert len(picks) == len(holders), picks  # now the metadata's
+    ran = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data]
+    assert [k for k in ran if str(k).startswith("_loaded_each")] == [], ran
     assert md["name"].astype(str).tolist() == names and again is md
     with DFAnalyzer(path, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
         assert len(an.events) == 3000
-    with pytest.raises(RuntimeError, match="closed before its metadata was read"):
-        an.metadata  # noqa: B018
+    assert an.metadata["name"].astype(str).tolist() == names  # first read after close
 
 
 def test_meta_is_what_clear_known_categories_makes():
