@@ -513,6 +513,7 @@ struct Parser::Impl {
     uint64_t w0 = 0, w1 = 0;
     uint32_t len = UINT32_MAX;  // UINT32_MAX: empty
     int32_t code = -1;
+    Span32 cat;  // `,"cat":"S"` of the name's last line (a name keeps its category)
   };
   static constexpr size_t kNameCacheBits = 8;
   NameSlot name_cache[size_t(1) << kNameCacheBits];
@@ -520,8 +521,10 @@ struct Parser::Impl {
   Span32 mid_span;
   int64_t mid_pid = 0, mid_tid = 0;
   // Code of `name` in out.name (-1 when not interned yet); `name` points into the padded input.
-  __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out) {
+  // `slot`: its cache entry, or nullptr (not cached).
+  __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out, NameSlot*& slot) {
     size_t n = name.size();
+    slot = nullptr;
     if (n > 16) return out.name.find(name);
     uint64_t w[2];
     std::memcpy(w, name.data(), 16);  // (16 bytes are readable: the input is padded)
@@ -531,9 +534,19 @@ struct Parser::Impl {
     w[1] &= m1;
     NameSlot& e =
         name_cache[((w[0] ^ (w[1] * 0x9e3779b97f4a7c15ull) ^ n) * 0xbf58476d1ce4e5b9ull) >> (64 - kNameCacheBits)];
-    if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) return e.code;
+    if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) {
+      slot = &e;
+      return e.code;
+    }
     int32_t code = out.name.find(name);
-    if (code >= 0) e = NameSlot{w[0], w[1], uint32_t(n), code};
+    if (code >= 0) {
+      e.w0 = w[0];
+      e.w1 = w[1];
+      e.len = uint32_t(n);
+      e.code = code;
+      e.cat.len = 0;
+      slot = &e;
+    }
     return code;
   }
   std::string tmp;
@@ -963,7 +976,19 @@ struct Parser::Impl {
     } else if (!lit<kNulEnd>(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name) || !lit<kNulEnd>(q, e, kCat) || !str(cat)) return nullptr;
+    if (!str(name)) return nullptr;
+    // Args keys repeat per event name: the name's slots (if any) are matched in place.
+    NameSlot* ns;
+    int32_t nc = find_name(name, out, ns);
+    // `,"cat":"S"` as on the name's last line: the same category (the span ends with its quote)
+    if (ns && (kNulEnd || size_t(e - q) >= ns->cat.len) && ns->cat.at(q)) {
+      cat = std::string_view(q + 8, ns->cat.len - 9);
+      q += ns->cat.len;
+    } else {
+      const char* m = q;
+      if (!lit<kNulEnd>(q, e, kCat) || !str(cat)) return nullptr;
+      if (ns && q - m <= 32) ns->cat.set(m, size_t(q - m));
+    }
     // `,"pid":N,"tid":N,"ts":` as the last line's: the same two integers (the span ends in a
     // literal, so its numbers end where they ended then; every byte of it lies before `e`)
     if ((kNulEnd || size_t(e - q) >= mid_span.len) && mid_span.at(q)) {
@@ -982,8 +1007,6 @@ struct Parser::Impl {
     }
     if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur) || !lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
     staged.clear();
-    // Args keys repeat per event name: the name's slots (if any) are matched in place.
-    int32_t nc = find_name(name, out);
     const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
     if (lit<kNulEnd>(q, e, kArgs) && !lit1('}')) {
       for (;;) {
