@@ -335,14 +335,17 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
 
 // JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
 // Digits are found 16 at a time and read 8 at a time without a branch per digit (the input is
-// padded: 16 bytes can be read at any q <= e).
+// padded: 16 bytes can be read at any q <= e). `kNulEnd`: the byte at `e` is '\0' (not a digit,
+// not '-'), so the digits stop before `e` by themselves and the clamps to `e` are left out.
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
-  bool neg = q < e && *q == '-';
+  bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
   unsigned n = leading_digits16(q);
-  if (n > avail) n = unsigned(avail);
-  if (n == 0 || (n > 1 && *q == '0')) return nullptr;
+  if (!kNulEnd && n > avail) n = unsigned(avail);
+  // no leading zero, and no "-0" (the only zero without one is "0")
+  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
   uint64_t v;
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
@@ -360,28 +363,28 @@ __attribute__((always_inline)) inline const char* scan_int(const char* q, const 
 #endif
   if (n == 16) {  // 17 or 18 digits are valid, 19+ are not
     unsigned m = 0;
-    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
     n += m;
   }
-  if (neg && v == 0) return nullptr;
   out = neg ? -int64_t(v) : int64_t(v);
   return q + n;
 }
 
 // End of the JSON integer at q that scan_int would accept, without its value (the "id" field).
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* skip_int(const char* q, const char* e) {
-  bool neg = q < e && *q == '-';
+  bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
   unsigned n = leading_digits16(q);
-  if (n > avail) n = unsigned(avail);
+  if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || (n > 1 && *q == '0') || (neg && *q == '0')) return nullptr;
+  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
   if (n == 16) {
     unsigned m = 0;
-    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     n += m;
   }
@@ -968,11 +971,11 @@ struct Parser::Impl {
       q = z + 1;
       return true;
     };
-    auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
+    auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int<kNulEnd>(q, e, v)) != nullptr; };
     int64_t pid, tid, ts, dur;
     std::string_view name, cat, ph;
     if (lit<kNulEnd>(q, e, kId)) {
-      if (!(q = skip_int(q, e)) || !lit<kNulEnd>(q, e, kName)) return nullptr;
+      if (!(q = skip_int<kNulEnd>(q, e)) || !lit<kNulEnd>(q, e, kName)) return nullptr;
     } else if (!lit<kNulEnd>(q, e, kNameFirst)) {
       return nullptr;
     }
@@ -1044,8 +1047,8 @@ struct Parser::Impl {
             s.type = ArgType::String;
             s.s = sv;
           }
-        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int(q, e, s.i) : nullptr;
-                   z && (z == e || (*z != '.' && *z != 'e' && *z != 'E'))) {
+        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
+                   z && ((!kNulEnd && z == e) || (*z != '.' && *z != 'e' && *z != 'E'))) {
           q = z;  // plain integer (the common case)
         } else if (c == '-' || unsigned(c - '0') < 10) {
           const char* b = q;
