@@ -454,6 +454,20 @@ struct Span32 {
   }
 };
 
+// The bytes `,"ph":"X","args":{` (the tracer's complete events), compared in one piece.
+constexpr char kPhXArgs[] = ",\"ph\":\"X\",\"args\":{";
+constexpr size_t kPhXArgsLen = sizeof(kPhXArgs) - 1;  // 18
+alignas(32) constexpr char kPhXArgs32[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',', '"', 'a', 'r', 'g', 's', '"', ':', '{'};
+__attribute__((always_inline)) inline bool ph_x_args(const char* q) {
+#if defined(__AVX2__)
+  unsigned eq = unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs32)))));
+  return (~eq & ((1u << kPhXArgsLen) - 1)) == 0;
+#else
+  return std::memcmp(q, kPhXArgs, kPhXArgsLen) == 0;
+#endif
+}
+
 // Skips JSON digits; returns how many.
 inline size_t skip_digits(const char*& q, const char* e) {
   const char* d = q;
@@ -1008,10 +1022,19 @@ struct Parser::Impl {
         mid_tid = tid;
       }
     }
-    if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur) || !lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
+    if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur)) return nullptr;
+    bool has_args;
+    if ((kNulEnd || size_t(e - q) >= kPhXArgsLen) && ph_x_args(q)) {
+      ph = std::string_view(q + 7, 1);
+      q += kPhXArgsLen;
+      has_args = true;
+    } else {
+      if (!lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
+      has_args = lit<kNulEnd>(q, e, kArgs);
+    }
     staged.clear();
     const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
-    if (lit<kNulEnd>(q, e, kArgs) && !lit1('}')) {
+    if (has_args && !lit1('}')) {
       for (;;) {
         std::string_view key;
         if (!lit1('"')) return nullptr;
