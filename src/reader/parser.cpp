@@ -1033,13 +1033,19 @@ struct Parser::Impl {
       has_args = lit<kNulEnd>(q, e, kArgs);
     }
     staged.clear();
-    const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
+    // (the name's slots as a pointer and a count, loaded once: the staging stores may alias the vector)
+    const Slot* shape = nullptr;
+    size_t shape_n = 0;
+    if (size_t(nc) < shapes.size()) {
+      shape = shapes[size_t(nc)].data();
+      shape_n = shapes[size_t(nc)].size();
+    }
     if (has_args && !lit1('}')) {
       for (;;) {
         std::string_view key;
         if (!lit1('"')) return nullptr;
         size_t j = staged.size();
-        const Slot* sl = shape && j < shape->size() ? &(*shape)[j] : nullptr;
+        const Slot* sl = j < shape_n ? shape + j : nullptr;
         bool known = false;
         if (sl && sl->plain) {
           size_t kl = sl->k16.len;
@@ -1051,7 +1057,7 @@ struct Parser::Impl {
           }
         }
         if (!known && (!str(key) || !lit1(':'))) return nullptr;
-        if (q >= e) return nullptr;
+        if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
         Staged& s = staged.emplace_back();
         s.key = key;
         s.slot_known = known;
