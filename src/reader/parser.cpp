@@ -547,7 +547,18 @@ struct Parser::Impl {
     uint32_t len = UINT32_MAX;  // UINT32_MAX: empty
     int32_t code = -1;
     Span32 cat;  // `,"cat":"S"` of the name's last line (a name keeps its category)
+    // Indexed by the 8 bytes at a line's name (head_slot()), not by the name: the text from the
+    // name to its category's closing quote, `N","cat":"S"`, of a line whose name had code
+    // `head_code` and was `head_name_len` bytes long (same text, same name, category and code).
+    Span32 head;
+    uint32_t head_name_len = 0;
+    int32_t head_code = -1;
   };
+  __attribute__((always_inline)) NameSlot& head_slot(const char* q) {
+    uint64_t w;
+    std::memcpy(&w, q, 8);
+    return name_cache[(w * 0x9e3779b97f4a7c15ull) >> (64 - kNameCacheBits)];
+  }
   static constexpr size_t kNameCacheBits = 8;
   NameSlot name_cache[size_t(1) << kNameCacheBits];
   // The last line's `,"pid":N,"tid":N,"ts":` (threads write runs of lines) and its two values.
@@ -1009,18 +1020,32 @@ struct Parser::Impl {
     } else if (!lit<kNulEnd>(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name)) return nullptr;
-    // Args keys repeat per event name: the name's slots (if any) are matched in place.
-    NameSlot* ns;
-    int32_t nc = find_name(name, out, ns);
-    // `,"cat":"S"` as on the name's last line: the same category (the span ends with its quote)
-    if (ns && (kNulEnd || size_t(e - q) >= ns->cat.len) && ns->cat.at(q)) {
-      cat = std::string_view(q + 8, ns->cat.len - 9);
-      q += ns->cat.len;
+    int32_t nc;
+    NameSlot& hs = head_slot(q);
+    if ((kNulEnd || size_t(e - q) >= hs.head.len) && hs.head.at(q)) {
+      name = std::string_view(q, hs.head_name_len);
+      cat = std::string_view(q + hs.head_name_len + 9, hs.head.len - hs.head_name_len - 10);
+      nc = hs.head_code;
+      q += hs.head.len;
     } else {
-      const char* m = q;
-      if (!lit<kNulEnd>(q, e, kCat) || !str(cat)) return nullptr;
-      if (ns && q - m <= 32) ns->cat.set(m, size_t(q - m));
+      const char* qn = q;
+      if (!str(name)) return nullptr;
+      NameSlot* ns;
+      nc = find_name(name, out, ns);
+      // `,"cat":"S"` as on the name's last line: the same category (the span ends with its quote)
+      if (ns && (kNulEnd || size_t(e - q) >= ns->cat.len) && ns->cat.at(q)) {
+        cat = std::string_view(q + 8, ns->cat.len - 9);
+        q += ns->cat.len;
+      } else {
+        const char* m = q;
+        if (!lit<kNulEnd>(q, e, kCat) || !str(cat)) return nullptr;
+        if (ns && q - m <= 32) ns->cat.set(m, size_t(q - m));
+      }
+      if (nc >= 0 && q - qn <= 32) {
+        hs.head.set(qn, size_t(q - qn));
+        hs.head_name_len = uint32_t(name.size());
+        hs.head_code = nc;
+      }
     }
     // `,"pid":N,"tid":N,"ts":` as the last line's: the same two integers (the span ends in a
     // literal, so its numbers end where they ended then; every byte of it lies before `e`)
