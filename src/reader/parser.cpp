@@ -1082,10 +1082,9 @@ struct Parser::Impl {
       shape_n = shapes[size_t(nc)].size();
     }
     if (has_args && !lit1('}')) {
-      for (;;) {
+      if (!lit1('"')) return nullptr;
+      for (size_t j = 0;; ++j) {  // (j == staged.size(): one value staged per key)
         std::string_view key;
-        if (!lit1('"')) return nullptr;
-        size_t j = staged.size();
         const Slot* sl = j < shape_n ? shape + j : nullptr;
         bool known = false;
         if (sl && sl->plain) {
@@ -1155,7 +1154,12 @@ struct Parser::Impl {
           return nullptr;  // nested object/array or invalid
         }
         s.raw = std::string_view(vb, size_t(q - vb));
-        if (lit1(',')) continue;
+        uint16_t sep;  // `,"`: the next key's quote too (a ',' before anything else is not the fast path's)
+        std::memcpy(&sep, q, 2);
+        if ((kNulEnd || size_t(e - q) >= 2) && sep == uint16_t(',' | '"' << 8)) {
+          q += 2;
+          continue;
+        }
         if (lit1('}')) break;
         return nullptr;
       }
