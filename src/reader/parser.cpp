@@ -470,10 +470,12 @@ struct Span32 {
   }
 };
 
-// The bytes `,"ph":"X","args":{` (the tracer's complete events), compared in one piece.
-constexpr char kPhXArgs[] = ",\"ph\":\"X\",\"args\":{";
-constexpr size_t kPhXArgsLen = sizeof(kPhXArgs) - 1;  // 18
-alignas(32) constexpr char kPhXArgs32[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',', '"', 'a', 'r', 'g', 's', '"', ':', '{'};
+// The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
+// quote), compared in one piece.
+constexpr char kPhXArgs[] = ",\"ph\":\"X\",\"args\":{\"";
+constexpr size_t kPhXArgsLen = sizeof(kPhXArgs) - 1;  // 19
+alignas(32) constexpr char kPhXArgs32[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
+                                             '"', 'a', 'r', 'g', 's', '"', ':', '{', '"'};
 __attribute__((always_inline)) inline bool ph_x_args(const char* q) {
 #if defined(__AVX2__)
   unsigned eq = unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
@@ -1064,14 +1066,15 @@ struct Parser::Impl {
       }
     }
     if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur)) return nullptr;
-    bool has_args;
+    bool has_args;  // (and the first key's quote consumed)
     if ((kNulEnd || size_t(e - q) >= kPhXArgsLen) && ph_x_args(q)) {
       ph = std::string_view(q + 7, 1);
       q += kPhXArgsLen;
       has_args = true;
     } else {
       if (!lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
-      has_args = lit<kNulEnd>(q, e, kArgs);
+      has_args = lit<kNulEnd>(q, e, kArgs) && !lit1('}');
+      if (has_args && !lit1('"')) return nullptr;
     }
     staged.clear();
     // (the name's slots as a pointer and a count, loaded once: the staging stores may alias the vector)
@@ -1081,8 +1084,7 @@ struct Parser::Impl {
       shape = shapes[size_t(nc)].data();
       shape_n = shapes[size_t(nc)].size();
     }
-    if (has_args && !lit1('}')) {
-      if (!lit1('"')) return nullptr;
+    if (has_args) {
       for (size_t j = 0;; ++j) {  // (j == staged.size(): one value staged per key)
         std::string_view key;
         const Slot* sl = j < shape_n ? shape + j : nullptr;
