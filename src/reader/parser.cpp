@@ -1119,7 +1119,7 @@ struct Parser::Impl {
             s.s = sv;
           }
         } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
-                   z && ((!kNulEnd && z == e) || (*z != '.' && *z != 'e' && *z != 'E'))) {
+                   z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
           q = z;  // plain integer (the common case)
         } else if (c == '-' || unsigned(c - '0') < 10) {
           const char* b = q;
