@@ -454,8 +454,9 @@ struct Span32 {
   }
   bool at(const char* p) const {
 #if defined(__AVX2__)
-    unsigned eq = unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))));
+    unsigned eq = unsigned(
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))));
 #elif defined(__SSE2__)
     unsigned eq = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
                                                             _mm_load_si128(reinterpret_cast<const __m128i*>(b))))) |
@@ -478,8 +479,9 @@ alignas(32) constexpr char kPhXArgs32[32] = {',', '"', 'p', 'h', '"', ':', '"', 
                                              '"', 'a', 'r', 'g', 's', '"', ':', '{', '"'};
 __attribute__((always_inline)) inline bool ph_x_args(const char* q) {
 #if defined(__AVX2__)
-  unsigned eq = unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs32)))));
+  unsigned eq = unsigned(
+      _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs32)))));
   return (~eq & ((1u << kPhXArgsLen) - 1)) == 0;
 #else
   return std::memcmp(q, kPhXArgs, kPhXArgsLen) == 0;
