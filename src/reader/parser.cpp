@@ -193,21 +193,31 @@ struct Key16 {
   uint64_t w[2] = {0, 0};
   uint64_t m[2] = {0, 0};  // masks of the key's bytes (computed once, not per compare)
   uint32_t len = UINT32_MAX;
+  uint32_t bits = 0;  // bit i: byte i is part of the key
   void set(std::string_view k) {
     w[0] = w[1] = m[0] = m[1] = 0;
+    bits = 0;
     len = k.size() <= 16 ? uint32_t(k.size()) : UINT32_MAX;
     if (len == UINT32_MAX) return;
     std::memcpy(w, k.data(), k.size());
     m[0] = len >= 8 ? ~0ull : (len ? (~0ull >> (64 - 8 * len)) : 0);
     m[1] = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
+    bits = len >= 16 ? 0xffffu : (1u << len) - 1;
   }
   // `k` must point into a buffer with >= 16 readable bytes from its start (the simdjson padding).
   bool matches(std::string_view k) const { return k.size() == len && starts(k.data()); }
   // The `len` bytes at `p` are the key (16 bytes are read).
   bool starts(const char* p) const {
+#if defined(__SSE2__)
+    // (bytes past the key are left out by `bits`)
+    unsigned eq = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w)))));
+    return (~eq & bits) == 0;
+#else
     uint64_t a[2];
     std::memcpy(a, p, 16);
     return (((a[0] & m[0]) ^ w[0]) | ((a[1] & m[1]) ^ w[1])) == 0;
+#endif
   }
 };
 
