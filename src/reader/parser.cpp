@@ -483,15 +483,14 @@ struct Span32 {
 
 // The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
 // quote), compared in one piece.
-constexpr char kPhXArgs[] = ",\"ph\":\"X\",\"args\":{\"";
-constexpr size_t kPhXArgsLen = sizeof(kPhXArgs) - 1;  // 19
-alignas(32) constexpr char kPhXArgs32[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
-                                             '"', 'a', 'r', 'g', 's', '"', ':', '{', '"'};
+alignas(32) constexpr char kPhXArgs[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
+                                           '"', 'a', 'r', 'g', 's', '"', ':', '{', '"'};  // zero-filled to 32
+constexpr size_t kPhXArgsLen = 19;
 __attribute__((always_inline)) inline bool ph_x_args(const char* q) {
 #if defined(__AVX2__)
   unsigned eq = unsigned(
       _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
-                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs32)))));
+                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs)))));
   return (~eq & ((1u << kPhXArgsLen) - 1)) == 0;
 #else
   return std::memcmp(q, kPhXArgs, kPhXArgsLen) == 0;
