@@ -22,6 +22,9 @@
 #if defined(__SSSE3__)
 #include <tmmintrin.h>
 #endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "../format/event.h"
 #include "../format/json_text.h"
@@ -190,21 +193,31 @@ struct Key16 {
   uint64_t w[2] = {0, 0};
   uint64_t m[2] = {0, 0};  // masks of the key's bytes (computed once, not per compare)
   uint32_t len = UINT32_MAX;
+  uint32_t bits = 0;  // bit i: byte i is part of the key
   void set(std::string_view k) {
     w[0] = w[1] = m[0] = m[1] = 0;
+    bits = 0;
     len = k.size() <= 16 ? uint32_t(k.size()) : UINT32_MAX;
     if (len == UINT32_MAX) return;
     std::memcpy(w, k.data(), k.size());
     m[0] = len >= 8 ? ~0ull : (len ? (~0ull >> (64 - 8 * len)) : 0);
     m[1] = len >= 16 ? ~0ull : (len > 8 ? (~0ull >> (64 - 8 * (len - 8))) : 0);
+    bits = len >= 16 ? 0xffffu : (1u << len) - 1;
   }
   // `k` must point into a buffer with >= 16 readable bytes from its start (the simdjson padding).
   bool matches(std::string_view k) const { return k.size() == len && starts(k.data()); }
   // The `len` bytes at `p` are the key (16 bytes are read).
   bool starts(const char* p) const {
+#if defined(__SSE2__)
+    // (bytes past the key are left out by `bits`)
+    unsigned eq = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w)))));
+    return (~eq & bits) == 0;
+#else
     uint64_t a[2];
     std::memcpy(a, p, 16);
     return (((a[0] & m[0]) ^ w[0]) | ((a[1] & m[1]) ^ w[1])) == 0;
+#endif
   }
 };
 
@@ -237,12 +250,28 @@ class StagedList {
 // ---- Fast path helpers (the tracer's own line layout, see Impl::fast_line) --------------------
 
 // End (closing quote) of a string body starting at `b`, or nullptr when the body has an escape, a
-// control byte or a non-ASCII byte, or is not closed before `e`. Reads up to 15 bytes past `e`
-// (inside the simdjson padding).
+// control byte or a non-ASCII byte, or is not closed before `e`. Reads up to 31 bytes past `e`
+// (inside the simdjson padding). `kNulEnd`: the byte at `e` is '\0', a control byte, so the
+// scan stops there by itself and the checks against `e` are left out.
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* scan_plain(const char* b, const char* e) {
-#if defined(__SSE2__)
+#if defined(__AVX2__)
+  const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
+  for (const char* q = b; kNulEnd || q < e; q += 32) {
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
+    __m256i m = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)),
+                                _mm256_cmpgt_epi8(space, x));
+    unsigned bits = unsigned(_mm256_movemask_epi8(m));
+    if (bits) {
+      const char* h = q + __builtin_ctz(bits);
+      return (kNulEnd || h < e) && *h == '"' ? h : nullptr;
+    }
+  }
+  return nullptr;
+#elif defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
-  for (const char* q = b; q < e; q += 16) {
+  for (const char* q = b; kNulEnd || q < e; q += 16) {
     __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
     // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
     __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
@@ -250,12 +279,12 @@ __attribute__((always_inline)) inline const char* scan_plain(const char* b, cons
     unsigned bits = unsigned(_mm_movemask_epi8(m));
     if (bits) {
       const char* h = q + __builtin_ctz(bits);
-      return h < e && *h == '"' ? h : nullptr;
+      return (kNulEnd || h < e) && *h == '"' ? h : nullptr;
     }
   }
   return nullptr;
 #else
-  for (const char* q = b; q < e; ++q) {
+  for (const char* q = b; kNulEnd || q < e; ++q) {
     unsigned char c = static_cast<unsigned char>(*q);
     if (c == '"') return q;
     if (c == '\\' || c < 0x20 || c >= 0x80) return nullptr;
@@ -332,14 +361,17 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
 
 // JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
 // Digits are found 16 at a time and read 8 at a time without a branch per digit (the input is
-// padded: 16 bytes can be read at any q <= e).
+// padded: 16 bytes can be read at any q <= e). `kNulEnd`: the byte at `e` is '\0' (not a digit,
+// not '-'), so the digits stop before `e` by themselves and the clamps to `e` are left out.
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
-  bool neg = q < e && *q == '-';
+  bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
   unsigned n = leading_digits16(q);
-  if (n > avail) n = unsigned(avail);
-  if (n == 0 || (n > 1 && *q == '0')) return nullptr;
+  if (!kNulEnd && n > avail) n = unsigned(avail);
+  // no leading zero, and no "-0" (the only zero without one is "0")
+  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
   uint64_t v;
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
@@ -357,28 +389,28 @@ __attribute__((always_inline)) inline const char* scan_int(const char* q, const 
 #endif
   if (n == 16) {  // 17 or 18 digits are valid, 19+ are not
     unsigned m = 0;
-    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
     n += m;
   }
-  if (neg && v == 0) return nullptr;
   out = neg ? -int64_t(v) : int64_t(v);
   return q + n;
 }
 
 // End of the JSON integer at q that scan_int would accept, without its value (the "id" field).
+template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* skip_int(const char* q, const char* e) {
-  bool neg = q < e && *q == '-';
+  bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
   unsigned n = leading_digits16(q);
-  if (n > avail) n = unsigned(avail);
+  if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || (n > 1 && *q == '0') || (neg && *q == '0')) return nullptr;
+  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
   if (n == 16) {
     unsigned m = 0;
-    while (m < 3 && 16 + m < avail && unsigned(q[16 + m] - '0') < 10) ++m;
+    while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     n += m;
   }
@@ -415,6 +447,54 @@ __attribute__((always_inline)) inline bool lit(const char*& q, const char* e, co
   if (((a[0] & l.m0) ^ l.w0) | ((a[1] & l.m1) ^ l.w1)) return false;
   q += l.n;
   return true;
+}
+
+// Up to 32 bytes of a line seen before, compared in place with one 32-byte compare (the fast
+// path's "same bytes as last time": same bytes, same tokens, same values). Reads 32 bytes at the
+// compared position (the input is padded by 64).
+struct Span32 {
+  alignas(32) char b[32] = {};
+  uint32_t mask = 0;  // bit i: byte i is part of the span
+  uint32_t len = 0;   // 0: empty (never matches)
+  // `n` in 1-32; 32 bytes are read at `p`.
+  void set(const char* p, size_t n) {
+    std::memcpy(b, p, 32);
+    len = uint32_t(n);
+    mask = n >= 32 ? ~0u : (1u << n) - 1;
+  }
+  bool at(const char* p) const {
+#if defined(__AVX2__)
+    unsigned eq = unsigned(
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))));
+#elif defined(__SSE2__)
+    unsigned eq = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                                            _mm_load_si128(reinterpret_cast<const __m128i*>(b))))) |
+                  unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
+                                                            _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16)))))
+                      << 16;
+#else
+    if (len == 0 || std::memcmp(p, b, len) != 0) return false;
+    unsigned eq = ~0u;
+#endif
+    return len != 0 && (~eq & mask) == 0;
+  }
+};
+
+// The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
+// quote), compared in one piece.
+alignas(32) constexpr char kPhXArgs[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
+                                           '"', 'a', 'r', 'g', 's', '"', ':', '{', '"'};  // zero-filled to 32
+constexpr size_t kPhXArgsLen = 19;
+__attribute__((always_inline)) inline bool ph_x_args(const char* q) {
+#if defined(__AVX2__)
+  unsigned eq = unsigned(
+      _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(kPhXArgs)))));
+  return (~eq & ((1u << kPhXArgsLen) - 1)) == 0;
+#else
+  return std::memcmp(q, kPhXArgs, kPhXArgsLen) == 0;
+#endif
 }
 
 // Skips JSON digits; returns how many.
@@ -484,12 +564,29 @@ struct Parser::Impl {
     uint64_t w0 = 0, w1 = 0;
     uint32_t len = UINT32_MAX;  // UINT32_MAX: empty
     int32_t code = -1;
+    Span32 cat;  // `,"cat":"S"` of the name's last line (a name keeps its category)
+    // Indexed by the 8 bytes at a line's name (head_slot()), not by the name: the text from the
+    // name to its category's closing quote, `N","cat":"S"`, of a line whose name had code
+    // `head_code` and was `head_name_len` bytes long (same text, same name, category and code).
+    Span32 head;
+    uint32_t head_name_len = 0;
+    int32_t head_code = -1;
   };
+  __attribute__((always_inline)) NameSlot& head_slot(const char* q) {
+    uint64_t w;
+    std::memcpy(&w, q, 8);
+    return name_cache[(w * 0x9e3779b97f4a7c15ull) >> (64 - kNameCacheBits)];
+  }
   static constexpr size_t kNameCacheBits = 8;
   NameSlot name_cache[size_t(1) << kNameCacheBits];
+  // The last line's `,"pid":N,"tid":N,"ts":` (threads write runs of lines) and its two values.
+  Span32 mid_span;
+  int64_t mid_pid = 0, mid_tid = 0;
   // Code of `name` in out.name (-1 when not interned yet); `name` points into the padded input.
-  __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out) {
+  // `slot`: its cache entry, or nullptr (not cached).
+  __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out, NameSlot*& slot) {
     size_t n = name.size();
+    slot = nullptr;
     if (n > 16) return out.name.find(name);
     uint64_t w[2];
     std::memcpy(w, name.data(), 16);  // (16 bytes are readable: the input is padded)
@@ -499,9 +596,19 @@ struct Parser::Impl {
     w[1] &= m1;
     NameSlot& e =
         name_cache[((w[0] ^ (w[1] * 0x9e3779b97f4a7c15ull) ^ n) * 0xbf58476d1ce4e5b9ull) >> (64 - kNameCacheBits)];
-    if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) return e.code;
+    if (e.len == n && e.w0 == w[0] && e.w1 == w[1]) {
+      slot = &e;
+      return e.code;
+    }
     int32_t code = out.name.find(name);
-    if (code >= 0) e = NameSlot{w[0], w[1], uint32_t(n), code};
+    if (code >= 0) {
+      e.w0 = w[0];
+      e.w1 = w[1];
+      e.len = uint32_t(n);
+      e.code = code;
+      e.cat.len = 0;
+      slot = &e;
+    }
     return code;
   }
   std::string tmp;
@@ -917,34 +1024,86 @@ struct Parser::Impl {
     const char* q = p;
     auto lit1 = [&](char c) __attribute__((always_inline)) { return (kNulEnd || q < e) && *q == c && (++q, true); };
     auto str = [&](std::string_view & v) __attribute__((always_inline)) {
-      const char* z = scan_plain(q, e);
+      const char* z = scan_plain<kNulEnd>(q, e);
       if (!z) return false;
       v = std::string_view(q, size_t(z - q));
       q = z + 1;
       return true;
     };
-    auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int(q, e, v)) != nullptr; };
+    auto num = [&](int64_t & v) __attribute__((always_inline)) { return (q = scan_int<kNulEnd>(q, e, v)) != nullptr; };
     int64_t pid, tid, ts, dur;
     std::string_view name, cat, ph;
     if (lit<kNulEnd>(q, e, kId)) {
-      if (!(q = skip_int(q, e)) || !lit<kNulEnd>(q, e, kName)) return nullptr;
+      if (!(q = skip_int<kNulEnd>(q, e)) || !lit<kNulEnd>(q, e, kName)) return nullptr;
     } else if (!lit<kNulEnd>(q, e, kNameFirst)) {
       return nullptr;
     }
-    if (!str(name) || !lit<kNulEnd>(q, e, kCat) || !str(cat) || !lit<kNulEnd>(q, e, kPid) || !num(pid) ||
-        !lit<kNulEnd>(q, e, kTid) || !num(tid) || !lit<kNulEnd>(q, e, kTs) || !num(ts) || !lit<kNulEnd>(q, e, kDur) ||
-        !num(dur) || !lit<kNulEnd>(q, e, kPh) || !str(ph))
-      return nullptr;
+    int32_t nc;
+    NameSlot& hs = head_slot(q);
+    if ((kNulEnd || size_t(e - q) >= hs.head.len) && hs.head.at(q)) {
+      name = std::string_view(q, hs.head_name_len);
+      cat = std::string_view(q + hs.head_name_len + 9, hs.head.len - hs.head_name_len - 10);
+      nc = hs.head_code;
+      q += hs.head.len;
+    } else {
+      const char* qn = q;
+      if (!str(name)) return nullptr;
+      NameSlot* ns;
+      nc = find_name(name, out, ns);
+      // `,"cat":"S"` as on the name's last line: the same category (the span ends with its quote)
+      if (ns && (kNulEnd || size_t(e - q) >= ns->cat.len) && ns->cat.at(q)) {
+        cat = std::string_view(q + 8, ns->cat.len - 9);
+        q += ns->cat.len;
+      } else {
+        const char* m = q;
+        if (!lit<kNulEnd>(q, e, kCat) || !str(cat)) return nullptr;
+        if (ns && q - m <= 32) ns->cat.set(m, size_t(q - m));
+      }
+      if (nc >= 0 && q - qn <= 32) {
+        hs.head.set(qn, size_t(q - qn));
+        hs.head_name_len = uint32_t(name.size());
+        hs.head_code = nc;
+      }
+    }
+    // `,"pid":N,"tid":N,"ts":` as the last line's: the same two integers (the span ends in a
+    // literal, so its numbers end where they ended then; every byte of it lies before `e`)
+    if ((kNulEnd || size_t(e - q) >= mid_span.len) && mid_span.at(q)) {
+      pid = mid_pid;
+      tid = mid_tid;
+      q += mid_span.len;
+    } else {
+      const char* m = q;
+      if (!lit<kNulEnd>(q, e, kPid) || !num(pid) || !lit<kNulEnd>(q, e, kTid) || !num(tid) || !lit<kNulEnd>(q, e, kTs))
+        return nullptr;
+      if (q - m <= 32) {
+        mid_span.set(m, size_t(q - m));
+        mid_pid = pid;
+        mid_tid = tid;
+      }
+    }
+    if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur)) return nullptr;
+    bool has_args;  // (and the first key's quote consumed)
+    if ((kNulEnd || size_t(e - q) >= kPhXArgsLen) && ph_x_args(q)) {
+      ph = std::string_view(q + 7, 1);
+      q += kPhXArgsLen;
+      has_args = true;
+    } else {
+      if (!lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
+      has_args = lit<kNulEnd>(q, e, kArgs) && !lit1('}');
+      if (has_args && !lit1('"')) return nullptr;
+    }
     staged.clear();
-    // Args keys repeat per event name: the name's slots (if any) are matched in place.
-    int32_t nc = find_name(name, out);
-    const std::vector<Slot>* shape = nc >= 0 && size_t(nc) < shapes.size() ? &shapes[size_t(nc)] : nullptr;
-    if (lit<kNulEnd>(q, e, kArgs) && !lit1('}')) {
-      for (;;) {
+    // (the name's slots as a pointer and a count, loaded once: the staging stores may alias the vector)
+    const Slot* shape = nullptr;
+    size_t shape_n = 0;
+    if (size_t(nc) < shapes.size()) {
+      shape = shapes[size_t(nc)].data();
+      shape_n = shapes[size_t(nc)].size();
+    }
+    if (has_args) {
+      for (size_t j = 0;; ++j) {  // (j == staged.size(): one value staged per key)
         std::string_view key;
-        if (!lit1('"')) return nullptr;
-        size_t j = staged.size();
-        const Slot* sl = shape && j < shape->size() ? &(*shape)[j] : nullptr;
+        const Slot* sl = j < shape_n ? shape + j : nullptr;
         bool known = false;
         if (sl && sl->plain) {
           size_t kl = sl->k16.len;
@@ -956,7 +1115,7 @@ struct Parser::Impl {
           }
         }
         if (!known && (!str(key) || !lit1(':'))) return nullptr;
-        if (q >= e) return nullptr;
+        if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
         Staged& s = staged.emplace_back();
         s.key = key;
         s.slot_known = known;
@@ -975,8 +1134,8 @@ struct Parser::Impl {
             s.type = ArgType::String;
             s.s = sv;
           }
-        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int(q, e, s.i) : nullptr;
-                   z && (z == e || (*z != '.' && *z != 'e' && *z != 'E'))) {
+        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
+                   z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
           q = z;  // plain integer (the common case)
         } else if (c == '-' || unsigned(c - '0') < 10) {
           const char* b = q;
@@ -1013,7 +1172,12 @@ struct Parser::Impl {
           return nullptr;  // nested object/array or invalid
         }
         s.raw = std::string_view(vb, size_t(q - vb));
-        if (lit1(',')) continue;
+        uint16_t sep;  // `,"`: the next key's quote too (a ',' before anything else is not the fast path's)
+        std::memcpy(&sep, q, 2);
+        if ((kNulEnd || size_t(e - q) >= 2) && sep == uint16_t(',' | '"' << 8)) {
+          q += 2;
+          continue;
+        }
         if (lit1('}')) break;
         return nullptr;
       }
