@@ -1478,11 +1478,12 @@ class DFAnalyzer:
         if self._metadata is None and self._metadata_parts is None and not self._metadata_futures:
             self._ensure_loaded()
         if self._metadata is None and self._metadata_parts is not None and not self._metadata_futures:
-            from .reader import metadata_frame
+            parts = self._metadata_parts
+            if any(isinstance(m, dict) for m in parts):  # the reader's lists (no pandas on the way)
+                from .reader import metadata_frame
 
-            self._metadata = _concat_metadata(
-                [metadata_frame(m) if isinstance(m, dict) else m for m in self._metadata_parts]
-            )
+                parts = [metadata_frame(m) if isinstance(m, dict) else m for m in parts]
+            self._metadata = _concat_metadata(parts)
             self._metadata_parts = None
         if self._metadata is None:
             parts = self._metadata_futures  # [(batch indices, future of their frames)], per worker
