@@ -249,35 +249,39 @@ class StagedList {
 
 // ---- Fast path helpers (the tracer's own line layout, see Impl::fast_line) --------------------
 
+#if defined(__AVX2__) || defined(__SSE2__)
+#if defined(__AVX2__)
+constexpr size_t kPlainBlock = 32;
+// Bit i set where byte i of the 32 at `q` is a quote, a backslash, a control or a non-ASCII byte.
+__attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
+  const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
+  return unsigned(
+      _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)),
+                                           _mm256_cmpgt_epi8(space, x))));
+}
+#else
+constexpr size_t kPlainBlock = 16;
+// As above, for the 16 bytes at `q` (SSE2).
+__attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
+  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  return unsigned(_mm_movemask_epi8(
+      _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)), _mm_cmplt_epi8(x, space))));
+}
+#endif
+#endif
+
 // End (closing quote) of a string body starting at `b`, or nullptr when the body has an escape, a
 // control byte or a non-ASCII byte, or is not closed before `e`. Reads up to 31 bytes past `e`
 // (inside the simdjson padding). `kNulEnd`: the byte at `e` is '\0', a control byte, so the
 // scan stops there by itself and the checks against `e` are left out.
 template <bool kNulEnd = false>
 __attribute__((always_inline)) inline const char* scan_plain(const char* b, const char* e) {
-#if defined(__AVX2__)
-  const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
-  for (const char* q = b; kNulEnd || q < e; q += 32) {
-    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-    // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
-    __m256i m = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)),
-                                _mm256_cmpgt_epi8(space, x));
-    unsigned bits = unsigned(_mm256_movemask_epi8(m));
-    if (bits) {
-      const char* h = q + __builtin_ctz(bits);
-      return (kNulEnd || h < e) && *h == '"' ? h : nullptr;
-    }
-  }
-  return nullptr;
-#elif defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
-  for (const char* q = b; kNulEnd || q < e; q += 16) {
-    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-    // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
-    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                             _mm_cmplt_epi8(x, space));
-    unsigned bits = unsigned(_mm_movemask_epi8(m));
-    if (bits) {
+#if defined(__AVX2__) || defined(__SSE2__)
+  for (const char* q = b; kNulEnd || q < e; q += kPlainBlock) {
+    if (unsigned bits = plain_stops(q)) {
       const char* h = q + __builtin_ctz(bits);
       return (kNulEnd || h < e) && *h == '"' ? h : nullptr;
     }
