@@ -674,10 +674,11 @@ def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dic
     """``(held, infos, aligned, metadata)`` of the finished loads ``futures`` (keys ``(name, k)``,
     results of :func:`_load_frame_task` of ``items``): ``held`` as :func:`_holders` gives it, and
     each load's ``(info, aligned)`` and metadata (``None`` for the whole list when some load was
-    not answered for: its metadata is then picked with the others, :func:`_gather_each`). One ``client.run`` asks every worker for the entries it holds (no task,
-    no ``who_has``: ~1 round trip instead of 3 and 2 tasks); a load no worker answered for (its
-    worker lost, its frame moved or spilled, so its entry is gone) gets its info from
-    :func:`_gather_each`'s per-worker picks, which load it again where needed."""
+    not answered for: the caller then picks the metadata by :func:`_gather_each`). One
+    ``client.run`` asks every worker for the entries it holds (no task, no ``who_has``: ~1 round
+    trip instead of 3 and 2 tasks); a load no worker answered for (its worker lost, its frame
+    moved or spilled, so its entry is gone) gets its info from :func:`_gather_each`'s per-worker
+    picks, which load it again where needed."""
     n = len(futures)
     infos: list = [None] * n
     aligned: list = [None] * n
