@@ -17,9 +17,12 @@ sections are marked by wrapping, for the run only, ``_reader.load_batch`` (C++ i
 parse: it releases the GIL), ``summary.partial_from_columns`` (the per-batch reduction) and
 ``PartialFolder.add`` (the fold in the pool thread); the rest of the batch task is "glue".
 
-Per section the table gives the time pool threads spent in it (samples × period, wall) and the
-share of it during which that same thread held the GIL. ``f`` = GIL held by pool threads ÷
-pool threads' time in batch tasks; with it, Amdahl's ``S(N) = 1 / (f + (1 - f) / N)`` and the
+Every sample also reads each marked thread's CPU time (``/proc/self/task/TID/schedstat``, run
+time in ns) and books the CPU it used since the last sample to its state now (section, GIL held
+by it or not), so the shares are of CPU, not of wall: a thread the kernel preempts (a loaded
+machine) adds nothing while it waits. Per section the table gives the pool threads' CPU in it
+and the share of that CPU during which that same thread held the GIL (and the same by wall
+samples). ``f`` = CPU of pool threads holding the GIL ÷ their CPU in batch tasks; with it, Amdahl's ``S(N) = 1 / (f + (1 - f) / N)`` and the
 GIL's hard bound ``1 / f``. Also: held by the main thread (planning, final combine, finish)
 and GIL switches (``gil.switch_number``) per batch.
 
@@ -48,10 +51,14 @@ SECTIONS = ("idle", "load_batch", "glue", "partial", "fold")
 MAX_SLOTS = 64
 
 _C = r"""
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #define SLOTS %(slots)d
 #define SECS %(secs)d
 static volatile int *locked;
@@ -59,12 +66,31 @@ static void *volatile *holder;
 static volatile unsigned long *switches;
 volatile int section[SLOTS];
 void *tstate[SLOTS];
-/* counts[slot][sec][0]: samples the slot was in sec; [1]: ... and held the GIL */
+volatile int tids[SLOTS];
+/* ns[slot][sec][0]: the slot's CPU time (schedstat run time) while in sec; [1]: of it, while it
+   held the GIL; counts[...]: the same in samples (wall) */
+unsigned long long ns[SLOTS][SECS][2];
 unsigned long counts[SLOTS][SECS][2];
 unsigned long free_samples, other_held, total_samples, switch0, switch1;
+static int fds[SLOTS];
+static unsigned long long last_run[SLOTS];
 static volatile int running;
 static pthread_t thr;
 static long period_ns;
+static unsigned long long run_ns(int i) {
+  char buf[128];
+  if (fds[i] < 0) {
+    if (!tids[i]) return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%%d/schedstat", tids[i]);
+    fds[i] = open(path, O_RDONLY);
+    if (fds[i] < 0) return 0;
+  }
+  ssize_t n = pread(fds[i], buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  return strtoull(buf, 0, 10);
+}
 static void *loop(void *arg) {
   (void)arg;
   struct timespec ts = {0, period_ns};
@@ -76,8 +102,15 @@ static void *loop(void *arg) {
       if (tstate[i] == h) { who = i; break; }
     for (int i = 0; i < SLOTS && tstate[i]; i++) {
       int s = section[i];
+      int mine = l && who == i;
+      unsigned long long r = run_ns(i);
+      unsigned long long d = (last_run[i] && r >= last_run[i]) ? r - last_run[i] : 0;
+      if (r) last_run[i] = r;
+      /* the CPU the thread used since the last sample goes to its state now (sampling) */
+      ns[i][s][0] += d;
+      if (mine) ns[i][s][1] += d;
       counts[i][s][0]++;
-      if (l && who == i) counts[i][s][1]++;
+      if (mine) counts[i][s][1]++;
     }
     if (!l) free_samples++;
     else if (who < 0) other_held++;
@@ -91,7 +124,10 @@ int start(void *runtime, long gil_offset, long period) {
   holder = (void *volatile *)(g + 8);
   locked = (volatile int *)(g + 16);
   switches = (volatile unsigned long *)(g + 24);
+  memset(ns, 0, sizeof ns);
   memset(counts, 0, sizeof counts);
+  memset(last_run, 0, sizeof last_run);
+  for (int i = 0; i < SLOTS; i++) fds[i] = -1;
   free_samples = other_held = total_samples = 0;
   period_ns = period;
   switch0 = *switches;
@@ -102,6 +138,8 @@ void stop(void) {
   running = 0;
   pthread_join(thr, 0);
   switch1 = *switches;
+  for (int i = 0; i < SLOTS; i++)
+    if (fds[i] >= 0) close(fds[i]), fds[i] = -1;
 }
 int locked_now(void) { return *locked; }
 """
@@ -160,9 +198,11 @@ class Marks:
     def __init__(self, lib):
         self.section = (ctypes.c_int * MAX_SLOTS).in_dll(lib, "section")
         self.tstate = (ctypes.c_void_p * MAX_SLOTS).in_dll(lib, "tstate")
+        self.tids = (ctypes.c_int * MAX_SLOTS).in_dll(lib, "tids")
         for i in range(MAX_SLOTS):  # (a new thread may get an old one's thread state address)
             self.tstate[i] = None
             self.section[i] = 0
+            self.tids[i] = 0
         self.local = threading.local()
         self.n = 0
         self.lock = threading.Lock()
@@ -175,6 +215,7 @@ class Marks:
             with self.lock:
                 s = self.local.slot = self.n
                 self.n += 1
+            self.tids[s] = threading.get_native_id()
             self.tstate[s] = self.get_ts()
         return s
 
@@ -248,7 +289,9 @@ def main(argv=None) -> int:
         raise SystemExit(f"summary exited {rc}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()}, {' '.join(cmd)}")
     print(f"# GIL state at _PyRuntime+{off}; sample period {a.period_us} µs")
-    counts = (ctypes.c_ulong * (MAX_SLOTS * len(SECTIONS) * 2)).in_dll(lib, "counts")
+    size = MAX_SLOTS * len(SECTIONS) * 2
+    counts = (ctypes.c_ulong * size).in_dll(lib, "counts")
+    ns = (ctypes.c_ulonglong * size).in_dll(lib, "ns")
     glob = {
         k: ctypes.c_ulong.in_dll(lib, k) for k in ("free_samples", "other_held", "total_samples", "switch0", "switch1")
     }
@@ -264,16 +307,20 @@ def main(argv=None) -> int:
             raise SystemExit(f"round {r}: the summary differs from the first run's (exit {rc})")
         total = glob["total_samples"].value
         dt = wall / max(1, total)  # seconds per sample (the sampler's real period)
-        sec = [[0, 0] for _ in SECTIONS]
-        main_held = 0
+        # per section of the pool threads: [CPU s, CPU s holding the GIL, wall s, wall s holding it]
+        sec = [[0.0, 0.0, 0.0, 0.0] for _ in SECTIONS]
+        main_held = 0.0
         for s in range(marks.n):
             for k in range(len(SECTIONS)):
-                n_in, n_held = counts[(s * len(SECTIONS) + k) * 2], counts[(s * len(SECTIONS) + k) * 2 + 1]
+                i = (s * len(SECTIONS) + k) * 2
                 if s == main_slot:
-                    main_held += n_held
+                    main_held += ns[i + 1] / 1e9
                 elif k:
-                    sec[k][0] += n_in
-                    sec[k][1] += n_held
+                    x = sec[k]
+                    x[0] += ns[i] / 1e9
+                    x[1] += ns[i + 1] / 1e9
+                    x[2] += counts[i] * dt
+                    x[3] += counts[i + 1] * dt
         busy = sum(x[0] for x in sec)
         held = sum(x[1] for x in sec)
         rows.append(
@@ -283,9 +330,9 @@ def main(argv=None) -> int:
                 samples=total,
                 dt=dt,
                 sec=sec,
-                f=held / max(1, busy),
-                main_held=main_held * dt,
-                free=glob["free_samples"].value / max(1, total),
+                f=held / busy if busy else 0.0,
+                f_wall=sum(x[3] for x in sec) / max(1e-9, sum(x[2] for x in sec)),
+                main_held=main_held,
                 other=glob["other_held"].value * dt,
                 switches=glob["switch1"].value - glob["switch0"].value,
             )
@@ -293,20 +340,28 @@ def main(argv=None) -> int:
         x = rows[-1]
         print(
             f"round {r}: wall {wall:.3f} s, CPU {cpu:.3f} s, {total} samples ({dt * 1e6:.1f} µs each), "
-            f"f = {x['f']:.4f}, GIL switches {x['switches']}, main thread held {x['main_held']:.3f} s, "
-            f"unattributed held {x['other']:.3f} s"
+            f"f = {x['f']:.4f} (by wall samples {x['f_wall']:.4f}), pool threads' CPU in batch tasks {busy:.3f} s, "
+            f"GIL switches {x['switches']}, main thread's CPU holding the GIL {main_held:.3f} s, "
+            f"GIL held by no marked thread {x['other']:.3f} s (wall)"
         )
-    print("\n| section | pool threads in it, s | GIL held there, s | held share of the section |")
-    print("|---|---:|---:|---:|")
+
+    def med(vals):
+        vals = sorted(vals)
+        return vals[len(vals) // 2]
+
+    print("\n| section (pool threads) | CPU s | CPU s holding the GIL | held share | wall s | held share by wall |")
+    print("|---|---:|---:|---:|---:|---:|")
     for k in range(1, len(SECTIONS)):
-        t_in = sorted(x["sec"][k][0] * x["dt"] for x in rows)[len(rows) // 2]
-        t_held = sorted(x["sec"][k][1] * x["dt"] for x in rows)[len(rows) // 2]
-        print(f"| {SECTIONS[k]} | {t_in:.3f} | {t_held:.3f} | {t_held / t_in if t_in else 0:.1%} |")
+        c_in, c_held, w_in, w_held = (med(x["sec"][k][j] for x in rows) for j in range(4))
+        print(
+            f"| {SECTIONS[k]} | {c_in:.3f} | {c_held:.3f} | {c_held / c_in if c_in else 0:.1%} | {w_in:.3f} | "
+            f"{w_held / w_in if w_in else 0:.1%} |"
+        )
     fs = sorted(x["f"] for x in rows)
-    f = fs[len(fs) // 2]
-    print(f"\nGIL-held share of the pool threads' batch time f = {f:.4f} (rounds {', '.join('%.4f' % v for v in fs)})")
+    f = med(fs)
+    print(f"\nGIL-held share of the pool threads' batch CPU f = {f:.4f} (rounds {', '.join('%.4f' % v for v in fs)})")
     for n in (2, 4, 8, 16):
-        print(f"Amdahl S({n}) = 1 / (f + (1 - f) / {n}) = {1 / (f + (1 - f) / n):.2f}")
+        print(f"Amdahl S({n}) = 1 / (f + (1 - f) / {n}) = {1 / (f + (1 - f) / n):.2f}; GIL demand N*f = {n * f:.2f}")
     print(f"GIL bound 1 / f = {1 / f:.1f} threads' worth of batch work" if f else "GIL bound: none")
     return 0
 
