@@ -53,14 +53,17 @@ def index_and_plan(self, *a, **k):
     iap(self, *a, **k)
     mark("index+plan")
 analyzer.DFAnalyzer._index_and_plan = index_and_plan
+import threading
+lock = threading.Lock()
 def first(fn):
     def wrapped(*a, **k):
         global fd
-        if fd >= 0:
-            mark("first-load")
-            os.write(fd, ("\n".join(marks) + "\n").encode())
-            os.close(fd)
-            fd = -1
+        with lock:  # (pool threads: one writes and closes the pipe)
+            if fd >= 0:
+                mark("first-load")
+                os.write(fd, ("\n".join(marks) + "\n").encode())
+                os.close(fd)
+                fd = -1
         return fn(*a, **k)
     return wrapped
 _reader.load_batch = first(_reader.load_batch)
@@ -121,7 +124,10 @@ def main(argv=None) -> int:
             res[root].append((*first["first-load"], wall, cpu))
             phases.setdefault(root, []).append(first)
         if outs[a.a] != outs[a.b]:
-            raise SystemExit(f"round {k}: the outputs of {a.a} and {a.b} differ")
+            import difflib
+
+            diff = difflib.unified_diff(outs[a.a].decode().splitlines(True), outs[a.b].decode().splitlines(True))
+            raise SystemExit(f"round {k}: the outputs of {a.a} and {a.b} differ:\n{''.join(list(diff)[:60])}")
         for what, args in (("python -c pass", ["-c", "pass"]), ("python -c 'import numpy'", ["-c", "import numpy"])):
             _, wall, cpu, _ = _child(a.a, args, False)
             floor.setdefault(what, []).append((wall, cpu))
