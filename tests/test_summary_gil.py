@@ -135,3 +135,22 @@ def test_packing_is_taken_only_when_values_fit(monkeypatch):
     calls.clear()
     _partial(_batch(rng, 5000, *BIG_IDS, SMALL_SIZES))
     assert calls == {"general": 3}
+
+
+def test_merge_histograms_matches_counter():
+    """The folds' histogram merge (a stable argsort and sums per run of equal values) against
+    ``collections.Counter`` sums, with empty, single and overlapping histograms."""
+    from dfanalyzer.engine.intervals import merge_histograms
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        hists, truth = [], collections.Counter()
+        for _ in range(int(rng.integers(1, 6))):
+            vals = np.unique(rng.integers(-50, 50, int(rng.integers(0, 30)))).astype(np.int64)
+            cnts = rng.integers(1, 2**40, vals.size).astype(np.int64)
+            hists.append((vals, cnts))
+            truth.update(dict(zip(vals.tolist(), cnts.tolist())))
+        v, c = merge_histograms(*hists)
+        assert v.dtype == c.dtype == np.int64
+        assert v.tolist() == sorted(truth)
+        assert c.tolist() == [truth[x] for x in sorted(truth)]
