@@ -122,8 +122,12 @@ def _factorize(v: np.ndarray):
         off = v - lo
         present = np.zeros(hi - lo + 1, dtype=bool)
         present[off] = True
-        code_of = np.cumsum(present, dtype=np.intp) - 1
-        return code_of[off], np.flatnonzero(present) + lo
+        uniq = np.flatnonzero(present)
+        # codes by a scatter, not a cumsum over the range: NumPy's bool -> intp cumsum runs
+        # holding the GIL, a scatter of an arange releases it (the threaded summary's pool)
+        code_of = np.empty(present.size, dtype=np.intp)
+        code_of[uniq] = np.arange(uniq.size, dtype=np.intp)
+        return code_of[off], uniq + lo
     uniq, codes = np.unique(v, return_inverse=True)
     return codes.reshape(-1), uniq
 
@@ -197,26 +201,32 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
     tid = take(cols.ints("tid"))
     hname = [None] + host_cats  # by code + 1
 
-    p.hosts = {hname[c + 1] for c in np.flatnonzero(np.bincount(host + 1)) - 1}
-    runs = _run_starts(host, pid)
-    p.processes = _distinct(hname, host[runs], pid[runs])
-
+    p.hosts = {hname[c] for c in _present(host + 1, len(hname))}
     io_m = _lut(cat_cats, io_cats)[cat + 1]
     cp_m = _lut(cat_cats, compute_cats)[cat + 1]
     app_m = _lut(cat_cats, app_io_cats)[cat + 1]
-    for m, attr in ((io_m, "threads_io"), (cp_m, "threads_compute")):
-        if m.any():
-            r = np.flatnonzero(m)
-            h, pi, ti = host[r], pid[r], tid[r]
-            runs = _run_starts(h, pi, ti)
-            setattr(p, attr, _distinct(hname, h[runs], pi[runs], ti[runs]))
+    ids = _packed_ids(host, pid, tid, len(hname))
+    if ids is not None:  # (host, pid, tid) as one int64 each: a few NumPy calls per set
+        p.processes = _distinct_packed(hname, ids >> _PID_BITS, False)
+        for m, attr in ((io_m, "threads_io"), (cp_m, "threads_compute")):
+            if m.any():
+                setattr(p, attr, _distinct_packed(hname, ids[m], True))
+    else:
+        runs = _run_starts(host, pid)
+        p.processes = _distinct(hname, host[runs], pid[runs])
+        for m, attr in ((io_m, "threads_io"), (cp_m, "threads_compute")):
+            if m.any():
+                r = np.flatnonzero(m)
+                h, pi, ti = host[r], pid[r], tid[r]
+                runs = _run_starts(h, pi, ti)
+                setattr(p, attr, _distinct(hname, h[runs], pi[runs], ti[runs]))
     p.io = union_intervals(ts[io_m], te[io_m])
     p.compute = union_intervals(ts[cp_m], te[cp_m])
     p.app_io = union_intervals(ts[app_m], te[app_m])
     if io_m.any():
         fname, fname_cats = cols.codes("fname")
         f = take(fname)[io_m]
-        p.files = {fname_cats[c] for c in np.flatnonzero(np.bincount(f + 1)[1:])}
+        p.files = {fname_cats[c - 1] for c in _present(f + 1, len(fname_cats) + 1) if c}
         name, name_cats = cols.codes("name")
         sv, has = cols.sizes()
         has = take(has)[io_m]
@@ -238,6 +248,46 @@ def partial_from_columns(cols, io_cats, compute_cats, app_io_cats) -> Partial:
                 *(a[io_m] for a in _spread_bounds(cols, take, agg)),
             )
     return p
+
+
+# (host code + 1, pid, tid) packed in one non-negative int64: 19 + 22 + 22 bits (Linux pids and
+# tids are below 2**22, the limit of pid_max); other values take the general path
+_PID_BITS = 22
+_PID_MASK = (1 << _PID_BITS) - 1
+_HOST_LIMIT = 1 << (63 - 2 * _PID_BITS)
+
+
+def _packed_ids(host: np.ndarray, pid: np.ndarray, tid: np.ndarray, n_hosts: int) -> Optional[np.ndarray]:
+    """``(host + 1) << 44 | pid << 22 | tid`` per row (int64), or None when a value does not fit
+    (``n_hosts`` host codes + 1 at most, pids and tids in ``[0, 2**22)``)."""
+    if n_hosts > _HOST_LIMIT:
+        return None
+    for v in (pid, tid):
+        if int(v.min()) < 0 or int(v.max()) > _PID_MASK:
+            return None
+    return ((host + 1) << (2 * _PID_BITS)) | (pid << _PID_BITS) | tid
+
+
+def _distinct_packed(hname: list, key: np.ndarray, with_tid: bool) -> set:
+    """:func:`_distinct` of packed keys (:func:`_packed_ids`, or its ``>> 22`` for
+    ``(host, pid)``): the distinct keys by one sort of the rows where a run of equal keys starts
+    (NumPy releases the GIL for it), unpacked into tuples."""
+    k = np.unique(key[_run_starts(key)])
+    tid = None
+    if with_tid:
+        tid = (k & _PID_MASK).tolist()
+        k = k >> _PID_BITS
+    pid = (k & _PID_MASK).tolist()
+    hosts = [hname[c] for c in (k >> _PID_BITS).tolist()]
+    return set(zip(hosts, pid)) if tid is None else set(zip(hosts, pid, tid))
+
+
+def _present(codes: np.ndarray, n: int) -> np.ndarray:
+    """The distinct values (sorted) of ``codes``, ints in ``[0, n)``: a scatter into ``n`` flags
+    (``np.bincount`` would count them, holding the GIL for its pass; a scatter releases it)."""
+    flags = np.zeros(n, dtype=bool)
+    flags[codes] = True
+    return np.flatnonzero(flags)
 
 
 def _distinct(hname: list, host: np.ndarray, pid: np.ndarray, tid: Optional[np.ndarray] = None) -> set:
@@ -316,6 +366,12 @@ def _merge_spread(a, b):
     return [a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3])]
 
 
+# (name code, size) packed in one int64 key: sizes below 2**43 bytes (8 TiB), up to 2**20 names
+_PAIR_BITS = 43
+_PAIR_SIZE = (1 << _PAIR_BITS) - 1
+_PAIR_NAMES = 1 << 20
+
+
 def _function_histograms(
     codes: np.ndarray,
     uniq: list,
@@ -337,6 +393,17 @@ def _function_histograms(
     c = codes[has]
     v = sizes[has]
     w = None if weight is None else weight[has]
+    if w is None and c.size and len(uniq) <= _PAIR_NAMES and int(v.min()) >= 0 and int(v.max()) <= _PAIR_SIZE:
+        # (name, size) pairs as one int64 key each, sorted: one sort (NumPy releases the GIL for
+        # it) gives the pairs in (name, size) order and their counts as run lengths
+        key = np.sort((c.astype(np.int64) << _PAIR_BITS) | v)
+        new = np.empty(key.size, dtype=bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        pk = key[first]
+        pn = np.diff(np.append(first, key.size)).astype(np.int64)
+        return _histogram_dict(counts, uniq, key, pk >> _PAIR_BITS, pk & _PAIR_SIZE, pn)
     if w is None and c.size:
         # count (name, size) pairs by hashing the sizes (few distinct) instead of sorting the rows
         v_code, v_uniq = _factorize(v)
