@@ -32,6 +32,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+
 def _recs() -> list:
     """The records of this process (kept on the analyzer module: this script's functions run on
     the workers pickled by value, with their own copies of this module's globals)."""
@@ -114,18 +115,18 @@ def _process(a) -> None:
         for r in range(a.rounds):
             held = []
 
-            def run():
+            def run(keep: list) -> None:
                 for b in batches:
                     out = task(b, a.index_dir)
                     if out[2].error:
                         raise SystemExit(f"{b[0]}: {out[2].error}")
                     if not a.drop:
-                        held.append(out)
+                        keep.append(out)
 
-            ex.submit(run).result()
+            ex.submit(run, held).result()
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(f"round {r} {'drop' if a.drop else 'held'}: {_summary(_take())} maxrss={rss:.0f} MiB", flush=True)
-            del held
+            held.clear()
 
 
 def _cluster(a) -> None:
