@@ -539,7 +539,7 @@ struct ArgColumn {
   ArgType type = ArgType::Int;
   std::vector<int64_t, ColumnAllocator<int64_t>> ints;  // when Int
   std::vector<double, ColumnAllocator<double>> floats;  // when Float
-  DictColumn strings;          // when String (codes)
+  DictColumn strings;                                   // when String (codes)
   std::vector<uint8_t, ColumnAllocator<uint8_t>> mask;  // 1 = null (pandas mask convention), for Int and Float
   int64_t length() const;
 };
