@@ -345,6 +345,23 @@ template <typename T, typename U>
 bool operator!=(const ColumnAllocator<T>&, const ColumnAllocator<U>&) noexcept {
   return false;
 }
+// (A column compares equal to a std::vector of the same values, as before the allocator.)
+template <typename T>
+bool operator==(const std::vector<T, ColumnAllocator<T>>& a, const std::vector<T>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+template <typename T>
+bool operator==(const std::vector<T>& a, const std::vector<T, ColumnAllocator<T>>& b) {
+  return b == a;
+}
+template <typename T>
+bool operator!=(const std::vector<T, ColumnAllocator<T>>& a, const std::vector<T>& b) {
+  return !(a == b);
+}
+template <typename T>
+bool operator!=(const std::vector<T>& a, const std::vector<T, ColumnAllocator<T>>& b) {
+  return !(b == a);
+}
 
 // Allocator of column storage: resize(n) leaves the new values unwritten (default-
 // initialisation) instead of writing zeros. The parser grows core columns ahead of the rows it
