@@ -310,6 +310,59 @@ std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, in
 
 // ---- Parser ------------------------------------------------------------------------------------
 
+// Column storage allocator: blocks of >= kColumnBlockMin bytes come from column_block_alloc and
+// go back through column_block_free (batch_loader.cpp), a bounded process-wide cache of freed
+// column blocks, so that a batch dropped before the next one is loaded (the summary's load
+// tasks) gives its pages to the next batch instead of back to the system, as it did under Dask's
+// MALLOC_TRIM_THRESHOLD_ (docs/perf/i26-faults.md). Otherwise as std::allocator.
+constexpr size_t kColumnBlockMin = size_t(128) << 10;
+void* column_block_alloc(size_t bytes);
+void column_block_free(void* p, size_t bytes) noexcept;
+template <typename T>
+struct ColumnAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = ColumnAllocator<U>;
+  };
+  ColumnAllocator() = default;
+  template <typename U>
+  ColumnAllocator(const ColumnAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n > size_t(-1) / 2 / sizeof(T)) throw std::bad_array_new_length();
+    if (n * sizeof(T) < kColumnBlockMin) return std::allocator<T>::allocate(n);
+    return static_cast<T*>(column_block_alloc(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n * sizeof(T) < kColumnBlockMin) return std::allocator<T>::deallocate(p, n);
+    column_block_free(p, n * sizeof(T));
+  }
+};
+template <typename T, typename U>
+bool operator==(const ColumnAllocator<T>&, const ColumnAllocator<U>&) noexcept {
+  return true;
+}
+template <typename T, typename U>
+bool operator!=(const ColumnAllocator<T>&, const ColumnAllocator<U>&) noexcept {
+  return false;
+}
+// (A column compares equal to a std::vector of the same values, as before the allocator.)
+template <typename T>
+bool operator==(const std::vector<T, ColumnAllocator<T>>& a, const std::vector<T>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+template <typename T>
+bool operator==(const std::vector<T>& a, const std::vector<T, ColumnAllocator<T>>& b) {
+  return b == a;
+}
+template <typename T>
+bool operator!=(const std::vector<T, ColumnAllocator<T>>& a, const std::vector<T>& b) {
+  return !(a == b);
+}
+template <typename T>
+bool operator!=(const std::vector<T>& a, const std::vector<T, ColumnAllocator<T>>& b) {
+  return !(b == a);
+}
+
 // Allocator of column storage: resize(n) leaves the new values unwritten (default-
 // initialisation) instead of writing zeros. The parser grows core columns ahead of the rows it
 // writes (Parser::Impl::grow_core) and writes every value of every row it keeps; with
@@ -317,7 +370,7 @@ std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, in
 // memset of every core column, docs/perf/i22-commit.md). resize(n, v), copies and moves are as
 // with std::allocator.
 template <typename T>
-struct NoInitAllocator : std::allocator<T> {
+struct NoInitAllocator : ColumnAllocator<T> {
   template <typename U>
   struct rebind {
     using other = NoInitAllocator<U>;
@@ -501,10 +554,10 @@ enum class ArgType : int { Int = 0, Float = 1, String = 2 };
 struct ArgColumn {
   std::string key;
   ArgType type = ArgType::Int;
-  std::vector<int64_t> ints;   // when Int
-  std::vector<double> floats;  // when Float
-  DictColumn strings;          // when String (codes)
-  std::vector<uint8_t> mask;   // 1 = null (pandas mask convention), for Int and Float
+  std::vector<int64_t, ColumnAllocator<int64_t>> ints;  // when Int
+  std::vector<double, ColumnAllocator<double>> floats;  // when Float
+  DictColumn strings;                                   // when String (codes)
+  std::vector<uint8_t, ColumnAllocator<uint8_t>> mask;  // 1 = null (pandas mask convention), for Int and Float
   int64_t length() const;
 };
 
