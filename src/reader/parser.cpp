@@ -575,6 +575,7 @@ struct Parser::Impl {
     Span32 head;
     uint32_t head_name_len = 0;
     int32_t head_code = -1;
+    int32_t head_cat = -1;  // code of the category of `head` in out.cat (-1: not committed yet)
   };
   __attribute__((always_inline)) NameSlot& head_slot(const char* q) {
     uint64_t w;
@@ -586,6 +587,7 @@ struct Parser::Impl {
   // The last line's `,"pid":N,"tid":N,"ts":` (threads write runs of lines) and its two values.
   Span32 mid_span;
   int64_t mid_pid = 0, mid_tid = 0;
+  int32_t ph_x_code = -1;  // code of "X" in out.ph (-1: not committed yet in this parse())
   // Code of `name` in out.name (-1 when not interned yet); `name` points into the padded input.
   // `slot`: its cache entry, or nullptr (not cached).
   __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out, NameSlot*& slot) {
@@ -1044,11 +1046,15 @@ struct Parser::Impl {
     }
     int32_t nc;
     NameSlot& hs = head_slot(q);
+    // `hs` when its head span is this line's name and category (matched or just set): its
+    // category code is then this line's (same bytes, same code; the cache lives one parse())
+    NameSlot* head = nullptr;
     if ((kNulEnd || size_t(e - q) >= hs.head.len) && hs.head.at(q)) {
       name = std::string_view(q, hs.head_name_len);
       cat = std::string_view(q + hs.head_name_len + 9, hs.head.len - hs.head_name_len - 10);
       nc = hs.head_code;
       q += hs.head.len;
+      head = &hs;
     } else {
       const char* qn = q;
       if (!str(name)) return nullptr;
@@ -1067,6 +1073,8 @@ struct Parser::Impl {
         hs.head.set(qn, size_t(q - qn));
         hs.head_name_len = uint32_t(name.size());
         hs.head_code = nc;
+        hs.head_cat = -1;
+        head = &hs;
       }
     }
     // `,"pid":N,"tid":N,"ts":` as the last line's: the same two integers (the span ends in a
@@ -1087,10 +1095,12 @@ struct Parser::Impl {
     }
     if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur)) return nullptr;
     bool has_args;  // (and the first key's quote consumed)
+    bool ph_x = false;
     if ((kNulEnd || size_t(e - q) >= kPhXArgsLen) && ph_x_args(q)) {
       ph = std::string_view(q + 7, 1);
       q += kPhXArgsLen;
       has_args = true;
+      ph_x = true;
     } else {
       if (!lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
       has_args = lit<kNulEnd>(q, e, kArgs) && !lit1('}');
@@ -1191,7 +1201,13 @@ struct Parser::Impl {
     if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
     else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
-    else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
+    else {
+      commit_impl(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc, head ? head->head_cat : -1,
+                  ph_x ? ph_x_code : -1);
+      size_t row = size_t(out.rows - 1);
+      if (head) head->head_cat = out.cat.codes[row];
+      if (ph_x) ph_x_code = out.ph.codes[row];
+    }
     return q;
   }
 
@@ -1316,9 +1332,18 @@ struct Parser::Impl {
     else ++it->second;
   }
 
-  // `nc`: the name's code when already known (fast path), else -1.
-  void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
-              int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
+  __attribute__((noinline)) void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph,
+                                        int64_t pid, int64_t tid, int64_t ts, int64_t dur, FileContext& ctx,
+                                        EventColumns& out) {
+    commit_impl(name, cat, has_cat, ph, pid, tid, ts, dur, ctx, out, -1, -1, -1);
+  }
+  // `nc`: the name's code when already known (fast path), else -1; `cc`, `pc`: the codes of
+  // `cat` and `ph` when known (the fast path's spans: the same bytes as a committed line's), else
+  // -1. Inlined into fast_line (its call, with 13 arguments, cost ~45 Ir an event).
+  __attribute__((always_inline)) void commit_impl(std::string_view name, std::string_view cat, bool has_cat,
+                                                  std::string_view ph, int64_t pid, int64_t tid, int64_t ts,
+                                                  int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc,
+                                                  int32_t cc, int32_t pc) {
     int64_t row = out.rows;
     if (size_t(row) >= out.pid.size()) grow_core(out);
     if (nc < 0) nc = out.name.intern(name);
@@ -1326,10 +1351,12 @@ struct Parser::Impl {
     if (size_t(nc) >= name_info.size()) name_info.resize(size_t(nc) + 1);
     NameInfo& ni = name_info[size_t(nc)];
     if (ni.size_kind < 0) ni.size_kind = size_kind_of(name);
-    int32_t cc = -1;
-    if (has_cat) cc = ni.cat = out.cat.intern(cat, ni.cat);
+    if (cc >= 0) ni.cat = cc;
+    else if (has_cat) cc = ni.cat = out.cat.intern(cat, ni.cat);
     out.cat.codes[size_t(row)] = cc;
-    out.ph.codes[size_t(row)] = ph.empty() ? -1 : (ni.ph = out.ph.intern(ph, ni.ph));
+    if (pc >= 0) ni.ph = pc;
+    else if (!ph.empty()) pc = ni.ph = out.ph.intern(ph, ni.ph);
+    out.ph.codes[size_t(row)] = pc;
     const int8_t sk = ni.size_kind;  // (read before slot_for and the args stores)
     out.pid[size_t(row)] = pid;
     out.tid[size_t(row)] = tid;
@@ -1476,6 +1503,7 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   if (auto it = im.arg_index.find(kArgsExtraColumn); it != im.arg_index.end()) im.extra_col = it->second;
   im.name_info.assign(out.name.categories.size(), Impl::NameInfo{});
   for (auto& e : im.name_cache) e = Impl::NameSlot{};  // codes of another `out` perhaps
+  im.ph_x_code = -1;
   im.shapes.clear();
   // core columns: out.rows long on entry and on every exit (Impl::grow_core)
   Impl::trim_core(out);
