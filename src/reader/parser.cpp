@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 #include <unordered_set>
 #if defined(__linux__)
@@ -107,6 +108,18 @@ struct Staged {
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
 };
+// `type`, `from_input`, `is_null` and `slot_known` lie side by side in 8 bytes: the fast path
+// sets them with one store (StagedFlags).
+static_assert(offsetof(Staged, from_input) == offsetof(Staged, type) + 4 &&
+                  offsetof(Staged, is_null) == offsetof(Staged, type) + 5 &&
+                  offsetof(Staged, slot_known) == offsetof(Staged, type) + 6 && sizeof(ArgType) == 4 &&
+                  offsetof(Staged, type) + 8 <= sizeof(Staged),
+              "Staged's flags: one 8-byte word");
+// The flags word of a value of type Int, from the input, not null, `known` its slot_known.
+__attribute__((always_inline)) inline void set_int_flags(Staged& s, bool known) {
+  uint64_t w = uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+  std::memcpy(reinterpret_cast<char*>(&s) + offsetof(Staged, type), &w, 8);
+}
 
 // `tok` without trailing JSON whitespace (simdjson's raw tokens may end with some).
 inline std::string_view trim_ws(std::string_view tok) {
@@ -1115,11 +1128,12 @@ struct Parser::Impl {
       shape_n = shapes[size_t(nc)].size();
     }
     if (has_args) {
-      for (size_t j = 0;; ++j) {  // (j == staged.size(): one value staged per key)
+      const Slot* const shape_end = shape + shape_n;
+      // (sl: the slot of the key's position, shape[j], while j < shape_n: one value staged per key)
+      for (const Slot* sl = shape;; sl += sl < shape_end) {  // (sl stops at the end: never past it)
         std::string_view key;
-        const Slot* sl = j < shape_n ? shape + j : nullptr;
         bool known = false;
-        if (sl && sl->plain) {
+        if (sl < shape_end && sl->plain) {
           size_t kl = sl->k16.len;
           if ((kNulEnd || size_t(e - q) > kl + 1) &&
               (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
@@ -1132,11 +1146,8 @@ struct Parser::Impl {
         if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
         Staged& s = staged.emplace_back();
         s.key = key;
-        s.slot_known = known;
-        s.from_input = true;
-        s.type = ArgType::Int;  // (d and s are read only for their type: not reset)
+        set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
         s.i = 0;
-        s.is_null = false;
         const char* vb = q;
         char c = *q;
         if (c == '"') {
