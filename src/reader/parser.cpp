@@ -107,6 +107,7 @@ struct Staged {
   bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
+  int32_t code;     // String values: the string's code in its hostname/fname column when known, else -1
 };
 // `type`, `from_input`, `is_null` and `slot_known` lie side by side in 8 bytes: the fast path
 // sets them with one store (StagedFlags).
@@ -498,6 +499,42 @@ struct Span32 {
   }
 };
 
+// Up to 64 bytes of a line seen before, compared in place (Span32's twin for string values: a
+// path is longer than 32 bytes). Reads 64 bytes at the compared position (the input is padded by 64).
+struct Span64 {
+  alignas(32) char b[64] = {};
+  uint64_t mask = 0;  // bit i: byte i is part of the span
+  uint32_t len = 0;   // 0: empty (never matches)
+  // `n` in 1-64; 64 bytes are read at `p`.
+  void set(const char* p, size_t n) {
+    std::memcpy(b, p, 64);
+    len = uint32_t(n);
+    mask = n >= 64 ? ~0ull : (1ull << n) - 1;
+  }
+  bool at(const char* p) const {
+#if defined(__AVX2__)
+    uint64_t eq =
+        uint64_t(unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                                                _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))))) |
+        uint64_t(unsigned(_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32))))))
+            << 32;
+#elif defined(__SSE2__)
+    uint64_t eq = 0;
+    for (int k = 0; k < 4; ++k)
+      eq |= uint64_t(unsigned(_mm_movemask_epi8(
+                _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)),
+                               _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))))))
+            << (16 * k);
+#else
+    if (len == 0 || std::memcmp(p, b, len) != 0) return false;
+    uint64_t eq = ~0ull;
+#endif
+    return len != 0 && (~eq & mask) == 0;
+  }
+};
+
 // The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
 // quote), compared in one piece.
 alignas(32) constexpr char kPhXArgs[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
@@ -658,6 +695,15 @@ struct Parser::Impl {
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
     bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
   };
+  // Per role kHost and kFname: `"S"`, the last string value met at a known slot of that role whose
+  // S was already interned, and the code of S in out.hostname / out.fname (emptied at every
+  // parse(): codes of one `out`). Runs of events share their host and file.
+  struct ValSpan {
+    Span64 text;
+    int32_t code = -1;
+  };
+  ValSpan host_val, fname_val;
+  ValSpan* val_span[6] = {nullptr, &host_val, nullptr, &fname_val, nullptr, nullptr};  // by Role
   std::vector<std::vector<Slot>> shapes;         // by name code
   ArgsProjection projection;                     // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
@@ -865,6 +911,7 @@ struct Parser::Impl {
     s.raw = {};
     s.is_null = false;
     s.slot_known = false;
+    s.code = -1;
     if (!stage_value(s, v)) {
       staged.pop_back();
       return false;
@@ -1151,13 +1198,31 @@ struct Parser::Impl {
         const char* vb = q;
         char c = *q;
         if (c == '"') {
-          ++q;
-          std::string_view sv;
-          if (!str(sv)) return nullptr;
-          // as stage_value: legacy numbers written as strings (from_chars takes only '-' or a digit first)
-          if (sv.empty() || (sv[0] != '-' && unsigned(sv[0] - '0') >= 10) || !parse_int_text(sv, s.i)) {
+          ValSpan* vs = known ? val_span[sl->role] : nullptr;
+          if (vs && (kNulEnd || size_t(e - q) >= vs->text.len) && vs->text.at(q)) {
+            // the same string as the role's last one (the span ends with its closing quote): its code
             s.type = ArgType::String;
-            s.s = sv;
+            s.s = std::string_view(q + 1, vs->text.len - 2);
+            s.code = vs->code;
+            q += vs->text.len;
+          } else {
+            ++q;
+            std::string_view sv;
+            if (!str(sv)) return nullptr;
+            // as stage_value: legacy numbers written as strings (from_chars takes only '-' or a digit first)
+            if (sv.empty() || (sv[0] != '-' && unsigned(sv[0] - '0') >= 10) || !parse_int_text(sv, s.i)) {
+              s.type = ArgType::String;
+              s.s = sv;
+              s.code = -1;
+              if (vs && sv.size() <= 62) {
+                // (only a string already interned: a line not taken adds nothing to the columns)
+                int32_t code = (vs == &host_val ? out.hostname : out.fname).find(sv);
+                if (code >= 0) {
+                  vs->text.set(sv.data() - 1, sv.size() + 2);
+                  vs->code = code;
+                }
+              }
+            }
           }
         } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
                    z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
@@ -1309,7 +1374,7 @@ struct Parser::Impl {
   }
   // Interns a value as text (strings as is, numbers formatted).
   __attribute__((always_inline)) int32_t intern_text(DictColumn& col, const Staged& v) {
-    if (v.type == ArgType::String) return col.intern(v.s);
+    if (v.type == ArgType::String) return v.code >= 0 ? v.code : col.intern(v.s);
     return intern_number_text(col, v);
   }
   __attribute__((noinline)) int32_t intern_number_text(DictColumn& col, const Staged& v) {
@@ -1515,6 +1580,8 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   im.name_info.assign(out.name.categories.size(), Impl::NameInfo{});
   for (auto& e : im.name_cache) e = Impl::NameSlot{};  // codes of another `out` perhaps
   im.ph_x_code = -1;
+  im.host_val = Impl::ValSpan{};
+  im.fname_val = Impl::ValSpan{};
   im.shapes.clear();
   // core columns: out.rows long on entry and on every exit (Impl::grow_core)
   Impl::trim_core(out);
