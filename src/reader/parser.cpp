@@ -551,6 +551,45 @@ __attribute__((always_inline)) inline bool ph_x_args(const char* q) {
 #endif
 }
 
+// Value of the n (1-15) ASCII digits at q (16 bytes are readable).
+__attribute__((always_inline)) inline uint64_t digits_value15(const char* q, size_t n) {
+#if defined(__SSSE3__)
+  return sixteen_digits_value(q, unsigned(n));
+#else
+  uint64_t v = 0;
+  for (size_t k = 0; k < n; ++k) v = v * 10 + unsigned(q[k] - '0');
+  return v;
+#endif
+}
+
+// The JSON number `[-]I.F` (nd digits of I at `ip`, then '.', then nf digits of F; nd + nf <= 15,
+// no exponent) as from_chars reads it: W = IF as an integer is below 10^15 < 2^53 and 10^nf is
+// exact in a double, so double(W) / 10^nf is the one correctly rounded operation (Clinger's fast
+// path), the same double as the correctly rounded decimal.
+__attribute__((always_inline)) inline double small_decimal(const char* ip, size_t nd, size_t nf, bool neg) {
+  static constexpr double kPow10d[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  static constexpr uint64_t kPow10u[16] = {1,
+                                           10,
+                                           100,
+                                           1000,
+                                           10000,
+                                           100000,
+                                           1000000,
+                                           10000000,
+                                           100000000,
+                                           1000000000,
+                                           10000000000ull,
+                                           100000000000ull,
+                                           1000000000000ull,
+                                           10000000000000ull,
+                                           100000000000000ull,
+                                           1000000000000000ull};
+  uint64_t w = digits_value15(ip, nd) * kPow10u[nf] + digits_value15(ip + nd + 1, nf);
+  double v = double(w) / kPow10d[nf];
+  return neg ? -v : v;
+}
+
 // Skips JSON digits; returns how many.
 inline size_t skip_digits(const char*& q, const char* e) {
   const char* d = q;
@@ -1215,8 +1254,9 @@ struct Parser::Impl {
               s.s = sv;
               s.code = -1;
               if (vs && sv.size() <= 62) {
-                // (only a string already interned: a line not taken adds nothing to the columns)
-                int32_t code = (vs == &host_val ? out.hostname : out.fname).find(sv);
+                // (only a string already interned, and the column's last one: a line not taken adds
+                // nothing to the columns, and a new string is hashed once, by commit)
+                int32_t code = (vs == &host_val ? out.hostname : out.fname).find_last(sv);
                 if (code >= 0) {
                   vs->text.set(sv.data() - 1, sv.size() + 2);
                   vs->code = code;
@@ -1232,20 +1272,26 @@ struct Parser::Impl {
           if (c == '-') ++q;
           size_t nd = skip_digits(q, e);
           if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return nullptr;
-          bool is_float = false;
+          bool is_float = false, has_exp = false;
+          const char* ip = q - nd;  // the integer part's digits
+          size_t nf = 0;            // digits of the fraction
           if (q < e && *q == '.') {
             ++q;
-            if (!skip_digits(q, e)) return nullptr;
+            if (!(nf = skip_digits(q, e))) return nullptr;
             is_float = true;
           }
           if (q < e && (*q == 'e' || *q == 'E')) {
             ++q;
             if (q < e && (*q == '+' || *q == '-')) ++q;
             if (!skip_digits(q, e)) return nullptr;
-            is_float = true;
+            is_float = has_exp = true;
           }
           if (!is_float) {
             if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
+          } else if (!has_exp && nd + nf <= 15) {
+            s.d = small_decimal(ip, nd, nf, c == '-');
+            s.type = ArgType::Float;
+            s.i = 0;
           } else {
             auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
             if (r.ec != std::errc() || r.ptr != q) return nullptr;
