@@ -513,19 +513,19 @@ struct Span64 {
   }
   bool at(const char* p) const {
 #if defined(__AVX2__)
-    uint64_t eq =
-        uint64_t(unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                                                _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))))) |
-        uint64_t(unsigned(_mm256_movemask_epi8(
-            _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)),
-                              _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32))))))
-            << 32;
+    uint64_t eq = uint64_t(unsigned(_mm256_movemask_epi8(
+                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))))) |
+                  uint64_t(unsigned(_mm256_movemask_epi8(
+                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)),
+                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32))))))
+                      << 32;
 #elif defined(__SSE2__)
     uint64_t eq = 0;
     for (int k = 0; k < 4; ++k)
-      eq |= uint64_t(unsigned(_mm_movemask_epi8(
-                _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)),
-                               _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))))))
+      eq |= uint64_t(unsigned(
+                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)),
+                                                 _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))))))
             << (16 * k);
 #else
     if (len == 0 || std::memcmp(p, b, len) != 0) return false;
@@ -743,8 +743,8 @@ struct Parser::Impl {
   };
   ValSpan host_val, fname_val;
   ValSpan* val_span[6] = {nullptr, &host_val, nullptr, &fname_val, nullptr, nullptr};  // by Role
-  std::vector<std::vector<Slot>> shapes;         // by name code
-  ArgsProjection projection;                     // args columns to build
+  std::vector<std::vector<Slot>> shapes;                                               // by name code
+  ArgsProjection projection;                                                           // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   int32_t extra_col = -1;                        // the args_extra column, once made
   std::string extra_json;                        // args_extra of the event being committed

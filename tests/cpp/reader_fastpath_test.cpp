@@ -373,9 +373,17 @@ std::string event(const std::string& name, const std::string& cat, const std::st
 TEST(ReaderFastPath, HostAndFileSpansAgree) {
   std::vector<std::string> lines;
   const std::vector<std::string> names = {"read", "write", "open64", "close", "n16_____________"};
-  const std::vector<std::string> files = {"/p/a.npz", "/p/a.npzz", "/p/a.np", "/p/b.npz", "", "x",
-                                          std::string(62, 'f'), std::string(63, 'f'), std::string(64, 'f'),
-                                          std::string(61, 'f') + "g", "/p/a.npz\\u0041"};
+  const std::vector<std::string> files = {"/p/a.npz",
+                                          "/p/a.npzz",
+                                          "/p/a.np",
+                                          "/p/b.npz",
+                                          "",
+                                          "x",
+                                          std::string(62, 'f'),
+                                          std::string(63, 'f'),
+                                          std::string(64, 'f'),
+                                          std::string(61, 'f') + "g",
+                                          "/p/a.npz\\u0041"};
   const std::vector<std::string> hosts = {"node00", "node01", "node0", "node000", "", "\\\"q"};
   std::mt19937 rng(26);
   std::string f = files[0], h = hosts[0];
@@ -386,7 +394,7 @@ TEST(ReaderFastPath, HostAndFileSpansAgree) {
     if (rng() % 20 == 0) h = hosts[rng() % hosts.size()];
     std::string args;
     switch (rng() % 9) {
-      case 0: args = R"("fname":")" + f + R"(","hostname":")" + h + R"(","ret":1)"; break;  // other order
+      case 0: args = R"("fname":")" + f + R"(","hostname":")" + h + R"(","ret":1)"; break;           // other order
       case 1: args = R"("hostname":")" + h + R"(","hostname":"other","fname":")" + f + "\""; break;  // later wins
       case 2: args = R"("hostname":")" + h + R"(","fname":5,"fname":")" + f + "\""; break;
       case 3: args = R"("hostname":")" + h + R"(","fname":")" + f + R"(","ret":1,"x":{"a":1})"; break;  // not taken
@@ -424,10 +432,26 @@ TEST(ReaderFastPath, HostAndFileSpansAgree) {
 // fast path); they must be the correctly rounded doubles strtod gives, as from_chars does.
 TEST(ReaderFastPath, ShortDecimalsExact) {
   std::mt19937_64 rng(2026);
-  std::vector<std::string> texts = {"0.5", "-0.0", "0.0", "0.1", "0.2", "0.3", "1.5", "-1.5", "9.999999999999999",
-                                    "999999999999999.9", "99999999999999.99", "0.000000000000001", "123456789.123456",
-                                    "520983206.413", "1.7976931348623157", "4.9406564584124654", "2.2250738585072014",
-                                    "0.30000000000000004", "1234567890123.45", "12345678901234.56"};
+  std::vector<std::string> texts = {"0.5",
+                                    "-0.0",
+                                    "0.0",
+                                    "0.1",
+                                    "0.2",
+                                    "0.3",
+                                    "1.5",
+                                    "-1.5",
+                                    "9.999999999999999",
+                                    "999999999999999.9",
+                                    "99999999999999.99",
+                                    "0.000000000000001",
+                                    "123456789.123456",
+                                    "520983206.413",
+                                    "1.7976931348623157",
+                                    "4.9406564584124654",
+                                    "2.2250738585072014",
+                                    "0.30000000000000004",
+                                    "1234567890123.45",
+                                    "12345678901234.56"};
   for (int i = 0; i < 4000; ++i) {
     int nd = 1 + int(rng() % 15), nf = 1 + int(rng() % 16);  // some past 15 digits: from_chars
     std::string s = (rng() % 4 == 0) ? "-" : "";
