@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 #include <unordered_set>
 #if defined(__linux__)
@@ -106,7 +107,20 @@ struct Staged {
   bool from_input;  // key points into the padded input (not simdjson's unescape buffer)
   bool is_null;
   bool slot_known;  // the fast path matched the key to the name's j-th slot (Impl::Slot)
+  int32_t code;     // String values: the string's code in its hostname/fname column when known, else -1
 };
+// `type`, `from_input`, `is_null` and `slot_known` lie side by side in 8 bytes: the fast path
+// sets them with one store (StagedFlags).
+static_assert(offsetof(Staged, from_input) == offsetof(Staged, type) + 4 &&
+                  offsetof(Staged, is_null) == offsetof(Staged, type) + 5 &&
+                  offsetof(Staged, slot_known) == offsetof(Staged, type) + 6 && sizeof(ArgType) == 4 &&
+                  offsetof(Staged, type) + 8 <= sizeof(Staged),
+              "Staged's flags: one 8-byte word");
+// The flags word of a value of type Int, from the input, not null, `known` its slot_known.
+__attribute__((always_inline)) inline void set_int_flags(Staged& s, bool known) {
+  uint64_t w = uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+  std::memcpy(reinterpret_cast<char*>(&s) + offsetof(Staged, type), &w, 8);
+}
 
 // `tok` without trailing JSON whitespace (simdjson's raw tokens may end with some).
 inline std::string_view trim_ws(std::string_view tok) {
@@ -485,6 +499,42 @@ struct Span32 {
   }
 };
 
+// Up to 64 bytes of a line seen before, compared in place (Span32's twin for string values: a
+// path is longer than 32 bytes). Reads 64 bytes at the compared position (the input is padded by 64).
+struct Span64 {
+  alignas(32) char b[64] = {};
+  uint64_t mask = 0;  // bit i: byte i is part of the span
+  uint32_t len = 0;   // 0: empty (never matches)
+  // `n` in 1-64; 64 bytes are read at `p`.
+  void set(const char* p, size_t n) {
+    std::memcpy(b, p, 64);
+    len = uint32_t(n);
+    mask = n >= 64 ? ~0ull : (1ull << n) - 1;
+  }
+  bool at(const char* p) const {
+#if defined(__AVX2__)
+    uint64_t eq = uint64_t(unsigned(_mm256_movemask_epi8(
+                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))))) |
+                  uint64_t(unsigned(_mm256_movemask_epi8(
+                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)),
+                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32))))))
+                      << 32;
+#elif defined(__SSE2__)
+    uint64_t eq = 0;
+    for (int k = 0; k < 4; ++k)
+      eq |= uint64_t(unsigned(
+                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)),
+                                                 _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))))))
+            << (16 * k);
+#else
+    if (len == 0 || std::memcmp(p, b, len) != 0) return false;
+    uint64_t eq = ~0ull;
+#endif
+    return len != 0 && (~eq & mask) == 0;
+  }
+};
+
 // The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
 // quote), compared in one piece.
 alignas(32) constexpr char kPhXArgs[32] = {',', '"', 'p', 'h', '"', ':', '"', 'X', '"', ',',
@@ -499,6 +549,45 @@ __attribute__((always_inline)) inline bool ph_x_args(const char* q) {
 #else
   return std::memcmp(q, kPhXArgs, kPhXArgsLen) == 0;
 #endif
+}
+
+// Value of the n (1-15) ASCII digits at q (16 bytes are readable).
+__attribute__((always_inline)) inline uint64_t digits_value15(const char* q, size_t n) {
+#if defined(__SSSE3__)
+  return sixteen_digits_value(q, unsigned(n));
+#else
+  uint64_t v = 0;
+  for (size_t k = 0; k < n; ++k) v = v * 10 + unsigned(q[k] - '0');
+  return v;
+#endif
+}
+
+// The JSON number `[-]I.F` (nd digits of I at `ip`, then '.', then nf digits of F; nd + nf <= 15,
+// no exponent) as from_chars reads it: W = IF as an integer is below 10^15 < 2^53 and 10^nf is
+// exact in a double, so double(W) / 10^nf is the one correctly rounded operation (Clinger's fast
+// path), the same double as the correctly rounded decimal.
+__attribute__((always_inline)) inline double small_decimal(const char* ip, size_t nd, size_t nf, bool neg) {
+  static constexpr double kPow10d[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  static constexpr uint64_t kPow10u[16] = {1,
+                                           10,
+                                           100,
+                                           1000,
+                                           10000,
+                                           100000,
+                                           1000000,
+                                           10000000,
+                                           100000000,
+                                           1000000000,
+                                           10000000000ull,
+                                           100000000000ull,
+                                           1000000000000ull,
+                                           10000000000000ull,
+                                           100000000000000ull,
+                                           1000000000000000ull};
+  uint64_t w = digits_value15(ip, nd) * kPow10u[nf] + digits_value15(ip + nd + 1, nf);
+  double v = double(w) / kPow10d[nf];
+  return neg ? -v : v;
 }
 
 // Skips JSON digits; returns how many.
@@ -575,6 +664,7 @@ struct Parser::Impl {
     Span32 head;
     uint32_t head_name_len = 0;
     int32_t head_code = -1;
+    int32_t head_cat = -1;  // code of the category of `head` in out.cat (-1: not committed yet)
   };
   __attribute__((always_inline)) NameSlot& head_slot(const char* q) {
     uint64_t w;
@@ -586,6 +676,7 @@ struct Parser::Impl {
   // The last line's `,"pid":N,"tid":N,"ts":` (threads write runs of lines) and its two values.
   Span32 mid_span;
   int64_t mid_pid = 0, mid_tid = 0;
+  int32_t ph_x_code = -1;  // code of "X" in out.ph (-1: not committed yet in this parse())
   // Code of `name` in out.name (-1 when not interned yet); `name` points into the padded input.
   // `slot`: its cache entry, or nullptr (not cached).
   __attribute__((always_inline)) int32_t find_name(std::string_view name, EventColumns& out, NameSlot*& slot) {
@@ -643,8 +734,17 @@ struct Parser::Impl {
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
     bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
   };
-  std::vector<std::vector<Slot>> shapes;         // by name code
-  ArgsProjection projection;                     // args columns to build
+  // Per role kHost and kFname: `"S"`, the last string value met at a known slot of that role whose
+  // S was already interned, and the code of S in out.hostname / out.fname (emptied at every
+  // parse(): codes of one `out`). Runs of events share their host and file.
+  struct ValSpan {
+    Span64 text;
+    int32_t code = -1;
+  };
+  ValSpan host_val, fname_val;
+  ValSpan* val_span[6] = {nullptr, &host_val, nullptr, &fname_val, nullptr, nullptr};  // by Role
+  std::vector<std::vector<Slot>> shapes;                                               // by name code
+  ArgsProjection projection;                                                           // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   int32_t extra_col = -1;                        // the args_extra column, once made
   std::string extra_json;                        // args_extra of the event being committed
@@ -850,6 +950,7 @@ struct Parser::Impl {
     s.raw = {};
     s.is_null = false;
     s.slot_known = false;
+    s.code = -1;
     if (!stage_value(s, v)) {
       staged.pop_back();
       return false;
@@ -1044,11 +1145,15 @@ struct Parser::Impl {
     }
     int32_t nc;
     NameSlot& hs = head_slot(q);
+    // `hs` when its head span is this line's name and category (matched or just set): its
+    // category code is then this line's (same bytes, same code; the cache lives one parse())
+    NameSlot* head = nullptr;
     if ((kNulEnd || size_t(e - q) >= hs.head.len) && hs.head.at(q)) {
       name = std::string_view(q, hs.head_name_len);
       cat = std::string_view(q + hs.head_name_len + 9, hs.head.len - hs.head_name_len - 10);
       nc = hs.head_code;
       q += hs.head.len;
+      head = &hs;
     } else {
       const char* qn = q;
       if (!str(name)) return nullptr;
@@ -1067,6 +1172,8 @@ struct Parser::Impl {
         hs.head.set(qn, size_t(q - qn));
         hs.head_name_len = uint32_t(name.size());
         hs.head_code = nc;
+        hs.head_cat = -1;
+        head = &hs;
       }
     }
     // `,"pid":N,"tid":N,"ts":` as the last line's: the same two integers (the span ends in a
@@ -1087,10 +1194,12 @@ struct Parser::Impl {
     }
     if (!num(ts) || !lit<kNulEnd>(q, e, kDur) || !num(dur)) return nullptr;
     bool has_args;  // (and the first key's quote consumed)
+    bool ph_x = false;
     if ((kNulEnd || size_t(e - q) >= kPhXArgsLen) && ph_x_args(q)) {
       ph = std::string_view(q + 7, 1);
       q += kPhXArgsLen;
       has_args = true;
+      ph_x = true;
     } else {
       if (!lit<kNulEnd>(q, e, kPh) || !str(ph)) return nullptr;
       has_args = lit<kNulEnd>(q, e, kArgs) && !lit1('}');
@@ -1105,11 +1214,12 @@ struct Parser::Impl {
       shape_n = shapes[size_t(nc)].size();
     }
     if (has_args) {
-      for (size_t j = 0;; ++j) {  // (j == staged.size(): one value staged per key)
+      const Slot* const shape_end = shape + shape_n;
+      // (sl: the slot of the key's position, shape[j], while j < shape_n: one value staged per key)
+      for (const Slot* sl = shape;; sl += sl < shape_end) {  // (sl stops at the end: never past it)
         std::string_view key;
-        const Slot* sl = j < shape_n ? shape + j : nullptr;
         bool known = false;
-        if (sl && sl->plain) {
+        if (sl < shape_end && sl->plain) {
           size_t kl = sl->k16.len;
           if ((kNulEnd || size_t(e - q) > kl + 1) &&
               (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
@@ -1122,21 +1232,37 @@ struct Parser::Impl {
         if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
         Staged& s = staged.emplace_back();
         s.key = key;
-        s.slot_known = known;
-        s.from_input = true;
-        s.type = ArgType::Int;  // (d and s are read only for their type: not reset)
+        set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
         s.i = 0;
-        s.is_null = false;
         const char* vb = q;
         char c = *q;
         if (c == '"') {
-          ++q;
-          std::string_view sv;
-          if (!str(sv)) return nullptr;
-          // as stage_value: legacy numbers written as strings (from_chars takes only '-' or a digit first)
-          if (sv.empty() || (sv[0] != '-' && unsigned(sv[0] - '0') >= 10) || !parse_int_text(sv, s.i)) {
+          ValSpan* vs = known ? val_span[sl->role] : nullptr;
+          if (vs && (kNulEnd || size_t(e - q) >= vs->text.len) && vs->text.at(q)) {
+            // the same string as the role's last one (the span ends with its closing quote): its code
             s.type = ArgType::String;
-            s.s = sv;
+            s.s = std::string_view(q + 1, vs->text.len - 2);
+            s.code = vs->code;
+            q += vs->text.len;
+          } else {
+            ++q;
+            std::string_view sv;
+            if (!str(sv)) return nullptr;
+            // as stage_value: legacy numbers written as strings (from_chars takes only '-' or a digit first)
+            if (sv.empty() || (sv[0] != '-' && unsigned(sv[0] - '0') >= 10) || !parse_int_text(sv, s.i)) {
+              s.type = ArgType::String;
+              s.s = sv;
+              s.code = -1;
+              if (vs && sv.size() <= 62) {
+                // (only a string already interned, and the column's last one: a line not taken adds
+                // nothing to the columns, and a new string is hashed once, by commit)
+                int32_t code = (vs == &host_val ? out.hostname : out.fname).find_last(sv);
+                if (code >= 0) {
+                  vs->text.set(sv.data() - 1, sv.size() + 2);
+                  vs->code = code;
+                }
+              }
+            }
           }
         } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
                    z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
@@ -1146,20 +1272,26 @@ struct Parser::Impl {
           if (c == '-') ++q;
           size_t nd = skip_digits(q, e);
           if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return nullptr;
-          bool is_float = false;
+          bool is_float = false, has_exp = false;
+          const char* ip = q - nd;  // the integer part's digits
+          size_t nf = 0;            // digits of the fraction
           if (q < e && *q == '.') {
             ++q;
-            if (!skip_digits(q, e)) return nullptr;
+            if (!(nf = skip_digits(q, e))) return nullptr;
             is_float = true;
           }
           if (q < e && (*q == 'e' || *q == 'E')) {
             ++q;
             if (q < e && (*q == '+' || *q == '-')) ++q;
             if (!skip_digits(q, e)) return nullptr;
-            is_float = true;
+            is_float = has_exp = true;
           }
           if (!is_float) {
             if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
+          } else if (!has_exp && nd + nf <= 15) {
+            s.d = small_decimal(ip, nd, nf, c == '-');
+            s.type = ArgType::Float;
+            s.i = 0;
           } else {
             auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
             if (r.ec != std::errc() || r.ptr != q) return nullptr;
@@ -1191,7 +1323,13 @@ struct Parser::Impl {
     if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
     else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
-    else commit(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc);
+    else {
+      commit_impl(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc, head ? head->head_cat : -1,
+                  ph_x ? ph_x_code : -1);
+      size_t row = size_t(out.rows - 1);
+      if (head) head->head_cat = out.cat.codes[row];
+      if (ph_x) ph_x_code = out.ph.codes[row];
+    }
     return q;
   }
 
@@ -1282,7 +1420,7 @@ struct Parser::Impl {
   }
   // Interns a value as text (strings as is, numbers formatted).
   __attribute__((always_inline)) int32_t intern_text(DictColumn& col, const Staged& v) {
-    if (v.type == ArgType::String) return col.intern(v.s);
+    if (v.type == ArgType::String) return v.code >= 0 ? v.code : col.intern(v.s);
     return intern_number_text(col, v);
   }
   __attribute__((noinline)) int32_t intern_number_text(DictColumn& col, const Staged& v) {
@@ -1316,9 +1454,18 @@ struct Parser::Impl {
     else ++it->second;
   }
 
-  // `nc`: the name's code when already known (fast path), else -1.
-  void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph, int64_t pid, int64_t tid,
-              int64_t ts, int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc = -1) {
+  __attribute__((noinline)) void commit(std::string_view name, std::string_view cat, bool has_cat, std::string_view ph,
+                                        int64_t pid, int64_t tid, int64_t ts, int64_t dur, FileContext& ctx,
+                                        EventColumns& out) {
+    commit_impl(name, cat, has_cat, ph, pid, tid, ts, dur, ctx, out, -1, -1, -1);
+  }
+  // `nc`: the name's code when already known (fast path), else -1; `cc`, `pc`: the codes of
+  // `cat` and `ph` when known (the fast path's spans: the same bytes as a committed line's), else
+  // -1. Inlined into fast_line (its call, with 13 arguments, cost ~45 Ir an event).
+  __attribute__((always_inline)) void commit_impl(std::string_view name, std::string_view cat, bool has_cat,
+                                                  std::string_view ph, int64_t pid, int64_t tid, int64_t ts,
+                                                  int64_t dur, FileContext& ctx, EventColumns& out, int32_t nc,
+                                                  int32_t cc, int32_t pc) {
     int64_t row = out.rows;
     if (size_t(row) >= out.pid.size()) grow_core(out);
     if (nc < 0) nc = out.name.intern(name);
@@ -1326,10 +1473,12 @@ struct Parser::Impl {
     if (size_t(nc) >= name_info.size()) name_info.resize(size_t(nc) + 1);
     NameInfo& ni = name_info[size_t(nc)];
     if (ni.size_kind < 0) ni.size_kind = size_kind_of(name);
-    int32_t cc = -1;
-    if (has_cat) cc = ni.cat = out.cat.intern(cat, ni.cat);
+    if (cc >= 0) ni.cat = cc;
+    else if (has_cat) cc = ni.cat = out.cat.intern(cat, ni.cat);
     out.cat.codes[size_t(row)] = cc;
-    out.ph.codes[size_t(row)] = ph.empty() ? -1 : (ni.ph = out.ph.intern(ph, ni.ph));
+    if (pc >= 0) ni.ph = pc;
+    else if (!ph.empty()) pc = ni.ph = out.ph.intern(ph, ni.ph);
+    out.ph.codes[size_t(row)] = pc;
     const int8_t sk = ni.size_kind;  // (read before slot_for and the args stores)
     out.pid[size_t(row)] = pid;
     out.tid[size_t(row)] = tid;
@@ -1476,6 +1625,9 @@ void Parser::parse(const char* buf, size_t len, size_t capacity, FileContext& ct
   if (auto it = im.arg_index.find(kArgsExtraColumn); it != im.arg_index.end()) im.extra_col = it->second;
   im.name_info.assign(out.name.categories.size(), Impl::NameInfo{});
   for (auto& e : im.name_cache) e = Impl::NameSlot{};  // codes of another `out` perhaps
+  im.ph_x_code = -1;
+  im.host_val = Impl::ValSpan{};
+  im.fname_val = Impl::ValSpan{};
   im.shapes.clear();
   // core columns: out.rows long on entry and on every exit (Impl::grow_core)
   Impl::trim_core(out);

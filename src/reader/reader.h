@@ -516,6 +516,10 @@ struct DictColumn {
     insert_slot(c);
     return last_code = c;
   }
+  // Code of `s` when it is the last code interned or found, else -1 (nothing is added, no hashing).
+  int32_t find_last(std::string_view s) const {
+    return last_code >= 0 && equal(s, views[size_t(last_code)]) ? last_code : -1;
+  }
   // Code of `s`, or -1 when it is not interned (nothing is added).
   int32_t find(std::string_view s) {
     if (last_code >= 0 && equal(s, views[size_t(last_code)])) return last_code;

@@ -8,6 +8,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -334,4 +336,165 @@ TEST(ReaderFastPath, OutOfRangeValuesAndTrailingContentAreSkipped) {
       EXPECT_EQ(cols.skipped_lines, 1) << kSlow[i];
     }
   }
+}
+
+namespace {
+// The dictionaries themselves (not only the decoded values): the same strings in the same order,
+// so a line the fast path gave up added nothing, and codes reused from a span are the codes.
+void expect_same_dictionaries(const std::string& text) {
+  for (char pad : {' ', '\0'}) {
+    Parsed f = parse(text, true, {}, pad);
+    Parsed s = parse(text, false);
+    EXPECT_EQ(std::vector<std::string>(f.cols.hostname.categories.begin(), f.cols.hostname.categories.end()),
+              std::vector<std::string>(s.cols.hostname.categories.begin(), s.cols.hostname.categories.end()));
+    EXPECT_EQ(std::vector<std::string>(f.cols.fname.categories.begin(), f.cols.fname.categories.end()),
+              std::vector<std::string>(s.cols.fname.categories.begin(), s.cols.fname.categories.end()));
+    EXPECT_EQ(std::vector<std::string>(f.cols.cat.categories.begin(), f.cols.cat.categories.end()),
+              std::vector<std::string>(s.cols.cat.categories.begin(), s.cols.cat.categories.end()));
+    EXPECT_EQ(std::vector<std::string>(f.cols.ph.categories.begin(), f.cols.ph.categories.end()),
+              std::vector<std::string>(s.cols.ph.categories.begin(), s.cols.ph.categories.end()));
+    EXPECT_EQ(f.cols.fname.codes, s.cols.fname.codes);
+    EXPECT_EQ(f.cols.hostname.codes, s.cols.hostname.codes);
+    EXPECT_EQ(f.cols.cat.codes, s.cols.cat.codes);
+    EXPECT_EQ(f.cols.ph.codes, s.cols.ph.codes);
+  }
+}
+
+std::string event(const std::string& name, const std::string& cat, const std::string& args, const char* ph = "X",
+                  int64_t ts = 3) {
+  return R"({"id":1,"name":")" + name + R"(","cat":")" + cat + R"(","pid":1,"tid":2,"ts":)" + std::to_string(ts) +
+         R"(,"dur":4,"ph":")" + ph + R"(","args":{)" + args + "}}";
+}
+}  // namespace
+
+// i26-scan: the last hostname and file name are kept as spans of their bytes with their codes
+// (Impl::ValSpan), and a line whose name and category (or `,"ph":"X","args":{"`) match a span
+// takes the category (phase) code from it. Runs of equal values, then every kind of change.
+TEST(ReaderFastPath, HostAndFileSpansAgree) {
+  std::vector<std::string> lines;
+  const std::vector<std::string> names = {"read", "write", "open64", "close", "n16_____________"};
+  const std::vector<std::string> files = {"/p/a.npz",
+                                          "/p/a.npzz",
+                                          "/p/a.np",
+                                          "/p/b.npz",
+                                          "",
+                                          "x",
+                                          std::string(62, 'f'),
+                                          std::string(63, 'f'),
+                                          std::string(64, 'f'),
+                                          std::string(61, 'f') + "g",
+                                          "/p/a.npz\\u0041"};
+  const std::vector<std::string> hosts = {"node00", "node01", "node0", "node000", "", "\\\"q"};
+  std::mt19937 rng(26);
+  std::string f = files[0], h = hosts[0];
+  for (int i = 0; i < 3000; ++i) {
+    const std::string& n = names[rng() % names.size()];
+    // runs: the file and host change now and then
+    if (rng() % 6 == 0) f = files[rng() % files.size()];
+    if (rng() % 20 == 0) h = hosts[rng() % hosts.size()];
+    std::string args;
+    switch (rng() % 9) {
+      case 0: args = R"("fname":")" + f + R"(","hostname":")" + h + R"(","ret":1)"; break;           // other order
+      case 1: args = R"("hostname":")" + h + R"(","hostname":"other","fname":")" + f + "\""; break;  // later wins
+      case 2: args = R"("hostname":")" + h + R"(","fname":5,"fname":")" + f + "\""; break;
+      case 3: args = R"("hostname":")" + h + R"(","fname":")" + f + R"(","ret":1,"x":{"a":1})"; break;  // not taken
+      case 4: args = R"("hostname":")" + h + R"(","fname":")" + f + R"(")"; break;
+      default: args = R"("hostname":")" + h + R"(","fname":")" + f + R"(","fd":3,"ret":)" + std::to_string(i); break;
+    }
+    const char* cat = rng() % 50 == 0 ? "dftracer" : (rng() % 10 == 0 ? "STDIO" : "POSIX");
+    const char* ph = rng() % 30 == 0 ? "M" : (rng() % 30 == 0 ? "Y" : "X");
+    int64_t ts = rng() % 100 == 0 ? -1 : 3 + i;
+    lines.push_back(event(n, cat, args, ph, ts));
+  }
+  int64_t fast = expect_same(join(lines));
+  EXPECT_GT(fast, int64_t(lines.size() / 2));
+  expect_same_dictionaries(join(lines));
+  // a file name, then the same line edited at every byte of the value (and its closing quote)
+  const std::string base = event("read", "POSIX", R"("hostname":"node00","fname":"/p/lustre/img_00027.npz","ret":1)");
+  size_t v = base.find("/p/lustre");
+  std::vector<std::string> edits;
+  for (size_t pos = v - 1; pos < v + 26; ++pos)
+    for (char c : std::string("a\"\\,}0 ")) {
+      std::string l = base;
+      l[pos] = c;
+      edits.push_back(base);
+      edits.push_back(base);
+      edits.push_back(l);
+      l = base;
+      l.insert(pos, 1, c);
+      edits.push_back(l);
+    }
+  expect_same(join(edits));
+  expect_same_dictionaries(join(edits));
+}
+
+// i26-scan: decimals of <= 15 digits without an exponent are read as double(W) / 10^F (exact
+// fast path); they must be the correctly rounded doubles strtod gives, as from_chars does.
+TEST(ReaderFastPath, ShortDecimalsExact) {
+  std::mt19937_64 rng(2026);
+  std::vector<std::string> texts = {"0.5",
+                                    "-0.0",
+                                    "0.0",
+                                    "0.1",
+                                    "0.2",
+                                    "0.3",
+                                    "1.5",
+                                    "-1.5",
+                                    "9.999999999999999",
+                                    "999999999999999.9",
+                                    "99999999999999.99",
+                                    "0.000000000000001",
+                                    "123456789.123456",
+                                    "520983206.413",
+                                    "1.7976931348623157",
+                                    "4.9406564584124654",
+                                    "2.2250738585072014",
+                                    "0.30000000000000004",
+                                    "1234567890123.45",
+                                    "12345678901234.56"};
+  for (int i = 0; i < 4000; ++i) {
+    int nd = 1 + int(rng() % 15), nf = 1 + int(rng() % 16);  // some past 15 digits: from_chars
+    std::string s = (rng() % 4 == 0) ? "-" : "";
+    s += std::to_string(1 + rng() % 9);
+    for (int k = 1; k < nd; ++k) s += char('0' + rng() % 10);
+    if (rng() % 8 == 0) s = s[0] == '-' ? "-0" : "0";  // a zero integer part
+    s += '.';
+    for (int k = 0; k < nf; ++k) s += char('0' + rng() % 10);
+    texts.push_back(s);
+  }
+  std::vector<std::string> lines;
+  for (auto& t : texts) lines.push_back(std::string(kPrefix) + R"("a":)" + t + R"(,"b":1}})");
+  for (char pad : {' ', '\0'}) {
+    Parsed p = parse(join(lines), true, {}, pad);
+    ASSERT_EQ(p.fast_lines, int64_t(lines.size()));
+    const ArgColumn* a = nullptr;
+    for (auto& c : p.cols.args)
+      if (c.key == "a") a = &c;
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a->type, ArgType::Float);
+    ASSERT_EQ(a->floats.size(), texts.size());
+    for (size_t k = 0; k < texts.size(); ++k) {
+      double want = std::strtod(texts[k].c_str(), nullptr);
+      // bit for bit (the sign of -0.0 too)
+      EXPECT_EQ(std::memcmp(&a->floats[k], &want, sizeof want), 0) << texts[k] << " " << a->floats[k];
+    }
+  }
+  expect_same(join(lines));
+}
+
+// i26-scan: category and phase codes come from the spans only for the same bytes: categories
+// that change under a kept name, metadata lines and skipped lines between, phases other than X.
+TEST(ReaderFastPath, CategoryAndPhaseCodesFromSpans) {
+  std::vector<std::string> lines;
+  std::mt19937 rng(7);
+  const std::vector<std::string> cats = {"POSIX", "POSIX2", "POSI", "dftracer", "", "STDIO", "app"};
+  const std::vector<const char*> phs = {"X", "X", "X", "Y", "M", "", "XX"};
+  for (int i = 0; i < 4000; ++i) {
+    std::string name = "n" + std::to_string(rng() % 300);  // past the 256 cache entries
+    const std::string& cat = cats[rng() % (rng() % 3 == 0 ? cats.size() : 2)];
+    lines.push_back(event(name, cat, R"("a":1)", phs[rng() % phs.size()], rng() % 40 == 0 ? -5 : i));
+    if (rng() % 3 == 0) lines.push_back(lines.back());
+  }
+  EXPECT_GT(expect_same(join(lines)), int64_t(lines.size() / 2));
+  expect_same_dictionaries(join(lines));
 }
