@@ -49,10 +49,19 @@ _EV = [("start", "B", _T0[0], _T0[1])]
 _out = os.environ["DFA_PHASES_OUT"]
 def _ev(name, kind):
     _EV.append((name, kind, time.time(), time.process_time()))
+import gc
+_GC = [0.0, 0.0, 0.0]  # time in the cyclic collector (s), collections, start of the current one
+def _gc_cb(phase, info):
+    if phase == "start":
+        _GC[2] = time.perf_counter()
+    else:
+        _GC[0] += time.perf_counter() - _GC[2]
+        _GC[1] += 1
+gc.callbacks.append(_gc_cb)
 def _flush():
     import json as _j
     with open(_out, "w") as f:
-        _j.dump(_EV, f)
+        _j.dump(_EV + [("garbage collector (total, %d collections)" % _GC[1], "G", _GC[0], 0.0)], f)
 import importlib.abc, importlib.machinery
 WATCH = {"numpy", "pandas", "pyarrow", "yaml", "rich", "dask", "distributed", "tornado", "msgpack",
          "psutil", "dask.dataframe", "dfanalyzer.analyzer", "dfanalyzer.summary", "dfanalyzer.cli",
@@ -201,8 +210,10 @@ def phases(ev, t_popen, t_reaped, cpu):
             rows.append((name, t0 - t_popen, t - t0, c - c0))
         elif kind == "I":
             rows.append((name, t - t_popen, 0.0, c))
-    last = max(e[2] for e in ev)
-    last_cpu = max(e[3] for e in ev)
+        elif kind == "G":  # (the collector's wall total, anywhere in the command)
+            rows.append((name.split(",")[0] + ")", 0.0, t, 0.0))
+    last = max(e[2] for e in ev if e[1] != "G")
+    last_cpu = max(e[3] for e in ev if e[1] != "G")
     rows.append(("exit (last event -> reaped)", last - t_popen, t_reaped - last, cpu - last_cpu))
     rows.append(("whole command", 0.0, t_reaped - t_popen, cpu))
     rows.sort(key=lambda r: r[1])
