@@ -145,7 +145,12 @@ def test_import_distributed_reads_the_same_config(tmp_path):
     got = {}
     for how in ("plain", "libyaml", "nolibyaml"):
         r = subprocess.run(
-            [sys.executable, "-c", _CONFIG, how], capture_output=True, text=True, env=env, timeout=120, cwd=str(tmp_path)
+            [sys.executable, "-c", _CONFIG, how],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=str(tmp_path),
         )
         assert r.returncode == 0, r.stderr[-2000:]
         got[how] = json.loads(r.stdout)
