@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: distributed is imported when a client is 
 # without a cluster, and importing distributed alone costs ~0.5 s of its start-up.
 
 
-def import_distributed():
+def _import_distributed():
     """``import distributed`` (the module), with Dask's YAML configuration parsed by libyaml.
 
     Importing dask and distributed reads their default configuration (``dask.yaml``,
@@ -61,7 +61,7 @@ def import_distributed():
     return distributed
 
 
-__all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "usable_cores", "import_distributed"]
+__all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "usable_cores"]
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -438,7 +438,7 @@ def setup_dask_cluster(
         raise ValueError("config starts a cluster; it cannot be combined with scheduler_address/scheduler_file")
     if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0):
         raise ValueError(f"n_workers must be a non-negative integer, got {n_workers!r}")
-    Client = import_distributed().Client
+    Client = _import_distributed().Client
 
     if scheduler_address is not None:
         return Client(scheduler_address)

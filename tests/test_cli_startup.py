@@ -7,7 +7,7 @@ docs/perf/i26-client.md), without changing what the command prints or returns.
   the exit status are those of ``cli.main`` called with the collector untouched, for the
   threaded command, the ``--scheduler`` command and a failing command; a caller of ``main``
   keeps its collector as it was.
-* ``cluster.import_distributed`` (Dask's YAML parsed by libyaml during the import) gives the
+* ``cluster._import_distributed`` (Dask's YAML parsed by libyaml during the import) gives the
   same Dask configuration as a plain ``import distributed``, a user's config file included, and
   leaves ``yaml.safe_load`` as it was; without libyaml it is a plain import.
 """
@@ -122,8 +122,8 @@ _CONFIG = (
     "if sys.argv[1] == 'plain':\n"
     "    import distributed\n"
     "else:\n"
-    "    from dfanalyzer.cluster import import_distributed\n"
-    "    import_distributed()\n"
+    "    from dfanalyzer.cluster import _import_distributed\n"
+    "    _import_distributed()\n"
     "import dask, yaml\n"
     "print(json.dumps({'config': dask.config.config, 'restored': yaml.safe_load is plain_load},\n"
     "                 sort_keys=True, default=repr))\n"
