@@ -297,7 +297,9 @@ def main() -> None:
                 wl = med(s[i][2] for s in sel)
                 cp = med(s[i][3] for s in sel)
                 label = n if k == 1 else f"{n} #{i + 1}"
-                if wl == 0.0:  # an instant: its CPU is the process's total so far
+                if n.startswith("garbage collector"):  # (a wall total, anywhere in the command)
+                    print(f"| {label} | | {wl:.3f} | |")
+                elif wl == 0.0:  # an instant: its CPU is the process's total so far
                     print(f"| {label} | {st:.3f} | | (at {cp:.3f}) |")
                 else:
                     print(f"| {label} | {st:.3f} | {wl:.3f} | {cp:.3f} |")
