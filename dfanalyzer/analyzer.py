@@ -663,11 +663,35 @@ def _loaded_each(i: int, load: dict, which: list, *frames) -> list:
     return out
 
 
-def _stashed(name: str) -> Dict[int, tuple]:
+def _stashed(name: str) -> bytes:
     """On a worker (``client.run``, in its event loop): ``{k: (info, aligned, metadata)}`` of the
     loads ``(name, k)`` whose frames this worker holds (their :data:`_LOADED` entries; the
-    metadata is the few ``ph: "M"`` records of the batch)."""
-    return {k: (v[1], v[2], v[0]) for (n, k), v in list(_LOADED.items()) if n == name}
+    metadata is the few ``ph: "M"`` records of the batch), pickled (:func:`_unpickle_stashed`).
+
+    Pickled here because Dask measures every message it sends (``safe_sizeof``, to choose
+    whether to serialise off the event loop) by walking it: the dicts and lists of the infos and
+    a pandas ``sizeof`` per metadata frame, ~10-20 ms per worker per load, then again on the
+    scheduler that relays the reply; the size of ``bytes`` is its length. The pickling itself
+    is what Dask would do to these objects anyway."""
+    import pickle
+
+    return pickle.dumps(
+        {k: (v[1], v[2], v[0]) for (n, k), v in list(_LOADED.items()) if n == name}, protocol=pickle.HIGHEST_PROTOCOL
+    )
+
+
+def _unpickle_stashed(res) -> Optional[Dict[int, tuple]]:
+    """A worker's :func:`_stashed` reply as its dict; None for a failed call (``on_error="return"``
+    gives the exception) or a reply that is not one."""
+    import pickle
+
+    if not isinstance(res, bytes):
+        return None
+    try:
+        got = pickle.loads(res)
+    except Exception:
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dict):
@@ -689,8 +713,8 @@ def _infos_of_loads(client, futures: list, items: Sequence, name: str, load: dic
     except Exception:  # a worker lost during the call: every load takes the picks' path
         got = {}
     for w in sorted(got):
-        res = got[w]
-        if not isinstance(res, dict):
+        res = _unpickle_stashed(got[w])
+        if res is None:
             continue  # this worker failed to answer: its loads are missing
         for k, (info, al, md) in res.items():
             if 0 <= k < n and infos[k] is None and futures[k].key == (name, k):

@@ -483,6 +483,55 @@ def _main(argv: Optional[List[str]] = None) -> int:
         return view_main(args)
     if _check_load_options(args):
         return 2
+    pause = _StartUpGc()  # until the analyzer is planned: imports (distributed), connecting, indexing
+    try:
+        return _summary_main(args, pause)
+    finally:
+        pause.end()
+
+
+class _StartUpGc:
+    """In the ``dfanalyzer`` process itself (:func:`run` sets :data:`_FREEZE_START_UP`), Python's
+    cyclic garbage collector paused for the summary command's start-up, from construction to
+    :meth:`end` (idempotent), which moves everything made so far to the permanent generation
+    (``gc.freeze()``) and restores the collector as it was.
+
+    The start-up only allocates: modules, their functions and classes, the connection, the
+    plan. Importing distributed (and the dask it imports) makes ~300k such objects, and the
+    collector traverses them again and again while they are made: ~0.1-0.18 s of CPU of the
+    ``--scheduler`` command (a full collection of ~70 ms, ~110 young ones), ~20-40 ms of the
+    threaded command's (docs/perf/i26-client.md); frozen, no later collection traverses them
+    either. Merely pausing would not do: the first young collection after it traverses them
+    all at once (~0.19 s measured). A caller of :func:`main` (tests, scripts) keeps its
+    collector untouched: the process goes on after the command, and frozen objects that
+    become garbage in cycles would never be collected."""
+
+    def __init__(self):
+        import gc
+
+        self._was = gc.isenabled()
+        self._on = _FREEZE_START_UP
+        if self._on:
+            gc.disable()
+
+    def end(self) -> None:
+        if not self._on:
+            return
+        import gc
+
+        self._on = False
+        gc.freeze()
+        if self._was:
+            gc.enable()
+
+
+#: set by :func:`run` (the console script's own process, which ends with the command)
+_FREEZE_START_UP = False
+
+
+def _summary_main(args, pause: _StartUpGc) -> int:
+    """The ``summary`` command once its options are checked (``_main``); ``pause`` ends when
+    the analyzer is planned, before the summary runs."""
     from .analyzer import expand_patterns
     from .engine.timebins import NoEventsError
 
@@ -505,6 +554,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
     try:
         # the summary and the plots use only the core columns (args=())
         analyzer = _analyzer_from_args(args.patterns, args, client, (), progress, n_workers=args.workers)
+        pause.end()
         result = analyzer.summary(show=False)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
@@ -1013,6 +1063,8 @@ def run() -> None:
     step of the threaded summary, issue 22) is skipped: the atexit handlers run, then
     ``os._exit``. Python's own exit is kept whenever it could differ: a flush that fails (the
     reader of stdout went away: Python reports it and exits 120) or a thread still running."""
+    global _FREEZE_START_UP
+    _FREEZE_START_UP = True  # (this process ends with the command: see _StartUpGc)
     status = main()
     try:
         sys.stdout.flush()

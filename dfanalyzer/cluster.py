@@ -20,6 +20,47 @@ if TYPE_CHECKING:  # annotations only: distributed is imported when a client is 
 # distributed is imported where a client is made: `dfanalyzer summary` on a local machine runs
 # without a cluster, and importing distributed alone costs ~0.5 s of its start-up.
 
+
+def _import_distributed():
+    """``import distributed`` (the module), with Dask's YAML configuration parsed by libyaml.
+
+    Importing dask and distributed reads their default configuration (``dask.yaml``,
+    ``distributed.yaml``, ~60 kB) and the user's files (``~/.config/dask/*.yaml``) with
+    ``yaml.safe_load``, PyYAML's pure-Python parser: ~50 ms of the ~0.5 s import, a serial step
+    of every ``--scheduler`` command (docs/perf/i26-client.md). When PyYAML has libyaml
+    (``yaml.CSafeLoader``: the same constructors and resolver, the parser in C) and dask is not
+    imported yet, ``yaml.safe_load`` parses with it for the duration of the import only (restored
+    after, even on error): the configuration is the same (tested), in ~5 ms. Without libyaml, or
+    when dask is already imported, this is a plain import."""
+    import sys
+
+    if "distributed" in sys.modules:
+        return sys.modules["distributed"]
+    yaml = None
+    if "dask" not in sys.modules:
+        try:
+            import yaml
+        except ImportError:
+            yaml = None
+    loader = getattr(yaml, "CSafeLoader", None) if yaml is not None else None
+    if loader is None:
+        import distributed
+
+        return distributed
+    plain = yaml.safe_load
+
+    def safe_load(stream):
+        return yaml.load(stream, Loader=loader)
+
+    yaml.safe_load = safe_load
+    try:
+        import distributed
+    finally:
+        if yaml.safe_load is safe_load:  # (unless something else replaced it meanwhile)
+            yaml.safe_load = plain
+    return distributed
+
+
 __all__ = ["setup_dask_cluster", "load_cluster_config", "make_slurm_cluster", "usable_cores"]
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
@@ -397,7 +438,7 @@ def setup_dask_cluster(
         raise ValueError("config starts a cluster; it cannot be combined with scheduler_address/scheduler_file")
     if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0):
         raise ValueError(f"n_workers must be a non-negative integer, got {n_workers!r}")
-    from distributed import Client
+    Client = _import_distributed().Client
 
     if scheduler_address is not None:
         return Client(scheduler_address)

@@ -303,6 +303,36 @@ def test_metadata_of_held_batches_comes_with_their_infos(cluster_client, tmp_pat
     assert an.metadata["name"].astype(str).tolist() == names  # first read after close
 
 
+def test_loads_infos_come_back_pickled_by_one_run(traces, cluster_client):
+    """The one ``client.run`` after the loads (``_stashed``) answers with ``bytes`` per worker
+    (Dask measures a message by walking it, a bytes object by its length): between them the
+    workers answer for every load exactly once, and the rows of their infos are the events' rows
+    (truth: the trace set's own count). A failed or foreign reply reads as no answer (the loads
+    then take the per-worker picks)."""
+    from distributed.sizeof import safe_sizeof
+
+    from dfanalyzer import DFAnalyzer
+    from dfanalyzer.analyzer import _stashed, _unpickle_stashed
+
+    c = cluster_client
+    with DFAnalyzer(traces, client=c, batch_size_mb=0.1, small_file_mb=0) as an:
+        n = len(an.events)
+        st = an.stats
+        name = an.partitions()[0].key[0]
+        got = c.run(_stashed, name)
+        assert st["partitions"] == st["batches"] >= 4 * FILES, st
+        assert got and all(isinstance(v, bytes) and safe_sizeof(v) >= len(v) for v in got.values())
+        seen: dict = {}
+        for v in got.values():
+            part = _unpickle_stashed(v)
+            assert part is not None and not set(part) & set(seen)
+            seen.update(part)
+    assert sorted(seen) == list(range(st["batches"]))
+    assert n == EVENTS and sum(info.rows for info, _, _ in seen.values()) == EVENTS
+    assert all(isinstance(al, bool) for _, al, _ in seen.values())
+    assert _unpickle_stashed(OSError("worker lost")) is None and _unpickle_stashed(b"not a pickle") is None
+
+
 def test_meta_is_what_clear_known_categories_makes():
     """``make_meta`` builds its unknown-category columns directly: the same frame, dtypes and
     category dtypes as Dask's ``clear_known_categories`` of the empty columns (the independent
