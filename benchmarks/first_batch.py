@@ -25,13 +25,15 @@ command, and the median of the paired ratios B/A.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from startup import ab_arguments  # noqa: E402
 
 _PROBE = r"""
 import os, sys, time
@@ -102,16 +104,8 @@ def _med(xs) -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    cut = argv.index("--") if "--" in argv else len(argv)
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--rounds", type=int, default=7)
-    a = ap.parse_args(argv[:cut])
-    cmd = argv[cut + 1 :]
+    a, cmd = ab_arguments(argv, __doc__, 7)
     roots = (a.a, a.b)
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()}: {' '.join(cmd)}")
     for root in roots:  # warm-up: byte code written, page cache warm, indexes built
         _child(root, cmd, True)
     floor = {}

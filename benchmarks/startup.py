@@ -35,16 +35,23 @@ def _run(root: str, cmd: list) -> tuple:
     return wall, cpu, (p.returncode, p.stdout, p.stderr)
 
 
-def main(argv=None) -> int:
+def ab_arguments(argv, doc: str, rounds: int) -> tuple:
+    """``A B [--rounds N] -- COMMAND...`` of the A-vs-B benchmarks (this one, first_batch.py):
+    (parsed A, B and rounds, the command's argument list); prints the run's header line."""
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("a")
     ap.add_argument("b")
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=rounds)
     a = ap.parse_args(argv[:cut])
     cmd = argv[cut + 1 :]
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()}: {' '.join(cmd)}")
+    return a, cmd
+
+
+def main(argv=None) -> int:
+    a, cmd = ab_arguments(argv, __doc__, 10)
     for root in (a.a, a.b):  # warm-up: byte code written, page cache warm
         _run(root, cmd)
     res = {a.a: [], a.b: []}

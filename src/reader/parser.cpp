@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <unordered_set>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -467,73 +468,52 @@ __attribute__((always_inline)) inline bool lit(const char*& q, const char* e, co
   return true;
 }
 
-// Up to 32 bytes of a line seen before, compared in place with one 32-byte compare (the fast
-// path's "same bytes as last time": same bytes, same tokens, same values). Reads 32 bytes at the
-// compared position (the input is padded by 64).
-struct Span32 {
-  alignas(32) char b[32] = {};
-  uint32_t mask = 0;  // bit i: byte i is part of the span
-  uint32_t len = 0;   // 0: empty (never matches)
-  // `n` in 1-32; 32 bytes are read at `p`.
-  void set(const char* p, size_t n) {
-    std::memcpy(b, p, 32);
-    len = uint32_t(n);
-    mask = n >= 32 ? ~0u : (1u << n) - 1;
-  }
-  bool at(const char* p) const {
+#if defined(__SSE2__)
+// Bit i set: byte i of the 32 bytes at p equals byte i of the 32-byte aligned b.
+__attribute__((always_inline)) inline uint32_t equal_bytes32(const char* p, const char* b) {
 #if defined(__AVX2__)
-    unsigned eq = unsigned(
-        _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))));
-#elif defined(__SSE2__)
-    unsigned eq = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
-                                                            _mm_load_si128(reinterpret_cast<const __m128i*>(b))))) |
-                  unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
-                                                            _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16)))))
-                      << 16;
+  return uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                                         _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))));
 #else
-    if (len == 0 || std::memcmp(p, b, len) != 0) return false;
-    unsigned eq = ~0u;
+  return uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                                   _mm_load_si128(reinterpret_cast<const __m128i*>(b))))) |
+         uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
+                                                   _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16)))))
+             << 16;
 #endif
-    return len != 0 && (~eq & mask) == 0;
-  }
-};
+}
+#endif
 
-// Up to 64 bytes of a line seen before, compared in place (Span32's twin for string values: a
-// path is longer than 32 bytes). Reads 64 bytes at the compared position (the input is padded by 64).
-struct Span64 {
-  alignas(32) char b[64] = {};
-  uint64_t mask = 0;  // bit i: byte i is part of the span
-  uint32_t len = 0;   // 0: empty (never matches)
-  // `n` in 1-64; 64 bytes are read at `p`.
+// Up to N (32 or 64) bytes of a line seen before, compared in place, 32 bytes per compare (the
+// fast path's "same bytes as last time": same bytes, same tokens, same values). Reads N bytes at
+// the compared position (the input is padded by 64). Span<32>: the line's head and category
+// stretches; Span<64>: string values (a path is longer than 32 bytes).
+template <size_t N>
+struct Span {
+  static_assert(N == 32 || N == 64, "one or two 32-byte compares");
+  using Mask = std::conditional_t<N == 64, uint64_t, uint32_t>;
+  alignas(32) char b[N] = {};
+  Mask mask = 0;     // bit i: byte i is part of the span
+  uint32_t len = 0;  // 0: empty (never matches)
+  // `n` in 1-N; N bytes are read at `p`.
   void set(const char* p, size_t n) {
-    std::memcpy(b, p, 64);
+    std::memcpy(b, p, N);
     len = uint32_t(n);
-    mask = n >= 64 ? ~0ull : (1ull << n) - 1;
+    mask = n >= N ? Mask(~Mask(0)) : Mask((Mask(1) << n) - 1);
   }
   bool at(const char* p) const {
-#if defined(__AVX2__)
-    uint64_t eq = uint64_t(unsigned(_mm256_movemask_epi8(
-                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b)))))) |
-                  uint64_t(unsigned(_mm256_movemask_epi8(
-                      _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)),
-                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32))))))
-                      << 32;
-#elif defined(__SSE2__)
-    uint64_t eq = 0;
-    for (int k = 0; k < 4; ++k)
-      eq |= uint64_t(unsigned(
-                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)),
-                                                 _mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))))))
-            << (16 * k);
+#if defined(__SSE2__)
+    Mask eq = equal_bytes32(p, b);
+    if constexpr (N == 64) eq |= Mask(equal_bytes32(p + 32, b + 32)) << 32;
 #else
     if (len == 0 || std::memcmp(p, b, len) != 0) return false;
-    uint64_t eq = ~0ull;
+    Mask eq = Mask(~Mask(0));
 #endif
     return len != 0 && (~eq & mask) == 0;
   }
 };
+using Span32 = Span<32>;
+using Span64 = Span<64>;
 
 // The bytes `,"ph":"X","args":{"` (the tracer's complete events with args: up to the first key's
 // quote), compared in one piece.
