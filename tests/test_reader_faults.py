@@ -100,15 +100,7 @@ def _run(trace, tmp_path, mode, rounds):
     return json.loads(r.stdout.strip().splitlines()[-1])["rounds"]
 
 
-def _have_raw_loader():
-    from dfanalyzer import reader
-
-    return hasattr(getattr(reader, "_reader", None), "load_batch")
-
-
 def test_dropped_batches_reuse_their_memory(trace, tmp_path):
-    if not _have_raw_loader():
-        pytest.skip("no dfanalyzer.reader._reader.load_batch")
     rounds = _run(trace, tmp_path, "drop", 6)
     first, later = rounds[0], rounds[1:]
     assert first["rows"] == 150_000 and all(r["rows"] == 150_000 for r in later)
@@ -123,8 +115,6 @@ def test_dropped_batches_reuse_their_memory(trace, tmp_path):
 
 
 def test_held_batches_cost_their_own_pages(trace, tmp_path):
-    if not _have_raw_loader():
-        pytest.skip("no dfanalyzer.reader._reader.load_batch")
     (r,) = _run(trace, tmp_path, "held", 1)
     assert r["rows"] == 150_000
     # Held columns are fresh memory: ~one fault per page they occupy; a copy of the columns, or
