@@ -176,11 +176,11 @@ def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
 # ----------------------------------------------------------------------------- planning
 BATCH_MB = 16.0
 """Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a cluster."""
-PREFETCH_PER_THREAD = 4
-"""Batches (or groups of small files) per thread that the threaded streamed summary starts loading
-in native threads before NumPy and the summary's modules are imported (:meth:`DFAnalyzer._start_loads`):
-~0.2 s of imports is ~4-6 loads of 16 MiB batches; each waits in memory (~5 MB with the summary's
-columns) until a pool thread takes it. 0: none."""
+PREFETCH_PER_THREAD = 8
+"""At most this many batches (or groups of small files) per thread are loaded in native threads
+while the threaded streamed summary imports NumPy and its modules (:meth:`DFAnalyzer._start_loads`):
+they load until the pool's first task takes one (~0.2 s of imports: ~5 loads of a 16 MiB batch
+here), each then waiting in memory (~5 MB with the summary's columns) for its pool thread. 0: none."""
 CLUSTER_BATCH_MAX_MB = 64.0
 """Cap of the bigger batches planned on a cluster when ``batch_size_mb`` is not given (MiB of text)."""
 CLUSTER_BATCHES_PER_THREAD = 4
@@ -862,8 +862,8 @@ def _summary_batch_task(
     ``raw_metadata``: the metadata as the reader's dict of lists (:func:`reader.metadata_frame`
     makes the frame), not a DataFrame: what a distributed summary sends, so that its client
     needs no pandas to receive it. ``load``: returns the batch as ``_reader.load_batch`` would
-    (or raises what it would raise): a load started earlier (:meth:`DFAnalyzer._start_loads`);
-    without a filter only."""
+    (or raises what it would raise), or None, then it is loaded here: a load started earlier
+    (:meth:`DFAnalyzer._start_loads`); without a filter only."""
     if query:
         ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
@@ -873,9 +873,8 @@ def _summary_batch_task(
 
     path, first, last, nbytes, nlines = batch
     try:
-        if load is not None:
-            r = load()
-        else:
+        r = None if load is None else load()  # (None: not started early, loaded here)
+        if r is None:
             r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
@@ -914,9 +913,8 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
     from . import _reader, reader
 
     try:
-        if load is not None:
-            r = load()
-        else:
+        r = None if load is None else load()  # (None: not started early, loaded here)
+        if r is None:
             r = _reader.load_files([os.fspath(p) for p in paths], _args_projection(frozenset(), None))
         files = list(r["files"])
         for f in files:  # (as reader.load_files and _load_files_task complete them)
@@ -1723,13 +1721,13 @@ class DFAnalyzer:
         return part
 
     def _start_loads(self, items: list, order: List[int], nb: int) -> dict:
-        """Start the loads of the first ``PREFETCH_PER_THREAD`` items per thread of ``order``
-        (``items``: the streamed summary's batches, then its groups of small files, ``nb``
-        batches) in native threads (``_reader.Prefetch``: no GIL, no NumPy), so that they run
-        while this thread imports NumPy and the summary's modules. Returns ``{item: load}``,
-        ``load()`` giving what ``_reader.load_batch`` / ``load_files`` would give (each once).
-        The pool threads take these items first (``order``), then load the others themselves:
-        at most ``PREFETCH_PER_THREAD`` loaded batches per thread wait in memory meanwhile."""
+        """Start loading the first items of ``order`` (``items``: the streamed summary's
+        batches, then its groups of small files, ``nb`` batches) in native threads
+        (``_reader.Prefetch``: no GIL, no NumPy), one per pool thread, so that they load while
+        this thread imports NumPy and the summary's modules; they stop at the pool's first
+        task (the hand-over) or after ``PREFETCH_PER_THREAD`` items per thread. Returns
+        ``{item: load}``, ``load()`` giving what ``_reader.load_batch`` / ``load_files`` would
+        give (once), or None for an item no native thread started (the pool thread loads it)."""
         from . import _reader
 
         threads = self._threads()

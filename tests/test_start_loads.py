@@ -89,6 +89,10 @@ def test_prefetch_hands_over_what_the_loads_return(traces, tmp_path):
         assert sum(w["rows"] for w in want) > 12_000
         pf = _reader.Prefetch(items, 3)
         assert len(pf) == len(items)
+        deadline = time.monotonic() + 60
+        while pf.ready() < len(items) and time.monotonic() < deadline:  # (all loaded: no hand-over yet)
+            time.sleep(0.01)
+        assert pf.ready() == len(items)
         # taken out of order: odd ones first, then the even ones from the end
         order = list(range(1, len(items), 2)) + list(range(len(items) - 1 - (len(items) - 1) % 2, -1, -2))
         assert sorted(order) == list(range(len(items)))
@@ -98,6 +102,27 @@ def test_prefetch_hands_over_what_the_loads_return(traces, tmp_path):
         times = pf.times()
         assert len(times) == len(items) and all(0 < a <= z <= time.monotonic_ns() for a, z in times)
         pf.close()
+
+
+def test_prefetch_stops_at_the_hand_over(traces, tmp_path):
+    """The first take() is the hand-over: the threads start no item after it; the items started
+    are a prefix of the list (handed over exactly), the others are None (the caller loads them)."""
+    from dfanalyzer import _reader
+
+    _, big, small = traces
+    idx = str(tmp_path / "idx")
+    batches, _ = _plan(big, small, idx)
+    items = [("batch", p, a, z, idx, None) for p, a, z, _, _ in batches] * 200
+    pf = _reader.Prefetch(items, 1)
+    assert pf.take(len(items) - 1) is None  # (far past what one thread loads meanwhile)
+    got = [pf.take(i) for i in range(len(items) - 1)]
+    k = sum(1 for g in got if g is not None)
+    assert 0 <= k < 20 and all(g is not None for g in got[:k]) and all(g is None for g in got[k:])
+    for i in range(k):
+        _, p, a, z, d, c = items[i]
+        _same(got[i], _reader.load_batch(p, a, z, d, c), f"item {i}")
+    assert sum(1 for a, z in pf.times() if a) == k
+    pf.close()
 
 
 def test_prefetch_raises_what_load_batch_raises(traces, tmp_path):
@@ -115,6 +140,9 @@ def test_prefetch_raises_what_load_batch_raises(traces, tmp_path):
         ("batch", big[0], 10_000, 10_001, idx, None),  # checkpoints past the end
     ]
     pf = _reader.Prefetch(items, 2)
+    deadline = time.monotonic() + 60
+    while pf.ready() < len(items) and time.monotonic() < deadline:  # (all started before the first take)
+        time.sleep(0.01)
     raised = 0
     for i, (_, p, a, z, d, c) in enumerate(items):
         try:
@@ -138,6 +166,9 @@ def test_prefetch_take_close_and_bad_items(traces, tmp_path):
     batches, _ = _plan(big, small, idx)
     items = [("batch", p, a, z, idx, None) for p, a, z, _, _ in batches]
     pf = _reader.Prefetch(items, 2)
+    deadline = time.monotonic() + 60
+    while pf.ready() < len(items) and time.monotonic() < deadline:
+        time.sleep(0.01)
     first = pf.take(0)
     assert first["rows"] > 0
     with pytest.raises(RuntimeError, match="taken twice"):

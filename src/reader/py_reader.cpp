@@ -381,7 +381,8 @@ py::list files_list(const std::vector<FileLoad>& files) {
 // the GIL, and take(i) hands item i over exactly as load_batch / load_files return it (the same
 // dict, or the same exception: the reader's exception is kept and rethrown through pybind11's
 // translators). At most `threads` threads, each taking the next item in order; they end when
-// every item is loaded or on close(). Results wait in C++ memory until taken.
+// every item is loaded, at the first take() (the caller is ready: it loads the items not started
+// itself) or on close(). Results wait in C++ memory until taken.
 class Prefetch {
  public:
   struct Item {
@@ -406,13 +407,20 @@ class Prefetch {
 
   size_t size() const { return items_.size(); }
 
-  // Item i as load_batch / load_files returns it (waits, without the GIL, until it is loaded).
-  py::dict take(size_t i) {
+  // Item i as load_batch / load_files returns it (waits, without the GIL, while it loads), or None
+  // when no thread had started it: the caller loads it itself. The first take() is the hand-over:
+  // the threads start no other item after it (they load while the caller is not ready yet).
+  py::object take(size_t i) {
     if (i >= results_.size()) throw py::index_error("no such prefetched item");
     Result r;
     {
       py::gil_scoped_release nogil;
       std::unique_lock<std::mutex> lock(mu_);
+      handed_over_ = true;
+      if (i >= next_ && results_[i].state == State::Waiting && !closed_) {
+        results_[i].state = State::Taken;  // (never started, and now never will be)
+        return py::none();
+      }
       cv_.wait(lock, [&] { return results_[i].state != State::Waiting || closed_; });
       if (results_[i].state != State::Done) throw std::logic_error("prefetched item taken twice or after close()");
       r = std::move(results_[i]);
@@ -421,7 +429,7 @@ class Prefetch {
     if (r.error) std::rethrow_exception(r.error);
     py::dict out = batch_dict(std::move(r.owner));
     if (items_[i].files) out["files"] = files_list(r.files);
-    return out;
+    return std::move(out);
   }
 
   // Items loaded and not taken yet.
@@ -479,7 +487,7 @@ class Prefetch {
       size_t i;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (closed_ || next_ >= items_.size()) return;
+        if (closed_ || handed_over_ || next_ >= items_.size()) return;
         i = next_++;
       }
       Result r;
@@ -511,7 +519,7 @@ class Prefetch {
   std::mutex mu_;
   std::condition_variable cv_;
   size_t next_ = 0;
-  bool closed_ = false;
+  bool closed_ = false, handed_over_ = false;
   std::vector<std::thread> threads_;
 };
 
@@ -669,7 +677,8 @@ PYBIND11_MODULE(_reader, m) {
       m, "Prefetch",
       "Loads started in native threads (no GIL, no NumPy) and taken later: Prefetch(items, threads); items "
       "are ('batch', path, first, last, index_dir, columns) or ('files', paths, columns); take(i) "
-      "returns item i as load_batch / load_files would (or raises what they would raise), once; "
+      "returns item i as load_batch / load_files would (or raises what they would raise), once, or None "
+      "when no thread had started it (the threads start no item after the first take()); "
       "ready(): items loaded and not taken; times(): per item (start, end) in time.monotonic_ns(); "
       "close(): stops the threads and frees what was not taken.")
       .def(py::init(&make_prefetch), py::arg("items"), py::arg("threads") = 1)
