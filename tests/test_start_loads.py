@@ -230,7 +230,20 @@ def test_loads_start_before_numpy(traces, tmp_path, capsys):
 
     _, big, small = traces
     idx = str(tmp_path / "idx")
-    argv = ["summary", *big, *small, "--json", "--workers", "2", "--index-dir", idx, "--batch-size-mb", "0.05", "--small-file-mb", "0"]
+    argv = [
+        "summary",
+        *big,
+        *small,
+        "--json",
+        "--workers",
+        "2",
+        "--index-dir",
+        idx,
+        "--batch-size-mb",
+        "0.05",
+        "--small-file-mb",
+        "0",
+    ]
     assert cli.main(argv) == 0
     want = capsys.readouterr().out
     probe = (
