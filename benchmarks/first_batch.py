@@ -120,6 +120,7 @@ def _child(root: str, args: list, probe: bool) -> tuple:
     first["numpy at first load"] = sum(int(g[1]) for g in got if g[0] == "numpy-at-first-load")
     loads = [(float(g[1]) - t0, float(g[2]) - t0, int(g[3])) for g in got if g[0] == "prefetch-load" and float(g[2])]
     first["loaders busy"] = _busy(loads, first.get("first-load"), first.get("pool"))
+    first["native loads"] = (len(loads), statistics.median([z - a for a, z, _ in loads]) if loads else 0.0)
     return first, wall, cpu, out
 
 
@@ -183,6 +184,10 @@ def main(argv=None) -> int:
         busy = [r["loaders busy"][0] for r in phases[root]]
         if not any(math.isnan(b) for b in busy):
             print(f"| {root} | native loaders busy, share of threads x (first load -> pool) | {_med(busy)} | |")
+            nl = [r["native loads"] for r in phases[root]]
+            print(
+                f"| {root} | native loads per run; wall s per load (median) | {_med([n for n, _ in nl])} | {_med([w for _, w in nl])} |"
+            )
         at = [r["numpy at first load"] for r in phases[root]]
         print(f"| {root} | runs with NumPy imported before the first load (of {len(at)}) | {sum(at)} | |")
     names = ("first-load wall", "first-load CPU", "pool wall", "pool CPU", "command wall", "command CPU")
