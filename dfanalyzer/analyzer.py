@@ -1636,7 +1636,8 @@ class DFAnalyzer:
         :class:`~dfanalyzer.summary.Partial` and drops it; the partials are merged by a tree
         reduction. Also fills :attr:`stats` and :attr:`metadata`. Peak memory: one batch per
         thread plus the partials (histograms; interval unions up to ``SPILL_INTERVALS`` in
-        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`)."""
+        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`),
+        and at the start the batches loaded early (:meth:`_start_loads`)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
             # every pool thread folds the partials of the batches it runs (as the cluster's chunk
