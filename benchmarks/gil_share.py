@@ -245,7 +245,11 @@ def _patched(marks: Marks):
         (summary.PartialFolder, "add", summary.PartialFolder.add),
         (analyzer, "_summary_batch_task", analyzer._summary_batch_task),
         (analyzer, "_summary_files_task", analyzer._summary_files_task),
+        (analyzer, "PREFETCH_PER_THREAD", getattr(analyzer, "PREFETCH_PER_THREAD", 0)),
     ]
+    # every load through the wrapped load_batch in a pool thread (no native loads started before
+    # the pool, docs/perf/i27-start.md: this measures the pool's threads)
+    analyzer.PREFETCH_PER_THREAD = 0
     _reader.load_batch = marks.wrap(_reader.load_batch, 1)
     summary.partial_from_columns = marks.wrap(summary.partial_from_columns, 3)
     summary.PartialFolder.add = marks.wrap(summary.PartialFolder.add, 4)

@@ -42,18 +42,22 @@ import uuid
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
-from . import sanity as _sanity
-from . import schema as _schema
-from . import summary as _summary
+from . import schema as _schema  # (its NumPy is imported on first use)
+from ._lazy import LazyModule
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 from ._loaded import held as _held
 from ._loaded import loaded as _loaded
 from .engine.reduce import tree_reduce
-from .engine.vocabulary import APP_IO_CATS, COMPUTE_CATS, IO_CATS
+from .engine.vocabulary import AGGREGATE_COLUMNS, APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .records import BatchInfo, FileStats, LoadError, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
+
+# NumPy and the modules that import it are imported on first use: planning needs none of them,
+# and the threaded summary starts its first loads in native threads before they are imported
+# (DFAnalyzer._start_loads, docs/perf/i27-start.md).
+np = LazyModule("numpy")
+_sanity = LazyModule(f"{__package__}.sanity")
+_summary = LazyModule(f"{__package__}.summary")
 
 # Clients an analyzer started itself (embedded LocalCluster or --scheduler): they are the process's
 # default client while that analyzer lives (so ``a.events.compute()`` works), but they close with it,
@@ -172,6 +176,11 @@ def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
 # ----------------------------------------------------------------------------- planning
 BATCH_MB = 16.0
 """Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a cluster."""
+PREFETCH_PER_THREAD = 8
+"""At most this many batches (or groups of small files) per thread are loaded in native threads
+while the threaded streamed summary imports NumPy and its modules (:meth:`DFAnalyzer._start_loads`):
+they load until the pool's first task takes one (~0.2 s of imports: ~5 loads of a 16 MiB batch
+here), each then waiting in memory (~5 MB with the summary's columns) for its pool thread. 0: none."""
 CLUSTER_BATCH_MAX_MB = 64.0
 """Cap of the bigger batches planned on a cluster when ``batch_size_mb`` is not given (MiB of text)."""
 CLUSTER_BATCHES_PER_THREAD = 4
@@ -350,7 +359,7 @@ def _args_projection(keep_args: Optional[frozenset], query: Optional[str]) -> Op
     loading everything and dropping the other columns."""
     if keep_args is None:
         return None
-    cols = set(keep_args) | set(_summary.AGGREGATE_COLUMNS)
+    cols = set(keep_args) | set(AGGREGATE_COLUMNS)
     if query:
         from .filters import referenced_columns
 
@@ -845,12 +854,16 @@ def _concat_metadata(frames: List[Optional[pd.DataFrame]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats, raw_metadata=False):
+def _summary_batch_task(
+    batch: tuple, index_dir, query, io_cats, compute_cats, app_io_cats, raw_metadata=False, load=None
+):
     """Load one batch (core columns and the summary's aggregate columns only) and reduce it to a
     summary partial: ``(partial, metadata, info)``; never raises (see :func:`_load_task`).
     ``raw_metadata``: the metadata as the reader's dict of lists (:func:`reader.metadata_frame`
     makes the frame), not a DataFrame: what a distributed summary sends, so that its client
-    needs no pandas to receive it."""
+    needs no pandas to receive it. ``load``: returns the batch as ``_reader.load_batch`` would
+    (or raises what it would raise), or None, then it is loaded here: a load started earlier
+    (:meth:`DFAnalyzer._start_loads`); without a filter only."""
     if query:
         ev, md, info = _load_task(batch, index_dir, keep_args=frozenset(), query=query)
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
@@ -860,7 +873,9 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
 
     path, first, last, nbytes, nlines = batch
     try:
-        r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(_summary.AGGREGATE_COLUMNS))
+        r = None if load is None else load()  # (None: not started early, loaded here)
+        if r is None:
+            r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
         info = BatchInfo(
@@ -886,10 +901,11 @@ def _summary_batch_task(batch: tuple, index_dir, query, io_cats, compute_cats, a
     return part, md, info
 
 
-def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats):
+def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cats, app_io_cats, load=None):
     """:func:`_summary_batch_task` for a group of small files (:func:`_load_files_task`). Without
     a filter the partial comes straight from the reader's NumPy columns and the metadata is the
-    reader's dict of lists (None for none), as for a batch: no pandas."""
+    reader's dict of lists (None for none), as for a batch: no pandas. ``load``: as for a batch
+    (``_reader.load_files``' result)."""
     if query:
         ev, md, info = _load_files_task(paths, keep_args=frozenset(), query=query)
         part = _summary.Partial() if ev is None else _summary.partition_partial(ev, io_cats, compute_cats, app_io_cats)
@@ -897,7 +913,9 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
     from . import _reader, reader
 
     try:
-        r = _reader.load_files([os.fspath(p) for p in paths], _args_projection(frozenset(), None))
+        r = None if load is None else load()  # (None: not started early, loaded here)
+        if r is None:
+            r = _reader.load_files([os.fspath(p) for p in paths], _args_projection(frozenset(), None))
         files = list(r["files"])
         for f in files:  # (as reader.load_files and _load_files_task complete them)
             if f["skipped_lines"]:
@@ -1169,6 +1187,7 @@ class DFAnalyzer:
     def close(self) -> None:
         """Release the events held on the workers; close the cluster if this analyzer started it."""
         self._closed = True
+        self._stop_loads()
         self._final_parts = []
         self._events = None
         if self._pool is not None:
@@ -1617,7 +1636,8 @@ class DFAnalyzer:
         :class:`~dfanalyzer.summary.Partial` and drops it; the partials are merged by a tree
         reduction. Also fills :attr:`stats` and :attr:`metadata`. Peak memory: one batch per
         thread plus the partials (histograms; interval unions up to ``SPILL_INTERVALS`` in
-        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`)."""
+        threads, the rest spilled to a temporary file, :class:`~dfanalyzer.summary.PartialFolder`),
+        and at the start the batches loaded early (:meth:`_start_loads`)."""
         kw = dict(index_dir=self.index_dir, query=self.query, io_cats=io, compute_cats=cp, app_io_cats=app)
         if self._use_threads:
             # every pool thread folds the partials of the batches it runs (as the cluster's chunk
@@ -1627,16 +1647,24 @@ class DFAnalyzer:
             items = list(self._batches) + list(self._groups)
             order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
             nb = len(self._batches)
+            # the first loads start now, in native threads, while NumPy and the summary's modules
+            # are imported below (serial work that would otherwise delay the first batch)
+            started = self._start_loads(items, order, nb) if self.query is None else {}
 
             def run(i):
+                load = started.get(i)
                 if i < nb:  # (metadata as the reader's lists: no pandas, the frame on first use)
-                    return _summary_batch_task(items[i], raw_metadata=True, **kw)
-                return _summary_files_task(items[i], **kw)
+                    return _summary_batch_task(items[i], raw_metadata=True, load=load, **kw)
+                return _summary_files_task(items[i], load=load, **kw)
 
-            # memory bound: interval unions past SPILL_INTERVALS (all threads together) go to disk
-            stream = _summary.fold_in_threads(
-                self._thread_pool(), self._threads(), order, run, spill_intervals=_summary.SPILL_INTERVALS
-            )
+            try:
+                # memory bound: interval unions past SPILL_INTERVALS (all threads together) go to disk
+                stream = _summary.fold_in_threads(
+                    self._thread_pool(), self._threads(), order, run, spill_intervals=_summary.SPILL_INTERVALS
+                )
+            except BaseException:  # (Ctrl-C during the imports: the native loads stop too)
+                self._stop_loads()
+                raise
             metadata, infos = [None] * len(items), [None] * len(items)
             with _progress_bar("loading", len(items)) if self.progress and items else contextlib.nullcontext() as adv:
                 try:
@@ -1655,6 +1683,7 @@ class DFAnalyzer:
                     raise LoadError(msg) from exc
                 finally:
                     stream.close()
+                    self._stop_loads()
             # the frame is made on first use of .metadata (the summary needs no pandas)
             self._metadata, self._metadata_parts = None, metadata
         else:
@@ -1691,6 +1720,37 @@ class DFAnalyzer:
             part = fold.result()
         self._build_stats(infos, partitions=0)
         return part
+
+    def _start_loads(self, items: list, order: List[int], nb: int) -> dict:
+        """Start loading the first items of ``order`` (``items``: the streamed summary's
+        batches, then its groups of small files, ``nb`` batches) in native threads
+        (``_reader.Prefetch``: no GIL, no NumPy), one per pool thread, so that they load while
+        this thread imports NumPy and the summary's modules; they stop at the pool's first
+        task (the hand-over) or after ``PREFETCH_PER_THREAD`` items per thread. Returns
+        ``{item: load}``, ``load()`` giving what ``_reader.load_batch`` / ``load_files`` would
+        give (once), or None for an item no native thread started (the pool thread loads it)."""
+        from . import _reader
+
+        threads = self._threads()
+        first = list(order[: max(0, PREFETCH_PER_THREAD) * threads])
+        if not first:
+            return {}
+        batch_cols, files_cols = list(AGGREGATE_COLUMNS), _args_projection(frozenset(), None)
+        work = [
+            ("batch", os.fspath(items[i][0]), int(items[i][1]), int(items[i][2]), self.index_dir, batch_cols)
+            if i < nb
+            else ("files", [os.fspath(p) for p in items[i]], files_cols)
+            for i in first
+        ]
+        self._prefetch = _reader.Prefetch(work, threads)
+        take = self._prefetch.take
+        return {i: (lambda k=k: take(k)) for k, i in enumerate(first)}
+
+    def _stop_loads(self) -> None:
+        """Stop the native loads of :meth:`_start_loads` and free what was not taken."""
+        pf, self._prefetch = getattr(self, "_prefetch", None), None
+        if pf is not None:
+            pf.close()
 
     def plot_timeline(self, outdir: str, bins: int = 100) -> List[str]:
         """Save the paper's Figure 8a/8b timelines as PNGs in ``outdir``; returns their paths.

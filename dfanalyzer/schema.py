@@ -30,9 +30,10 @@ from __future__ import annotations
 import functools
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-import numpy as np
-
+from ._lazy import LazyModule
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
+
+np = LazyModule("numpy")  # (on first use: the threaded summary plans before NumPy is imported)
 
 __all__ = [
     "CATEGORY",

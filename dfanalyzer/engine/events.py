@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Tuple
 import numpy as np
 
 from .._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
-from .vocabulary import COPY_NAMES, TRACER_CATEGORY
+from .vocabulary import AGGREGATE_COLUMNS, COPY_NAMES, TRACER_CATEGORY  # (AGGREGATE_COLUMNS re-exported)
 
 __all__ = [
     "EVENT_PHASES",
@@ -34,9 +34,6 @@ __all__ = [
 ]
 
 EVENT_PHASES = ("X", "A")  # complete events and aggregated records
-#: Args columns of aggregated records the engine reads (kept even when the analyzer drops args
-#: columns): calls per record and the per-call extremes of ``ret`` and ``size``.
-AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
 
 
 def codes(col: pd.Series) -> Tuple[np.ndarray, list]:

@@ -36,6 +36,7 @@ from typing import Dict, FrozenSet, Tuple
 from .. import _reader
 
 __all__ = [
+    "AGGREGATE_COLUMNS",
     "Call",
     "CALLS",
     "TRACER_CATEGORY",
@@ -85,6 +86,11 @@ class Call:
 
 CALLS: Tuple[Call, ...] = tuple(Call(**row) for row in _reader.call_table())
 TRACER_CATEGORY: str = _reader.TRACER_CATEGORY
+#: Args columns of aggregated records the engine reads (kept even when the analyzer drops args
+#: columns): calls per record and the per-call extremes of ``ret`` and ``size``. (Here, not in
+#: ``engine.events``, which re-exports it: the threaded summary starts its loads before NumPy is
+#: imported.)
+AGGREGATE_COLUMNS = ("dft_cnt", "ret_min", "ret_max", "size_min", "size_max")
 
 _EVENTS = [c for c in CALLS if c.bytes != "NO_EVENT"]
 _OFFSET_PARAM = re.compile(r"\boff(64)?_t\b")

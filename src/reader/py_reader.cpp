@@ -3,7 +3,13 @@
 // NumPy without a copy: one heap ColumnOwner owns every vector and a capsule holding it is the
 // base of each array.
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
 #include <map>
+#include <mutex>
+#include <thread>
+
+#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -327,6 +333,8 @@ py::dict load_batch_py(const std::string& path, int64_t first, int64_t last, con
   return batch_dict(std::move(owner));
 }
 
+py::list files_list(const std::vector<FileLoad>& files);
+
 py::dict load_files_py(const std::vector<std::string>& paths, const py::object& columns, bool extra) {
   auto owner = std::make_unique<ColumnOwner>();
   seed_codes(owner->batch.columns);
@@ -338,6 +346,12 @@ py::dict load_files_py(const std::vector<std::string>& paths, const py::object& 
     prepare(*owner);
   }
   py::dict out = batch_dict(std::move(owner));
+  out["files"] = files_list(files);
+  return out;
+}
+
+// load_files' per-file rows.
+py::list files_list(const std::vector<FileLoad>& files) {
   py::list fl;
   for (auto& f : files) {
     py::dict d;
@@ -358,8 +372,179 @@ py::dict load_files_py(const std::vector<std::string>& paths, const py::object& 
     d["warnings"] = f.warnings;
     fl.append(d);
   }
-  out["files"] = fl;
-  return out;
+  return fl;
+}
+
+// Loads started in native threads before the caller needs them (the threaded summary starts its
+// first batches right after planning, while Python still imports NumPy and the analysis modules:
+// docs/perf/i27-start.md). Each item is load_batch's or load_files' work; the threads never take
+// the GIL, and take(i) hands item i over exactly as load_batch / load_files return it (the same
+// dict, or the same exception: the reader's exception is kept and rethrown through pybind11's
+// translators). At most `threads` threads, each taking the next item in order; they end when
+// every item is loaded, at the first take() (the caller is ready: it loads the items not started
+// itself) or on close(). Results wait in C++ memory until taken.
+class Prefetch {
+ public:
+  struct Item {
+    bool files = false;
+    std::string path, index_dir;
+    int64_t first = 0, last = 0;
+    std::vector<std::string> paths;
+    ArgsProjection args;
+  };
+
+  Prefetch(std::vector<Item> items, size_t threads) : items_(std::move(items)), results_(items_.size()) {
+    size_t n = std::min(std::max<size_t>(threads, 1), items_.size());
+    threads_.reserve(n);
+    try {
+      for (size_t k = 0; k < n; ++k) threads_.emplace_back([this] { work(); });
+    } catch (...) {  // (no thread left running with this object gone)
+      close();
+      throw;
+    }
+  }
+  ~Prefetch() { close(); }
+
+  size_t size() const { return items_.size(); }
+
+  // Item i as load_batch / load_files returns it (waits, without the GIL, while it loads), or None
+  // when no thread had started it: the caller loads it itself. The first take() is the hand-over:
+  // the threads start no other item after it (they load while the caller is not ready yet).
+  py::object take(size_t i) {
+    if (i >= results_.size()) throw py::index_error("no such prefetched item");
+    Result r;
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock<std::mutex> lock(mu_);
+      handed_over_ = true;
+      if (i >= next_ && results_[i].state == State::Waiting && !closed_) {
+        results_[i].state = State::Taken;  // (never started, and now never will be)
+        return py::none();
+      }
+      cv_.wait(lock, [&] { return results_[i].state != State::Waiting || closed_; });
+      if (results_[i].state != State::Done) throw std::logic_error("prefetched item taken twice or after close()");
+      r = std::move(results_[i]);
+      results_[i].state = State::Taken;
+    }
+    if (r.error) std::rethrow_exception(r.error);
+    py::dict out = batch_dict(std::move(r.owner));
+    if (items_[i].files) out["files"] = files_list(r.files);
+    return std::move(out);
+  }
+
+  // Items loaded and not taken yet.
+  size_t ready() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return size_t(
+        std::count_if(results_.begin(), results_.end(), [](const Result& r) { return r.state == State::Done; }));
+  }
+
+  // Per item (start, end) of its load on CLOCK_MONOTONIC in ns (Python's time.monotonic_ns()),
+  // (0, 0) while not loaded.
+  std::vector<std::pair<int64_t, int64_t>> times() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (auto& r : results_) out.emplace_back(r.start_ns, r.end_ns);
+    return out;
+  }
+
+  // Stops the threads (a load under way finishes first) and frees the results not taken.
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& r : results_) {
+      if (r.state == State::Done) r.state = State::Taken;  // (freed: take() refuses it)
+      r.owner.reset();
+      r.files.clear();
+    }
+  }
+
+ private:
+  enum class State { Waiting, Done, Taken };
+  struct Result {
+    State state = State::Waiting;
+    std::unique_ptr<ColumnOwner> owner;
+    std::vector<FileLoad> files;
+    std::exception_ptr error;
+    int64_t start_ns = 0, end_ns = 0;
+  };
+
+  static int64_t now_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+  }
+
+  void work() {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (closed_ || handed_over_ || next_ >= items_.size()) return;
+        i = next_++;
+      }
+      Result r;
+      r.start_ns = now_ns();
+      try {
+        r.owner = std::make_unique<ColumnOwner>();
+        seed_codes(r.owner->batch.columns);
+        const Item& it = items_[i];
+        if (it.files) r.files = load_files_into(r.owner->batch, it.paths, it.args);
+        else load_batch_into(r.owner->batch, it.path, it.first, it.last, it.index_dir, it.args);
+        prepare(*r.owner);
+      } catch (...) {  // (handed over by take(), as load_batch would have raised it)
+        r.owner.reset();
+        r.files.clear();
+        r.error = std::current_exception();
+      }
+      r.end_ns = now_ns();
+      r.state = State::Done;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        results_[i] = std::move(r);
+      }
+      cv_.notify_all();
+    }
+  }
+
+  std::vector<Item> items_;
+  std::vector<Result> results_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t next_ = 0;
+  bool closed_ = false, handed_over_ = false;
+  std::vector<std::thread> threads_;
+};
+
+std::unique_ptr<Prefetch> make_prefetch(const py::list& items, size_t threads) {
+  std::vector<Prefetch::Item> out;
+  for (auto o : items) {
+    auto t = o.cast<py::tuple>();
+    Prefetch::Item it;
+    std::string kind = t[0].cast<std::string>();
+    if (kind == "batch" && t.size() == 6) {
+      it.path = py::str(t[1]).cast<std::string>();
+      it.first = t[2].cast<int64_t>();
+      it.last = t[3].cast<int64_t>();
+      it.index_dir = opt(t[4]);
+      it.args = projection(t[5]);
+    } else if (kind == "files" && t.size() == 3) {
+      it.files = true;
+      it.paths = t[1].cast<std::vector<std::string>>();
+      it.args = projection(t[2]);
+    } else {
+      throw py::value_error("items are ('batch', path, first, last, index_dir, columns) or ('files', paths, columns)");
+    }
+    out.push_back(std::move(it));
+  }
+  return std::make_unique<Prefetch>(std::move(out), threads);
 }
 
 // The event name the preload records for an intercepted symbol: the _FORTIFY_SOURCE entry
@@ -488,6 +673,20 @@ PYBIND11_MODULE(_reader, m) {
   m.def("load_files", &load_files_py, py::arg("paths"), py::arg("columns") = py::none(), py::arg("extra") = false,
         "Index in memory, read and parse many small files into one batch; 'files' has per-file rows and counts. "
         "columns: as in load_batch.");
+  py::class_<Prefetch>(
+      m, "Prefetch",
+      "Loads started in native threads (no GIL, no NumPy) and taken later: Prefetch(items, threads); items "
+      "are ('batch', path, first, last, index_dir, columns) or ('files', paths, columns); take(i) "
+      "returns item i as load_batch / load_files would (or raises what they would raise), once, or None "
+      "when no thread had started it (the threads start no item after the first take()); "
+      "ready(): items loaded and not taken; times(): per item (start, end) in time.monotonic_ns(); "
+      "close(): stops the threads and frees what was not taken.")
+      .def(py::init(&make_prefetch), py::arg("items"), py::arg("threads") = 1)
+      .def("take", &Prefetch::take, py::arg("i"))
+      .def("ready", &Prefetch::ready)
+      .def("times", &Prefetch::times)
+      .def("close", &Prefetch::close, py::call_guard<py::gil_scoped_release>())
+      .def("__len__", &Prefetch::size);
   m.def(
       "index_path",
       [](const std::string& path, const py::object& index_dir) { return index_path_for(path, opt(index_dir)); },
