@@ -21,9 +21,10 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy as np
-
+from ._lazy import LazyModule
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
+
+np = LazyModule("numpy")  # (on first use: the threaded summary plans before NumPy is imported)
 
 __all__ = ["GAP_S", "InputWarning", "span", "file_spans", "spans_from_infos", "run_groups", "check"]
 

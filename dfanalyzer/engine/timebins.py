@@ -11,7 +11,9 @@ the first / last bin.
 
 from __future__ import annotations
 
-import numpy as np
+from .._lazy import LazyModule
+
+np = LazyModule("numpy")  # (on first use: the threaded summary plans before NumPy is imported)
 
 __all__ = ["MAX_BINS", "NoEventsError", "edges", "window_edges", "start_bins", "split"]
 
