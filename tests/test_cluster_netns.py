@@ -183,5 +183,7 @@ def test_summary_across_two_namespaces(two_nodes, tmp_path):
     for done in per_worker.values():
         assert done.get("_summary_chunk_task", 0) >= 1, per_worker
     assert sum(d.get("_summary_chunk_task", 0) for d in per_worker.values()) >= 2
+    # the summary itself (index, plan, chunks, fold) ran as one task on a worker (cli._summary_on_worker)
+    assert sum(d.get("_summary_on_worker", 0) for d in per_worker.values()) == 1
     # the 4 big files, indexed there: one task per worker thread (dfanalyzer.analyzer.plan_index_groups)
     assert sum(d.get("_index_files_task", 0) for d in per_worker.values()) == 2
