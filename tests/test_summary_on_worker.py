@@ -110,10 +110,12 @@ def test_failures_on_a_worker_exit_as_in_the_client(tmp_path, cluster):
     d = tmp_path / "none"
     d.mkdir()
     (d / "text.pfw.gz").write_text("just text, not a trace\n")
+    traces = tmp_path / "cm1"
+    shutil.copytree(CM1, traces)  # (indexes are written beside the traces: never in tests/data)
     runs = {}
     for name, argv in (
         ("no event", (str(d / "text.pfw.gz"),)),
-        ("filtered out", (CM1, "--small-file-mb", "0", "--filter", "ts < 0")),
+        ("filtered out", (str(traces), "--small-file-mb", "0", "--filter", "ts < 0")),
     ):
         th, _ = _cli(tmp_path, True, *argv, "--workers", "2")
         here, _ = _cli(tmp_path, False, *argv, "--scheduler", addr)
