@@ -646,7 +646,11 @@ def _summary_from_worker(args, client, err, pause: _StartUpGc) -> int:
     remote.patterns = [os.path.join(os.getcwd(), os.path.expanduser(os.fspath(p))) for p in args.patterns]
     future = client.submit(_summary_on_worker, remote, pure=False)
     pause.end()
-    status, items = future.result()
+    try:
+        status, items = future.result()
+    except (OSError, TimeoutError) as exc:  # (the connection lost while waiting: as _summary_run says it)
+        _error(f"cannot start or reach the Dask cluster: {exc}")
+        return 1
     _replay(items, _Output(err))
     return status
 
