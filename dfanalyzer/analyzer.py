@@ -34,10 +34,8 @@ the parse work of a cold run.
 from __future__ import annotations
 
 import contextlib
-import glob
 import math
 import os
-import stat
 import uuid
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -76,7 +74,6 @@ __all__ = [
 ]
 
 _CORE = _schema.CORE_KINDS
-_INDEX_SUFFIXES = (".zindex", ".zindex-wal", ".zindex-shm", ".zindex-journal")
 
 
 @contextlib.contextmanager
@@ -106,40 +103,11 @@ def expand_patterns(
     Raises ``FileNotFoundError`` naming the first pattern that matches no trace file, and
     ``ValueError`` for an empty pattern list.
     """
-    if isinstance(patterns, (str, os.PathLike)):
-        patterns = [patterns]
-    patterns = [os.fspath(p) for p in patterns]
-    if not patterns:
-        raise ValueError("no file pattern given")
-    out: List[str] = []
-    seen: Dict[Tuple[int, int], str] = {}
-    dropped = set()
-    for pat in patterns:
-        expanded = os.path.expanduser(pat)
-        if os.path.isdir(expanded):
-            hits = glob.glob(os.path.join(expanded, "*.pfw")) + glob.glob(os.path.join(expanded, "*.pfw.gz"))
-        else:
-            hits = glob.glob(expanded, recursive=True)
-        found = 0
-        for h in sorted(os.path.abspath(h) for h in hits if not h.endswith(_INDEX_SUFFIXES)):
-            try:
-                st = os.stat(h)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            found += 1
-            key = (st.st_dev, st.st_ino)
-            if key not in seen:
-                seen[key] = h
-                out.append(h)
-            elif seen[key] != h and h not in dropped:
-                dropped.add(h)
-                if duplicates is not None:
-                    duplicates.append((h, seen[key]))
-        if not found:
-            raise FileNotFoundError(f"no trace files match pattern {pat!r}")
-    return out
+    # (in dfanalyzer._paths, which imports neither NumPy nor this module's analysis modules:
+    # the --scheduler client checks its patterns with it, docs/perf/i27-import.md)
+    from ._paths import expand_patterns
+
+    return expand_patterns(patterns, duplicates)
 
 
 def plan_file_groups(paths: Sequence[str], sizes: Sequence[int], group_bytes: int) -> List[List[str]]:

@@ -343,21 +343,23 @@ def _print_input_problems(err, analyzer, skipped=None) -> None:
             )
 
 
-def _no_events(analyzer, args, run: str = "") -> bool:
-    """True (after one line on stderr) when nothing was loaded: no event in any file and no
-    ``--filter`` that could have removed them; ``run`` names the run (``compare``)."""
+def _no_events(analyzer, args, run: str = "", error=None) -> bool:
+    """True (after one line on stderr, or through ``error``) when nothing was loaded: no event
+    in any file and no ``--filter`` that could have removed them; ``run`` names the run
+    (``compare``)."""
     if args.filter or analyzer.totals["events"] > 0:
         return False
     n = analyzer.totals["files"]
     why = "see the warnings above" if analyzer.skipped_files() else "they hold no trace event"
-    _error(f"no event loaded from the {n} file(s) given{run} ({why})")
+    (error or _error)(f"no event loaded from the {n} file(s) given{run} ({why})")
     return True
 
 
-def _no_events_left(exc, args) -> None:
-    """The line of a :class:`~dfanalyzer.engine.timebins.NoEventsError` (no event to analyse or plot)."""
+def _no_events_left(exc, args, error=None) -> None:
+    """The line of a :class:`~dfanalyzer.engine.timebins.NoEventsError` (no event to analyse or
+    plot), on stderr or through ``error``."""
     why = f" (--filter {args.filter!r} kept none of the events loaded)" if args.filter else ""
-    _error(f"{exc}{why}")
+    (error or _error)(f"{exc}{why}")
 
 
 def _run_loaded(args, work) -> int:
@@ -532,8 +534,7 @@ _FREEZE_START_UP = False
 def _summary_main(args, pause: _StartUpGc) -> int:
     """The ``summary`` command once its options are checked (``_main``); ``pause`` ends when
     the analyzer is planned, before the summary runs."""
-    from .analyzer import expand_patterns
-    from .engine.timebins import NoEventsError
+    from ._paths import expand_patterns  # (no NumPy: see _summary_on_worker)
 
     try:
         expand_patterns(args.patterns)
@@ -547,57 +548,181 @@ def _summary_main(args, pause: _StartUpGc) -> int:
     # (streamed in this process's threads), only for --plot, which needs the events held
     client = None
     if args.scheduler or args.scheduler_file or args.local_cluster:
+        on_worker = _runs_on_worker(args, progress)
+        if on_worker:  # (this process folds nothing: distributed imported without NumPy)
+            from .cluster import _import_distributed
+
+            _import_distributed(hide_numpy=True)
         client, status = _start_cluster(args)
         if client is None:
             return status
+        if on_worker:
+            try:
+                return _summary_from_worker(args, client, err, pause)
+            finally:
+                client.close()
+    try:
+        return _summary_run(args, client, progress, _Output(err), pause)
+    finally:
+        if client is not None:
+            client.close()
+
+
+class _Output:
+    """Where :func:`_summary_run` writes: stdout, the stderr console (``err``, for
+    :func:`_say`) and the one-line failures (:func:`_error`)."""
+
+    def __init__(self, err):
+        self.err = err
+
+    def stdout(self, text: str) -> None:
+        print(text)
+
+    def error(self, msg) -> None:
+        _error(msg)
+
+
+class _Recorded(_Output):
+    """An :class:`_Output` that records instead (on a worker: :func:`_summary_on_worker`):
+    ``items`` are ``(kind, args, kwargs)`` in the order written, ``kind`` one of ``"stdout"``,
+    ``"error"`` and ``"print"`` (a call of the stderr console's ``print``, which it stands for);
+    :func:`_replay` writes them in this process as :class:`_Output` would have."""
+
+    is_terminal = False  # (as the stderr console: no progress bar, no colour)
+
+    def __init__(self):
+        super().__init__(self)
+        self.items: List[tuple] = []
+
+    def stdout(self, text: str) -> None:
+        self.items.append(("stdout", (text,), {}))
+
+    def error(self, msg) -> None:
+        self.items.append(("error", (f"{msg}",), {}))
+
+    def print(self, *objects, **kwargs) -> None:
+        self.items.append(("print", objects, kwargs))
+
+
+def _replay(items: List[tuple], out: _Output) -> None:
+    """Write what a :class:`_Recorded` recorded, in its order, to ``out``."""
+    for kind, a, kw in items:
+        if kind == "stdout":
+            out.stdout(*a)
+        elif kind == "error":
+            out.error(*a)
+        else:
+            out.err.print(*a, **kw)
+
+
+#: the ``--scheduler`` / ``--scheduler-file`` summary with ``--json`` (no progress bar, no
+#: ``--plot``) runs on a worker (:func:`_summary_on_worker`); False: in this process, as with
+#: a progress bar (tests and benchmarks compare the two)
+SUMMARY_ON_WORKER = True
+
+
+def _runs_on_worker(args, progress: bool) -> bool:
+    """Whether this summary runs on a worker of the running cluster (:data:`SUMMARY_ON_WORKER`)."""
+    return bool(
+        SUMMARY_ON_WORKER
+        and (args.scheduler or args.scheduler_file)
+        and not args.local_cluster
+        and args.json
+        and not args.plot
+        and not progress
+    )
+
+
+def _summary_from_worker(args, client, err, pause: _StartUpGc) -> int:
+    """The summary of a running cluster, computed by one task (:func:`_summary_on_worker`):
+    this process checks the options and patterns, imports distributed (without NumPy),
+    connects, submits that task, and writes what it returns, as :func:`_summary_run` would
+    have written it here; its exit status. The patterns are made absolute here (this process's
+    working directory and home); ``--index-dir`` is taken on the workers, as by the tasks of
+    the summary made here."""
+    import argparse
+
+    remote = argparse.Namespace(**vars(args))
+    remote.patterns = [os.path.join(os.getcwd(), os.path.expanduser(os.fspath(p))) for p in args.patterns]
+    future = client.submit(_summary_on_worker, remote, pure=False)
+    pause.end()
+    try:
+        status, items = future.result()
+    except (OSError, TimeoutError) as exc:  # (the connection lost while waiting: as _summary_run says it)
+        _error(f"cannot start or reach the Dask cluster: {exc}")
+        return 1
+    _replay(items, _Output(err))
+    return status
+
+
+def _summary_on_worker(args) -> tuple:
+    """Run on a worker of the running cluster: :func:`_summary_run` with the worker's client
+    (``distributed.worker_client``: this task leaves the worker's thread pool while it waits, so
+    the summary's own tasks run there too); ``(exit status, what it wrote)`` (see
+    :class:`_Recorded`). Indexing, planning, the chunk tasks' submission and the fold of their
+    partials all happen here, so the client that submitted this task needs neither NumPy nor the
+    analysis modules, and gets back plain text (docs/perf/i27-import.md)."""
+    from distributed import worker_client
+
+    rec = _Recorded()
+    with worker_client() as client:
+        status = _summary_run(args, client, False, rec)
+    return status, rec.items
+
+
+def _summary_run(args, client, progress: bool, out: _Output, pause: Optional[_StartUpGc] = None) -> int:
+    """The summary itself (in threads when ``client`` is None), written to ``out``; its exit
+    status. ``pause`` ends once the analyzer is planned."""
+    from .engine.timebins import NoEventsError
+
+    err = out.err
     analyzer = None
     try:
         # the summary and the plots use only the core columns (args=())
         analyzer = _analyzer_from_args(args.patterns, args, client, (), progress, n_workers=args.workers)
-        pause.end()
+        if pause is not None:
+            pause.end()
         result = analyzer.summary(show=False)
         if args.json:
-            print(json.dumps(result.to_dict(), indent=2))
+            out.stdout(json.dumps(result.to_dict(), indent=2))
             _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:
                 _say(err, f"warning: {w}")
         else:
             from rich.console import Console
 
-            out = Console()
-            if not out.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: the function table
-                out = Console(width=120)
-            out.print(result.panel())
+            console = Console()
+            if not console.is_terminal and not os.environ.get("COLUMNS"):  # files and pipes: the function table
+                console = Console(width=120)
+            console.print(result.panel())
             # also on stderr, for output redirected to a file; with the reasons the panel lacks
             _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:
                 _say(err, f"warning: {w}")
-        if _no_events(analyzer, args):
+        if _no_events(analyzer, args, error=out.error):
             return 1
         if args.plot:
             try:
                 paths = analyzer.plot_timeline(args.plot)
             except OSError as exc:  # (the directory cannot be written)
-                _error(f"--plot {args.plot}: {exc}")
+                out.error(f"--plot {args.plot}: {exc}")
                 return 1
             for path in paths:
                 _say(err, f"wrote {path}")
     except NoEventsError as exc:
-        _no_events_left(exc, args)
+        _no_events_left(exc, args, error=out.error)
         return 1
     except (FileNotFoundError, ValueError) as exc:
-        _error(exc)
+        out.error(exc)
         return 2
     except BrokenPipeError:  # the reader of stdout went away: main() says nothing, status 0
         raise
     except (OSError, TimeoutError) as exc:  # the embedded cluster (--plot) could not start
-        _error(f"cannot start or reach the Dask cluster: {exc}")
+        out.error(f"cannot start or reach the Dask cluster: {exc}")
         return 1
     finally:
         if analyzer is not None:
             analyzer.close()
-        if client is not None:
-            client.close()
     return 0
 
 

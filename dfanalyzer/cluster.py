@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: distributed is imported when a client is 
 # without a cluster, and importing distributed alone costs ~0.5 s of its start-up.
 
 
-def _import_distributed():
+def _import_distributed(hide_numpy: bool = False):
     """``import distributed`` (the module), with Dask's YAML configuration parsed by libyaml.
 
     Importing dask and distributed reads their default configuration (``dask.yaml``,
@@ -31,11 +31,27 @@ def _import_distributed():
     (``yaml.CSafeLoader``: the same constructors and resolver, the parser in C) and dask is not
     imported yet, ``yaml.safe_load`` parses with it for the duration of the import only (restored
     after, even on error): the configuration is the same (tested), in ~5 ms. Without libyaml, or
-    when dask is already imported, this is a plain import."""
+    when dask is already imported, this is a plain import.
+
+    ``hide_numpy`` (the ``--scheduler`` summary's client, which folds nothing itself: the
+    summary runs on a worker, ``cli._summary_on_worker``): when NumPy is not imported yet,
+    distributed is imported as where NumPy is not installed (``sys.modules["numpy"] = None``
+    for the duration of the import only, removed after, even on error). Nothing in dask or
+    distributed needs NumPy at import: ``distributed.protocol.utils.host_array`` (buffers for
+    received frames) takes its fallback, a ``bytearray``, every NumPy hook of theirs is
+    registered lazily and runs if NumPy is imported later (it stays importable). That is
+    ~0.1-0.15 s of the client's start-up (docs/perf/i27-import.md)."""
     import sys
 
     if "distributed" in sys.modules:
         return sys.modules["distributed"]
+    if hide_numpy and "numpy" not in sys.modules:
+        sys.modules["numpy"] = None  # (import numpy raises ImportError, as when not installed)
+        try:
+            return _import_distributed()
+        finally:
+            if sys.modules.get("numpy", 0) is None:
+                del sys.modules["numpy"]
     yaml = None
     if "dask" not in sys.modules:
         try:

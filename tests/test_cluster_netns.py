@@ -91,7 +91,7 @@ from distributed import Client
 def count(dask_worker):
     done = collections.Counter()
     for e in dask_worker.state.log:
-        if len(e) > 2 and e[1] == "executing" and e[2] == "memory":
+        if len(e) > 2 and e[1] in ("executing", "long-running") and e[2] == "memory":  # (long-running: seceded)
             key = e[0][0] if isinstance(e[0], tuple) else e[0]
             done[str(key).split("-")[0]] += 1
     return dict(done)
@@ -183,5 +183,7 @@ def test_summary_across_two_namespaces(two_nodes, tmp_path):
     for done in per_worker.values():
         assert done.get("_summary_chunk_task", 0) >= 1, per_worker
     assert sum(d.get("_summary_chunk_task", 0) for d in per_worker.values()) >= 2
+    # the summary itself (index, plan, chunks, fold) ran as one task on a worker (cli._summary_on_worker)
+    assert sum(d.get("_summary_on_worker", 0) for d in per_worker.values()) == 1, per_worker
     # the 4 big files, indexed there: one task per worker thread (dfanalyzer.analyzer.plan_index_groups)
     assert sum(d.get("_index_files_task", 0) for d in per_worker.values()) == 2
