@@ -663,9 +663,17 @@ def _summary_on_worker(args) -> tuple:
     partials all happen here, so the client that submitted this task needs neither NumPy nor the
     analysis modules, and gets back plain text (docs/perf/i27-import.md)."""
     from distributed import worker_client
+    from distributed.client import _del_global_client, _get_global_client  # (private, see below)
 
     rec = _Recorded()
+    before = _get_global_client()
     with worker_client() as client:
+        # The worker's first client is made the process's default client (distributed's
+        # Worker._get_client). Where the workers are threads of a user's process
+        # (LocalCluster(processes=False)) that would silently move the user's later
+        # DFAnalyzer(...) calls onto the cluster: give the default back as it was.
+        if before is None and _get_global_client() is client:
+            _del_global_client(client)
         status = _summary_run(args, client, False, rec)
     return status, rec.items
 
