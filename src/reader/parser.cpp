@@ -117,9 +117,14 @@ static_assert(offsetof(Staged, from_input) == offsetof(Staged, type) + 4 &&
                   offsetof(Staged, slot_known) == offsetof(Staged, type) + 6 && sizeof(ArgType) == 4 &&
                   offsetof(Staged, type) + 8 <= sizeof(Staged),
               "Staged's flags: one 8-byte word");
-// The flags word of a value of type Int, from the input, not null, `known` its slot_known.
+// The flags word of a value of type Int, from the input, not null, `known` its slot_known
+// (the eighth byte, padding, is 0).
+__attribute__((always_inline)) constexpr uint64_t int_flags(bool known) {
+  return uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+}
+constexpr uint64_t kKnownIntFlags = int_flags(true);
 __attribute__((always_inline)) inline void set_int_flags(Staged& s, bool known) {
-  uint64_t w = uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+  uint64_t w = int_flags(known);
   std::memcpy(reinterpret_cast<char*>(&s) + offsetof(Staged, type), &w, 8);
 }
 
@@ -241,24 +246,33 @@ struct Key16 {
 class StagedList {
  public:
   Staged& emplace_back() {
-    if (n_ == cap_) grow();
-    return v_[n_++];
+    if (cur_ == cap_end_) grow(0);
+    return *cur_++;
   }
-  void pop_back() { --n_; }
-  void clear() { n_ = 0; }
-  size_t size() const { return n_; }
+  // Without the capacity check: only after reserve() made room for this value.
+  Staged& push_unchecked() { return *cur_++; }
+  // Room for `n` values in all (from an empty list: the fast path's known slots of a line).
+  void reserve(size_t n) {
+    if (size_t(cap_end_ - v_.data()) < n) grow(n);
+  }
+  void pop_back() { --cur_; }
+  void clear() { cur_ = v_.data(); }
+  size_t size() const { return size_t(cur_ - v_.data()); }
   Staged& operator[](size_t i) { return v_[i]; }
   const Staged& operator[](size_t i) const { return v_[i]; }
   const Staged* begin() const { return v_.data(); }
-  const Staged* end() const { return v_.data() + n_; }
+  const Staged* end() const { return cur_; }
 
  private:
-  __attribute__((noinline)) void grow() {
-    v_.resize(v_.empty() ? 64 : 2 * v_.size());
-    cap_ = v_.size();
+  __attribute__((noinline)) void grow(size_t n) {
+    size_t k = size();
+    v_.resize(std::max(n, v_.empty() ? size_t(64) : 2 * v_.size()));
+    cur_ = v_.data() + k;
+    cap_end_ = v_.data() + v_.size();
   }
   std::vector<Staged> v_;
-  size_t n_ = 0, cap_ = 0;  // cap_ = v_.size() (no division by sizeof(Staged) per key)
+  Staged* cur_ = nullptr;      // end of the values (a cursor: no index scaled per value)
+  Staged* cap_end_ = nullptr;  // end of v_'s storage
 };
 
 
@@ -1197,6 +1211,7 @@ struct Parser::Impl {
       shape_n = shapes[size_t(nc)].size();
     }
     if (has_args) {
+      staged.reserve(shape_n);
       const Slot* const shape_end = shape + shape_n;
       // (sl: the slot of the key's position, shape[j], while j < shape_n: one value staged per key)
       for (const Slot* sl = shape;; sl += sl < shape_end) {  // (sl stops at the end: never past it)
@@ -1213,7 +1228,8 @@ struct Parser::Impl {
         }
         if (!known && (!str(key) || !lit1(':'))) return nullptr;
         if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
-        Staged& s = staged.emplace_back();
+        // (a known slot is one of the name's first shape_n: staged.reserve(shape_n) made its room)
+        Staged& s = known ? staged.push_unchecked() : staged.emplace_back();
         s.key = key;
         set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
         s.i = 0;
@@ -1481,6 +1497,19 @@ struct Parser::Impl {
     const Staged* const s_end = staged.end();
     for (const Staged* sp = s0; sp != s_end; ++sp, ++slp) {
       const Staged& s = *sp;
+      // The common value, an integer the fast path matched to a known slot of a plain Int column:
+      // one compare of the flags word (set_int_flags' word with `known`) and one of the column type.
+      uint64_t flags;
+      std::memcpy(&flags, reinterpret_cast<const char*>(&s) + offsetof(Staged, type), 8);
+      if (flags == kKnownIntFlags && slp->simple) {
+        ArgColumn& c = args[size_t(slp->col)];
+        if (c.type == ArgType::Int) {
+          if (size_t(row) >= c.mask.size()) grow_arg(c, row);  // (a number column's mask has its length)
+          c.ints[size_t(row)] = s.i;
+          c.mask[size_t(row)] = 0;
+          continue;
+        }
+      }
       if (s.is_null) continue;  // null is the same as absent
       if (!s.slot_known) {
         size_t j = size_t(sp - s0);
