@@ -725,12 +725,21 @@ struct Parser::Impl {
     int32_t col = -1;  // args column (kCol); -1: a column the projection does not build
     Role role = kCol;
     Special special = kPlain;
-    bool plain = false;    // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
+    bool plain = false;    // key of <= 14 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;             // fast match of short keys
     Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
     bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
+    // Bytes to the next slot: sizeof(Slot), or 0 in the end slot every shape ends with (plain
+    // false: matches nothing), so the fast path's cursor stops there without a bounds test.
+    uint32_t step = sizeof(Slot);
   };
+  // The end slot of a name without slots yet.
+  const Slot no_slots = [] {
+    Slot s;
+    s.step = 0;
+    return s;
+  }();
   // Per role kHost and kFname: `"S"`, the last string value met at a known slot of that role whose
   // S was already interned, and the code of S in out.hostname / out.fname (emptied at every
   // parse(): codes of one `out`). Runs of events share their host and file.
@@ -740,7 +749,9 @@ struct Parser::Impl {
   };
   ValSpan host_val, fname_val;
   ValSpan* val_span[6] = {nullptr, &host_val, nullptr, &fname_val, nullptr, nullptr};  // by Role
-  std::vector<std::vector<Slot>> shapes;                                               // by name code
+  // By name code: the slots of its args keys by position, then one end slot (step 0); empty
+  // before its first key.
+  std::vector<std::vector<Slot>> shapes;
   ArgsProjection projection;                                                           // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   int32_t extra_col = -1;                        // the args_extra column, once made
@@ -772,8 +783,13 @@ struct Parser::Impl {
   const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
     auto& shape = shapes[size_t(nc)];
-    if (j < shape.size() && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key))) return shape[j];
-    if (j >= shape.size()) shape.resize(j + 1);
+    size_t n = shape.empty() ? 0 : shape.size() - 1;  // (the last one is the end slot)
+    if (j < n && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key))) return shape[j];
+    if (j >= n) {
+      if (n) shape[n] = Slot{};  // the old end slot becomes slot n (set below when n == j)
+      shape.resize(j + 2);
+      shape[j + 1] = no_slots;
+    }
     Slot& sl = shape[j];
     std::string_view k = s.key;
     sl = Slot{};
@@ -806,7 +822,7 @@ struct Parser::Impl {
     }
     sl.k16.set(k);
     if (k.size() <= 14) sl.k16_colon.set(std::string(k) + "\":");
-    sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
+    sl.plain = k.size() <= 14 && std::all_of(k.begin(), k.end(), [](char c) {
                  return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' &&
                         c != '\\';
                });
@@ -1204,23 +1220,22 @@ struct Parser::Impl {
     }
     staged.clear();
     // (the name's slots as a pointer and a count, loaded once: the staging stores may alias the vector)
-    const Slot* shape = nullptr;
+    const Slot* shape = &no_slots;
     size_t shape_n = 0;
-    if (size_t(nc) < shapes.size()) {
+    if (size_t(nc) < shapes.size() && !shapes[size_t(nc)].empty()) {
       shape = shapes[size_t(nc)].data();
-      shape_n = shapes[size_t(nc)].size();
+      shape_n = shapes[size_t(nc)].size() - 1;
     }
     if (has_args) {
       staged.reserve(shape_n);
-      const Slot* const shape_end = shape + shape_n;
-      // (sl: the slot of the key's position, shape[j], while j < shape_n: one value staged per key)
-      for (const Slot* sl = shape;; sl += sl < shape_end) {  // (sl stops at the end: never past it)
+      // (sl: the slot of the key's position, shape[j], while j < shape_n, then the end slot: one value
+      // staged per key)
+      for (const Slot* sl = shape;; sl = reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(sl) + sl->step)) {
         std::string_view key;
         bool known = false;
-        if (sl < shape_end && sl->plain) {
+        if (sl->plain) {
           size_t kl = sl->k16.len;
-          if ((kNulEnd || size_t(e - q) > kl + 1) &&
-              (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
+          if ((kNulEnd || size_t(e - q) > kl + 1) && sl->k16_colon.starts(q)) {
             key = std::string_view(q, kl);
             q += kl + 2;
             known = true;
@@ -1490,7 +1505,7 @@ struct Parser::Impl {
     // which may grow the slots and add a column. (Reserved to the values' count, so the slot
     // cursor always points into the slots' storage, never past it from a null pointer.)
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
-    if (shapes[size_t(nc)].capacity() < staged.size()) shapes[size_t(nc)].reserve(staged.size());
+    if (shapes[size_t(nc)].capacity() < staged.size() + 1) shapes[size_t(nc)].reserve(staged.size() + 1);
     const Slot* slp = shapes[size_t(nc)].data();
     ArgColumn* args = out.args.data();
     const Staged* const s0 = staged.begin();
