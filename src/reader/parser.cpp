@@ -278,12 +278,47 @@ class StagedList {
 
 // ---- Fast path helpers (the tracer's own line layout, see Impl::fast_line) --------------------
 
+#if defined(__SSE2__)
+// Byte constants of the vector scans, read from memory by an opaque load: GCC 12 otherwise
+// rebuilds every _mm*_set1_epi8 constant at each use with mov + vmovd + vpbroadcastb (three
+// instructions instead of one load; the fast path scans ~8 numbers and a few strings a line).
+alignas(32) constexpr uint8_t kFill0[32] = {'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
+                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
+alignas(32) constexpr uint8_t kFill10[32] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+                                             10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10};
+alignas(32) constexpr uint8_t kFillQuote[32] = {'"', '"', '"', '"', '"', '"', '"', '"', '"', '"', '"',
+                                                '"', '"', '"', '"', '"', '"', '"', '"', '"', '"', '"',
+                                                '"', '"', '"', '"', '"', '"', '"', '"', '"', '"'};
+alignas(32) constexpr uint8_t kFillBslash[32] = {'\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\',
+                                                 '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\',
+                                                 '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\'};
+alignas(32) constexpr uint8_t kFill20[32] = {0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20,
+                                             0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20,
+                                             0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20};
+__attribute__((always_inline)) inline __m128i const16(const uint8_t (&c)[32]) {
+  __m128i v;
+#if defined(__AVX__)
+  __asm__("vmovdqa %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const uint8_t(*)[16]>(c)));
+#else
+  __asm__("movdqa %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const uint8_t(*)[16]>(c)));
+#endif
+  return v;
+}
+#if defined(__AVX2__)
+__attribute__((always_inline)) inline __m256i const32(const uint8_t (&c)[32]) {
+  __m256i v;
+  __asm__("vmovdqa %1, %0" : "=x"(v) : "m"(c));
+  return v;
+}
+#endif
+#endif
+
 #if defined(__AVX2__) || defined(__SSE2__)
 #if defined(__AVX2__)
 constexpr size_t kPlainBlock = 32;
 // Bit i set where byte i of the 32 at `q` is a quote, a backslash, a control or a non-ASCII byte.
 __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
-  const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
+  const __m256i quote = const32(kFillQuote), bslash = const32(kFillBslash), space = const32(kFill20);
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
   // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
   return unsigned(
@@ -294,7 +329,7 @@ __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
 constexpr size_t kPlainBlock = 16;
 // As above, for the 16 bytes at `q` (SSE2).
 __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
-  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+  const __m128i quote = const16(kFillQuote), bslash = const16(kFillBslash), space = const16(kFill20);
   __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
   return unsigned(_mm_movemask_epi8(
       _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)), _mm_cmplt_epi8(x, space))));
@@ -351,10 +386,10 @@ inline unsigned leading_digits(uint64_t w) {
 // Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes.
 __attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
 #if defined(__SSE2__)
-  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
-  // a digit byte is 0-9 after the subtraction: min(t, 9) == t as unsigned bytes
-  __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t);
-  return unsigned(__builtin_ctz(~unsigned(_mm_movemask_epi8(digit)) | 0x10000u));
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), const16(kFill0));
+  // a digit byte is 0-9 after the subtraction, any other byte 10-255: max(t, 10) == t as unsigned bytes
+  __m128i other = _mm_cmpeq_epi8(_mm_max_epu8(t, const16(kFill10)), t);
+  return unsigned(__builtin_ctz(unsigned(_mm_movemask_epi8(other)) | 0x10000u));
 #else
   uint64_t w;
   std::memcpy(&w, q, 8);
@@ -382,7 +417,7 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
   alignas(32) static constexpr int8_t kAlign[32] = {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128,
                                                     -128, -128, -128, -128, -128, 0,    1,    2,    3,    4,    5,
                                                     6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
-  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), const16(kFill0));
   __m128i d = _mm_shuffle_epi8(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kAlign + n)));
   __m128i p2 = _mm_maddubs_epi16(d, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1));
   __m128i p4 = _mm_madd_epi16(p2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
