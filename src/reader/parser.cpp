@@ -427,19 +427,20 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
 }
 #endif
 
-// JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
-// Digits are found 16 at a time and read 8 at a time without a branch per digit (the input is
-// padded: 16 bytes can be read at any q <= e). `kNulEnd`: the byte at `e` is '\0' (not a digit,
-// not '-'), so the digits stop before `e` by themselves and the clamps to `e` are left out.
-template <bool kNulEnd = false>
-__attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
-  bool neg = (kNulEnd || q < e) && *q == '-';
-  if (neg) ++q;
+// The digits of a JSON integer at q (after its '-' when kNeg): 1-18 digits, no leading zero, and
+// not "-0"; returns their end or nullptr. Digits are found 16 at a time and read 8 at a time
+// without a branch per digit (the input is padded: 16 bytes can be read at any q <= e).
+// `kNulEnd`: the byte at `e` is '\0' (not a digit, not '-'), so the digits stop before `e` by
+// themselves and the clamps to `e` are left out.
+template <bool kNulEnd, bool kNeg>
+__attribute__((always_inline)) inline const char* scan_digits(const char* q, const char* e, int64_t& out) {
   size_t avail = size_t(e - q);
   unsigned n = leading_digits16(q);
   if (!kNulEnd && n > avail) n = unsigned(avail);
-  // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
+  // no leading zero, and no "-0" (the only zero without one is "0"). At a '\0' end, n == 0 only
+  // when q[0] is not a digit, so not '0': one test of q[0] first on the common path.
+  if (kNulEnd ? (*q == '0' ? (kNeg || n > 1) : n == 0) : (n == 0 || ((n > 1 || kNeg) && *q == '0')))
+    return nullptr;
   uint64_t v;
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
@@ -462,8 +463,16 @@ __attribute__((always_inline)) inline const char* scan_int(const char* q, const 
     for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
     n += m;
   }
-  out = neg ? -int64_t(v) : int64_t(v);
+  out = kNeg ? -int64_t(v) : int64_t(v);
   return q + n;
+}
+
+// JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr. The
+// sign is a branch to one of two copies (no sign arithmetic on the common, unsigned path).
+template <bool kNulEnd = false>
+__attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
+  if ((kNulEnd || q < e) && *q == '-') return scan_digits<kNulEnd, true>(q + 1, e, out);
+  return scan_digits<kNulEnd, false>(q, e, out);
 }
 
 // End of the JSON integer at q that scan_int would accept, without its value (the "id" field).
