@@ -484,7 +484,8 @@ __attribute__((always_inline)) inline const char* skip_int(const char* q, const 
   unsigned n = leading_digits16(q);
   if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
+  if (kNulEnd ? (*q == '0' ? (neg || n > 1) : n == 0) : (n == 0 || ((n > 1 || neg) && *q == '0')))
+    return nullptr;  // (as scan_digits)
   if (n == 16) {
     unsigned m = 0;
     while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
