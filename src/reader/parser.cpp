@@ -282,8 +282,9 @@ class StagedList {
 // Byte constants of the vector scans, read from memory by an opaque load: GCC 12 otherwise
 // rebuilds every _mm*_set1_epi8 constant at each use with mov + vmovd + vpbroadcastb (three
 // instructions instead of one load; the fast path scans ~8 numbers and a few strings a line).
-alignas(32) constexpr uint8_t kFill0[32] = {'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
-                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
+alignas(32) constexpr uint8_t kFill0[32] = {'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
+                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
+                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
 alignas(32) constexpr uint8_t kFill10[32] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
                                              10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10};
 alignas(32) constexpr uint8_t kFillQuote[32] = {'"', '"', '"', '"', '"', '"', '"', '"', '"', '"', '"',
@@ -439,8 +440,7 @@ __attribute__((always_inline)) inline const char* scan_digits(const char* q, con
   if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0"). At a '\0' end, n == 0 only
   // when q[0] is not a digit, so not '0': one test of q[0] first on the common path.
-  if (kNulEnd ? (*q == '0' ? (kNeg || n > 1) : n == 0) : (n == 0 || ((n > 1 || kNeg) && *q == '0')))
-    return nullptr;
+  if (kNulEnd ? (*q == '0' ? (kNeg || n > 1) : n == 0) : (n == 0 || ((n > 1 || kNeg) && *q == '0'))) return nullptr;
   uint64_t v;
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
@@ -797,7 +797,7 @@ struct Parser::Impl {
   // By name code: the slots of its args keys by position, then one end slot (step 0); empty
   // before its first key.
   std::vector<std::vector<Slot>> shapes;
-  ArgsProjection projection;                                                           // args columns to build
+  ArgsProjection projection;                     // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   int32_t extra_col = -1;                        // the args_extra column, once made
   std::string extra_json;                        // args_extra of the event being committed
@@ -1273,6 +1273,41 @@ struct Parser::Impl {
     }
     if (has_args) {
       staged.reserve(shape_n);
+      // A JSON number at q (first byte c: '-' or a digit) that is not a plain integer of <= 18
+      // digits: a decimal, an exponent, 19+ digits, "-0"; false when the fast path leaves it.
+      auto number = [&](Staged & s, char c) __attribute__((always_inline)) {
+        const char* b = q;
+        if (c == '-') ++q;
+        size_t nd = skip_digits(q, e);
+        if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return false;
+        bool is_float = false, has_exp = false;
+        const char* ip = q - nd;  // the integer part's digits
+        size_t nf = 0;            // digits of the fraction
+        if (q < e && *q == '.') {
+          ++q;
+          if (!(nf = skip_digits(q, e))) return false;
+          is_float = true;
+        }
+        if (q < e && (*q == 'e' || *q == 'E')) {
+          ++q;
+          if (q < e && (*q == '+' || *q == '-')) ++q;
+          if (!skip_digits(q, e)) return false;
+          is_float = has_exp = true;
+        }
+        if (!is_float) {
+          if (!scan_int(b, q, s.i)) return false;  // 19+ digits or "-0": simdjson decides
+        } else if (!has_exp && nd + nf <= 15) {
+          s.d = small_decimal(ip, nd, nf, c == '-');
+          s.type = ArgType::Float;
+          s.i = 0;
+        } else {
+          auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
+          if (r.ec != std::errc() || r.ptr != q) return false;
+          s.type = ArgType::Float;
+          s.i = 0;
+        }
+        return true;
+      };
       // (sl: the slot of the key's position, shape[j], while j < shape_n, then the end slot: one value
       // staged per key)
       for (const Slot* sl = shape;; sl = reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(sl) + sl->step)) {
@@ -1295,6 +1330,8 @@ struct Parser::Impl {
         s.i = 0;
         const char* vb = q;
         char c = *q;
+        const char* z;
+        bool plain_int = false;
         if (c == '"') {
           ValSpan* vs = known ? val_span[sl->role] : nullptr;
           if (vs && (kNulEnd || size_t(e - q) >= vs->text.len) && vs->text.at(q)) {
@@ -1323,40 +1360,15 @@ struct Parser::Impl {
               }
             }
           }
-        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
-                   z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
-          q = z;  // plain integer (the common case)
+        } else if (unsigned(c - '0') < 10 ? (z = scan_digits<kNulEnd, false>(q, e, s.i)) != nullptr
+                   : c == '-'             ? (z = scan_digits<kNulEnd, true>(q + 1, e, s.i)) != nullptr
+                                          : false) {
+          // a plain integer (the common case); one followed by '.', 'e' or 'E' is read again as a
+          // number below, after the separator test (neither byte can start `,"` or '}')
+          q = z;
+          plain_int = true;
         } else if (c == '-' || unsigned(c - '0') < 10) {
-          const char* b = q;
-          if (c == '-') ++q;
-          size_t nd = skip_digits(q, e);
-          if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return nullptr;
-          bool is_float = false, has_exp = false;
-          const char* ip = q - nd;  // the integer part's digits
-          size_t nf = 0;            // digits of the fraction
-          if (q < e && *q == '.') {
-            ++q;
-            if (!(nf = skip_digits(q, e))) return nullptr;
-            is_float = true;
-          }
-          if (q < e && (*q == 'e' || *q == 'E')) {
-            ++q;
-            if (q < e && (*q == '+' || *q == '-')) ++q;
-            if (!skip_digits(q, e)) return nullptr;
-            is_float = has_exp = true;
-          }
-          if (!is_float) {
-            if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
-          } else if (!has_exp && nd + nf <= 15) {
-            s.d = small_decimal(ip, nd, nf, c == '-');
-            s.type = ArgType::Float;
-            s.i = 0;
-          } else {
-            auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
-            if (r.ec != std::errc() || r.ptr != q) return nullptr;
-            s.type = ArgType::Float;
-            s.i = 0;
-          }
+          if (!number(s, c)) return nullptr;
         } else if (lit<kNulEnd>(q, e, kTrue)) {
           s.i = 1;
         } else if (lit<kNulEnd>(q, e, kFalse)) {
@@ -1366,6 +1378,7 @@ struct Parser::Impl {
         } else {
           return nullptr;  // nested object/array or invalid
         }
+      value_end:
         s.raw = std::string_view(vb, size_t(q - vb));
         uint16_t sep;  // `,"`: the next key's quote too (a ',' before anything else is not the fast path's)
         std::memcpy(&sep, q, 2);
@@ -1374,6 +1387,13 @@ struct Parser::Impl {
           continue;
         }
         if (lit1('}')) break;
+        if (plain_int && (kNulEnd || q < e) && (*q == '.' || (*q | 0x20) == 'e')) {  // ('E' | 0x20 == 'e')
+          q = vb;
+          plain_int = false;
+          s.i = 0;
+          if (!number(s, c)) return nullptr;
+          goto value_end;
+        }
         return nullptr;
       }
     }
