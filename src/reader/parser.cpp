@@ -1324,8 +1324,16 @@ struct Parser::Impl {
         if (!known && (!str(key) || !lit1(':'))) return nullptr;
         if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
         // (a known slot is one of the name's first shape_n: staged.reserve(shape_n) made its room)
-        Staged& s = known ? staged.push_unchecked() : staged.emplace_back();
-        s.key = key;
+        // (the key of a known slot is not stored: only meta_record reads it, filled in from the
+        // slots below; commit() reads the key of an unknown one)
+        Staged* sp;
+        if (known) {
+          sp = &staged.push_unchecked();
+        } else {
+          sp = &staged.emplace_back();
+          sp->key = key;
+        }
+        Staged& s = *sp;
         set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
         s.i = 0;
         const char* vb = q;
@@ -1399,9 +1407,12 @@ struct Parser::Impl {
     }
     if (!lit1('}') || (q != e && *q != '\n')) return nullptr;
     ++fast_lines;
-    if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
+    if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory) {
+      // keys of known slots: the slot's key has the same text (its k16_colon matched the bytes)
+      for (size_t j = 0; j < staged.size(); ++j)
+        if (staged[j].slot_known) staged[j].key = shape[j].key;
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
-    else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
+    } else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
     else {
       commit_impl(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc, head ? head->head_cat : -1,
                   ph_x ? ph_x_code : -1);
