@@ -1640,8 +1640,16 @@ struct Parser::Impl {
     if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
     out.hostname.codes[size_t(row)] = hc;
     int32_t fc = -1;
-    if (fname) fc = intern_text(out.fname, *fname);
-    else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
+    if (fname) {
+      fc = intern_text(out.fname, *fname);
+      // A file name the fast path met at a known slot and had no code for (a new run of lines on
+      // one file): its span now, so the run's next line takes the code without find_last (slow
+      // path values are never slot_known; their text may not be the input's).
+      if (fname->code < 0 && fname->slot_known && fname->type == ArgType::String && fname->s.size() <= 62) {
+        fname_val.text.set(fname->s.data() - 1, fname->s.size() + 2);
+        fname_val.code = fc;
+      }
+    } else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
     out.fname.codes[size_t(row)] = fc;
     bool off_ok = offset && offset->type == ArgType::Int;
     out.offset[size_t(row)] = off_ok ? offset->i : 0;
