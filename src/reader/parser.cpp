@@ -970,6 +970,11 @@ struct Parser::Impl {
     put_other(c, v, row);
   }
   __attribute__((noinline)) static void put_other(ArgColumn& c, const Staged& v, int64_t row) {
+    if (v.type == ArgType::String && c.type == ArgType::String) {  // (as below, without the steps that do nothing)
+      if (size_t(row) >= c.strings.codes.size()) grow_arg(c, row);
+      c.strings.codes[size_t(row)] = c.strings.intern(v.s);
+      return;
+    }
     if (row < c.length()) {  // a value of this record: gone before the column is converted (the later wins)
       if (c.type == ArgType::String) {
         c.strings.codes[size_t(row)] = -1;
