@@ -1321,7 +1321,6 @@ struct Parser::Impl {
         if (sl->plain) {
           size_t kl = sl->k16.len;
           if ((kNulEnd || size_t(e - q) > kl + 1) && sl->k16_colon.starts(q)) {
-            key = std::string_view(q, kl);
             q += kl + 2;
             known = true;
           }
@@ -1339,8 +1338,9 @@ struct Parser::Impl {
           sp->key = key;
         }
         Staged& s = *sp;
-        set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
-        s.i = 0;
+        // Int, from the input, not null (i, d and s are read only for their type, and every way
+        // out of the value's scan that leaves the type Int wrote i: not reset)
+        set_int_flags(s, known);
         const char* vb = q;
         char c = *q;
         const char* z;
