@@ -401,6 +401,19 @@ __attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
 #endif
 }
 
+#if defined(__AVX2__) && defined(__BMI__)
+#define DFTRACER_DIGITS32 1
+// Number of leading ASCII digits in the 32 bytes at `q` (0-32); reads 32 bytes. (A 16-digit
+// timestamp is then known to end at 16 without a look at the bytes after it.)
+__attribute__((always_inline)) inline unsigned leading_digits32(const char* q) {
+  __m256i t = _mm256_sub_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), const32(kFill0));
+  __m256i other = _mm256_cmpeq_epi8(_mm256_max_epu8(t, const32(kFill10)), t);
+  return unsigned(_tzcnt_u32(unsigned(_mm256_movemask_epi8(other))));  // (32 when all are digits)
+}
+#else
+#define DFTRACER_DIGITS32 0
+#endif
+
 #if !defined(__SSSE3__)
 // Value of the n (1-8) ASCII digits in the low bytes of `w` (little endian).
 __attribute__((always_inline)) inline uint64_t digits_value(uint64_t w, unsigned n) {
@@ -436,12 +449,25 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
 template <bool kNulEnd, bool kNeg>
 __attribute__((always_inline)) inline const char* scan_digits(const char* q, const char* e, int64_t& out) {
   size_t avail = size_t(e - q);
+#if DFTRACER_DIGITS32
+  unsigned n = leading_digits32(q);  // (the input is padded by 64: 32 bytes are readable)
+#else
   unsigned n = leading_digits16(q);
+#endif
   if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0"). At a '\0' end, n == 0 only
   // when q[0] is not a digit, so not '0': one test of q[0] first on the common path.
   if (kNulEnd ? (*q == '0' ? (kNeg || n > 1) : n == 0) : (n == 0 || ((n > 1 || kNeg) && *q == '0'))) return nullptr;
   uint64_t v;
+#if DFTRACER_DIGITS32
+  if (n > 16) {  // 17 or 18 digits are valid, 19+ are not
+    if (n > 18) return nullptr;
+    v = sixteen_digits_value(q, 16);
+    for (unsigned k = 16; k < n; ++k) v = v * 10 + unsigned(q[k] - '0');
+  } else {
+    v = sixteen_digits_value(q, n);
+  }
+#else
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
 #else
@@ -463,6 +489,7 @@ __attribute__((always_inline)) inline const char* scan_digits(const char* q, con
     for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
     n += m;
   }
+#endif
   out = kNeg ? -int64_t(v) : int64_t(v);
   return q + n;
 }
@@ -481,17 +508,25 @@ __attribute__((always_inline)) inline const char* skip_int(const char* q, const 
   bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
+#if DFTRACER_DIGITS32
+  unsigned n = leading_digits32(q);
+#else
   unsigned n = leading_digits16(q);
+#endif
   if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0")
   if (kNulEnd ? (*q == '0' ? (neg || n > 1) : n == 0) : (n == 0 || ((n > 1 || neg) && *q == '0')))
     return nullptr;  // (as scan_digits)
+#if DFTRACER_DIGITS32
+  if (n > 18) return nullptr;  // 17 or 18 digits are valid, 19+ are not
+#else
   if (n == 16) {
     unsigned m = 0;
     while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     n += m;
   }
+#endif
   return q + n;
 }
 
