@@ -384,8 +384,9 @@ inline unsigned leading_digits(uint64_t w) {
 }
 #endif
 
-// Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes.
-__attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
+// Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes. (Unused with AVX2 and BMI:
+// leading_digits32.)
+[[maybe_unused]] __attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
 #if defined(__SSE2__)
   __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), const16(kFill0));
   // a digit byte is 0-9 after the subtraction, any other byte 10-255: max(t, 10) == t as unsigned bytes
