@@ -117,9 +117,14 @@ static_assert(offsetof(Staged, from_input) == offsetof(Staged, type) + 4 &&
                   offsetof(Staged, slot_known) == offsetof(Staged, type) + 6 && sizeof(ArgType) == 4 &&
                   offsetof(Staged, type) + 8 <= sizeof(Staged),
               "Staged's flags: one 8-byte word");
-// The flags word of a value of type Int, from the input, not null, `known` its slot_known.
+// The flags word of a value of type Int, from the input, not null, `known` its slot_known
+// (the eighth byte, padding, is 0).
+__attribute__((always_inline)) constexpr uint64_t int_flags(bool known) {
+  return uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+}
+constexpr uint64_t kKnownIntFlags = int_flags(true);
 __attribute__((always_inline)) inline void set_int_flags(Staged& s, bool known) {
-  uint64_t w = uint64_t(ArgType::Int) | (uint64_t(1) << 32) | (uint64_t(known) << 48);
+  uint64_t w = int_flags(known);
   std::memcpy(reinterpret_cast<char*>(&s) + offsetof(Staged, type), &w, 8);
 }
 
@@ -241,35 +246,80 @@ struct Key16 {
 class StagedList {
  public:
   Staged& emplace_back() {
-    if (n_ == cap_) grow();
-    return v_[n_++];
+    if (cur_ == cap_end_) grow(0);
+    return *cur_++;
   }
-  void pop_back() { --n_; }
-  void clear() { n_ = 0; }
-  size_t size() const { return n_; }
+  // Without the capacity check: only after reserve() made room for this value.
+  Staged& push_unchecked() { return *cur_++; }
+  // Room for `n` values in all (from an empty list: the fast path's known slots of a line).
+  void reserve(size_t n) {
+    if (size_t(cap_end_ - v_.data()) < n) grow(n);
+  }
+  void pop_back() { --cur_; }
+  void clear() { cur_ = v_.data(); }
+  size_t size() const { return size_t(cur_ - v_.data()); }
   Staged& operator[](size_t i) { return v_[i]; }
   const Staged& operator[](size_t i) const { return v_[i]; }
   const Staged* begin() const { return v_.data(); }
-  const Staged* end() const { return v_.data() + n_; }
+  const Staged* end() const { return cur_; }
 
  private:
-  __attribute__((noinline)) void grow() {
-    v_.resize(v_.empty() ? 64 : 2 * v_.size());
-    cap_ = v_.size();
+  __attribute__((noinline)) void grow(size_t n) {
+    size_t k = size();
+    v_.resize(std::max(n, v_.empty() ? size_t(64) : 2 * v_.size()));
+    cur_ = v_.data() + k;
+    cap_end_ = v_.data() + v_.size();
   }
   std::vector<Staged> v_;
-  size_t n_ = 0, cap_ = 0;  // cap_ = v_.size() (no division by sizeof(Staged) per key)
+  Staged* cur_ = nullptr;      // end of the values (a cursor: no index scaled per value)
+  Staged* cap_end_ = nullptr;  // end of v_'s storage
 };
 
 
 // ---- Fast path helpers (the tracer's own line layout, see Impl::fast_line) --------------------
+
+#if defined(__SSE2__)
+// Byte constants of the vector scans, read from memory by an opaque load: GCC 12 otherwise
+// rebuilds every _mm*_set1_epi8 constant at each use with mov + vmovd + vpbroadcastb (three
+// instructions instead of one load; the fast path scans ~8 numbers and a few strings a line).
+alignas(32) constexpr uint8_t kFill0[32] = {'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
+                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0',
+                                            '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
+alignas(32) constexpr uint8_t kFill10[32] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+                                             10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10};
+alignas(32) constexpr uint8_t kFillQuote[32] = {'"', '"', '"', '"', '"', '"', '"', '"', '"', '"', '"',
+                                                '"', '"', '"', '"', '"', '"', '"', '"', '"', '"', '"',
+                                                '"', '"', '"', '"', '"', '"', '"', '"', '"', '"'};
+alignas(32) constexpr uint8_t kFillBslash[32] = {'\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\',
+                                                 '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\',
+                                                 '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\', '\\'};
+alignas(32) constexpr uint8_t kFill20[32] = {0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20,
+                                             0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20,
+                                             0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20};
+__attribute__((always_inline)) inline __m128i const16(const uint8_t (&c)[32]) {
+  __m128i v;
+#if defined(__AVX__)
+  __asm__("vmovdqa %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const uint8_t(*)[16]>(c)));
+#else
+  __asm__("movdqa %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const uint8_t(*)[16]>(c)));
+#endif
+  return v;
+}
+#if defined(__AVX2__)
+__attribute__((always_inline)) inline __m256i const32(const uint8_t (&c)[32]) {
+  __m256i v;
+  __asm__("vmovdqa %1, %0" : "=x"(v) : "m"(c));
+  return v;
+}
+#endif
+#endif
 
 #if defined(__AVX2__) || defined(__SSE2__)
 #if defined(__AVX2__)
 constexpr size_t kPlainBlock = 32;
 // Bit i set where byte i of the 32 at `q` is a quote, a backslash, a control or a non-ASCII byte.
 __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
-  const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(0x20);
+  const __m256i quote = const32(kFillQuote), bslash = const32(kFillBslash), space = const32(kFill20);
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
   // signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII
   return unsigned(
@@ -280,7 +330,7 @@ __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
 constexpr size_t kPlainBlock = 16;
 // As above, for the 16 bytes at `q` (SSE2).
 __attribute__((always_inline)) inline unsigned plain_stops(const char* q) {
-  const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+  const __m128i quote = const16(kFillQuote), bslash = const16(kFillBslash), space = const16(kFill20);
   __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
   return unsigned(_mm_movemask_epi8(
       _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)), _mm_cmplt_epi8(x, space))));
@@ -334,13 +384,14 @@ inline unsigned leading_digits(uint64_t w) {
 }
 #endif
 
-// Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes.
-__attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
+// Number of leading ASCII digits in the 16 bytes at `q` (0-16); reads 16 bytes. (Unused with AVX2 and BMI:
+// leading_digits32.)
+[[maybe_unused]] __attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
 #if defined(__SSE2__)
-  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
-  // a digit byte is 0-9 after the subtraction: min(t, 9) == t as unsigned bytes
-  __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t);
-  return unsigned(__builtin_ctz(~unsigned(_mm_movemask_epi8(digit)) | 0x10000u));
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), const16(kFill0));
+  // a digit byte is 0-9 after the subtraction, any other byte 10-255: max(t, 10) == t as unsigned bytes
+  __m128i other = _mm_cmpeq_epi8(_mm_max_epu8(t, const16(kFill10)), t);
+  return unsigned(__builtin_ctz(unsigned(_mm_movemask_epi8(other)) | 0x10000u));
 #else
   uint64_t w;
   std::memcpy(&w, q, 8);
@@ -350,6 +401,19 @@ __attribute__((always_inline)) inline unsigned leading_digits16(const char* q) {
   return 8 + leading_digits(w);
 #endif
 }
+
+#if defined(__AVX2__) && defined(__BMI__)
+#define DFTRACER_DIGITS32 1
+// Number of leading ASCII digits in the 32 bytes at `q` (0-32); reads 32 bytes. (A 16-digit
+// timestamp is then known to end at 16 without a look at the bytes after it.)
+__attribute__((always_inline)) inline unsigned leading_digits32(const char* q) {
+  __m256i t = _mm256_sub_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), const32(kFill0));
+  __m256i other = _mm256_cmpeq_epi8(_mm256_max_epu8(t, const32(kFill10)), t);
+  return unsigned(_tzcnt_u32(unsigned(_mm256_movemask_epi8(other))));  // (32 when all are digits)
+}
+#else
+#define DFTRACER_DIGITS32 0
+#endif
 
 #if !defined(__SSSE3__)
 // Value of the n (1-8) ASCII digits in the low bytes of `w` (little endian).
@@ -368,7 +432,7 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
   alignas(32) static constexpr int8_t kAlign[32] = {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128,
                                                     -128, -128, -128, -128, -128, 0,    1,    2,    3,    4,    5,
                                                     6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
-  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), _mm_set1_epi8('0'));
+  __m128i t = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), const16(kFill0));
   __m128i d = _mm_shuffle_epi8(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kAlign + n)));
   __m128i p2 = _mm_maddubs_epi16(d, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1));
   __m128i p4 = _mm_madd_epi16(p2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
@@ -378,20 +442,33 @@ __attribute__((always_inline)) inline uint64_t sixteen_digits_value(const char* 
 }
 #endif
 
-// JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr.
-// Digits are found 16 at a time and read 8 at a time without a branch per digit (the input is
-// padded: 16 bytes can be read at any q <= e). `kNulEnd`: the byte at `e` is '\0' (not a digit,
-// not '-'), so the digits stop before `e` by themselves and the clamps to `e` are left out.
-template <bool kNulEnd = false>
-__attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
-  bool neg = (kNulEnd || q < e) && *q == '-';
-  if (neg) ++q;
+// The digits of a JSON integer at q (after its '-' when kNeg): 1-18 digits, no leading zero, and
+// not "-0"; returns their end or nullptr. Digits are found 16 at a time and read 8 at a time
+// without a branch per digit (the input is padded: 16 bytes can be read at any q <= e).
+// `kNulEnd`: the byte at `e` is '\0' (not a digit, not '-'), so the digits stop before `e` by
+// themselves and the clamps to `e` are left out.
+template <bool kNulEnd, bool kNeg>
+__attribute__((always_inline)) inline const char* scan_digits(const char* q, const char* e, int64_t& out) {
   size_t avail = size_t(e - q);
+#if DFTRACER_DIGITS32
+  unsigned n = leading_digits32(q);  // (the input is padded by 64: 32 bytes are readable)
+#else
   unsigned n = leading_digits16(q);
+#endif
   if (!kNulEnd && n > avail) n = unsigned(avail);
-  // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
+  // no leading zero, and no "-0" (the only zero without one is "0"). At a '\0' end, n == 0 only
+  // when q[0] is not a digit, so not '0': one test of q[0] first on the common path.
+  if (kNulEnd ? (*q == '0' ? (kNeg || n > 1) : n == 0) : (n == 0 || ((n > 1 || kNeg) && *q == '0'))) return nullptr;
   uint64_t v;
+#if DFTRACER_DIGITS32
+  if (n > 16) {  // 17 or 18 digits are valid, 19+ are not
+    if (n > 18) return nullptr;
+    v = sixteen_digits_value(q, 16);
+    for (unsigned k = 16; k < n; ++k) v = v * 10 + unsigned(q[k] - '0');
+  } else {
+    v = sixteen_digits_value(q, n);
+  }
+#else
 #if defined(__SSSE3__)
   v = sixteen_digits_value(q, n);
 #else
@@ -413,8 +490,17 @@ __attribute__((always_inline)) inline const char* scan_int(const char* q, const 
     for (unsigned k = 0; k < m; ++k) v = v * 10 + unsigned(q[16 + k] - '0');
     n += m;
   }
-  out = neg ? -int64_t(v) : int64_t(v);
+#endif
+  out = kNeg ? -int64_t(v) : int64_t(v);
   return q + n;
+}
+
+// JSON integer of 1-18 digits (no leading zero, no "-0") at q; returns its end or nullptr. The
+// sign is a branch to one of two copies (no sign arithmetic on the common, unsigned path).
+template <bool kNulEnd = false>
+__attribute__((always_inline)) inline const char* scan_int(const char* q, const char* e, int64_t& out) {
+  if ((kNulEnd || q < e) && *q == '-') return scan_digits<kNulEnd, true>(q + 1, e, out);
+  return scan_digits<kNulEnd, false>(q, e, out);
 }
 
 // End of the JSON integer at q that scan_int would accept, without its value (the "id" field).
@@ -423,16 +509,25 @@ __attribute__((always_inline)) inline const char* skip_int(const char* q, const 
   bool neg = (kNulEnd || q < e) && *q == '-';
   if (neg) ++q;
   size_t avail = size_t(e - q);
+#if DFTRACER_DIGITS32
+  unsigned n = leading_digits32(q);
+#else
   unsigned n = leading_digits16(q);
+#endif
   if (!kNulEnd && n > avail) n = unsigned(avail);
   // no leading zero, and no "-0" (the only zero without one is "0")
-  if (n == 0 || ((n > 1 || neg) && *q == '0')) return nullptr;
+  if (kNulEnd ? (*q == '0' ? (neg || n > 1) : n == 0) : (n == 0 || ((n > 1 || neg) && *q == '0')))
+    return nullptr;  // (as scan_digits)
+#if DFTRACER_DIGITS32
+  if (n > 18) return nullptr;  // 17 or 18 digits are valid, 19+ are not
+#else
   if (n == 16) {
     unsigned m = 0;
     while (m < 3 && (kNulEnd || 16 + m < avail) && unsigned(q[16 + m] - '0') < 10) ++m;
     if (m == 3) return nullptr;
     n += m;
   }
+#endif
   return q + n;
 }
 
@@ -618,6 +713,9 @@ void populate_ahead(const std::vector<T, A>& v, size_t new_n) {
 
 struct Parser::Impl {
   static constexpr size_t kGrowRows = 128;  // 1 KiB of int64: memset's vector loop, not `rep stosb`
+  // Args columns: 240 rows (1,920 bytes of int64, still under glibc's `rep stosb` threshold of 2 KiB);
+  // a grow costs ~300 instructions besides its memset, paid once per column per kArgGrowRows rows.
+  static constexpr size_t kArgGrowRows = 240;
   od::parser parser;
   std::string scratch;
   StagedList staged;
@@ -708,12 +806,21 @@ struct Parser::Impl {
     int32_t col = -1;  // args column (kCol); -1: a column the projection does not build
     Role role = kCol;
     Special special = kPlain;
-    bool plain = false;    // key of <= 16 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
+    bool plain = false;    // key of <= 14 printable ASCII bytes without '"' or '\\' (fast path matches it in place)
     Key16 k16;             // fast match of short keys
     Key16 k16_colon = {};  // the key with its closing quote and colon (keys of <= 14 bytes)
     bool extra = false;    // col -1 and the value goes to args_extra (bounded args columns)
     bool simple = false;   // role kCol, special kPlain, col >= 0: commit() only puts the value
+    // Bytes to the next slot: sizeof(Slot), or 0 in the end slot every shape ends with (plain
+    // false: matches nothing), so the fast path's cursor stops there without a bounds test.
+    uint32_t step = sizeof(Slot);
   };
+  // The end slot of a name without slots yet.
+  const Slot no_slots = [] {
+    Slot s;
+    s.step = 0;
+    return s;
+  }();
   // Per role kHost and kFname: `"S"`, the last string value met at a known slot of that role whose
   // S was already interned, and the code of S in out.hostname / out.fname (emptied at every
   // parse(): codes of one `out`). Runs of events share their host and file.
@@ -723,8 +830,10 @@ struct Parser::Impl {
   };
   ValSpan host_val, fname_val;
   ValSpan* val_span[6] = {nullptr, &host_val, nullptr, &fname_val, nullptr, nullptr};  // by Role
-  std::vector<std::vector<Slot>> shapes;                                               // by name code
-  ArgsProjection projection;                                                           // args columns to build
+  // By name code: the slots of its args keys by position, then one end slot (step 0); empty
+  // before its first key.
+  std::vector<std::vector<Slot>> shapes;
+  ArgsProjection projection;                     // args columns to build
   std::unordered_set<std::string> dropped_keys;  // storage for keys of args columns not built
   int32_t extra_col = -1;                        // the args_extra column, once made
   std::string extra_json;                        // args_extra of the event being committed
@@ -755,8 +864,13 @@ struct Parser::Impl {
   const Slot& slot_for(EventColumns& out, int32_t nc, size_t j, const Staged& s) {
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
     auto& shape = shapes[size_t(nc)];
-    if (j < shape.size() && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key))) return shape[j];
-    if (j >= shape.size()) shape.resize(j + 1);
+    size_t n = shape.empty() ? 0 : shape.size() - 1;  // (the last one is the end slot)
+    if (j < n && (s.from_input ? shape[j].k16.matches(s.key) : same(shape[j].key, s.key))) return shape[j];
+    if (j >= n) {
+      if (n) shape[n] = Slot{};  // the old end slot becomes slot n (set below when n == j)
+      shape.resize(j + 2);
+      shape[j + 1] = no_slots;
+    }
     Slot& sl = shape[j];
     std::string_view k = s.key;
     sl = Slot{};
@@ -789,7 +903,7 @@ struct Parser::Impl {
     }
     sl.k16.set(k);
     if (k.size() <= 14) sl.k16_colon.set(std::string(k) + "\":");
-    sl.plain = k.size() <= 16 && std::all_of(k.begin(), k.end(), [](char c) {
+    sl.plain = k.size() <= 14 && std::all_of(k.begin(), k.end(), [](char c) {
                  return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x80 && c != '"' &&
                         c != '\\';
                });
@@ -828,7 +942,7 @@ struct Parser::Impl {
     size_t cap = c.type == ArgType::Int     ? c.ints.capacity()
                  : c.type == ArgType::Float ? c.floats.capacity()
                                             : c.strings.codes.capacity();
-    size_t n = std::max(size_t(row) + 1, len + kGrowRows);
+    size_t n = std::max(size_t(row) + 1, len + kArgGrowRows);
     if (cap > size_t(row)) n = std::min(n, cap);  // no reallocation past the reserve
     if (c.type == ArgType::Int) {
       populate_ahead(c.ints, n);
@@ -892,6 +1006,11 @@ struct Parser::Impl {
     put_other(c, v, row);
   }
   __attribute__((noinline)) static void put_other(ArgColumn& c, const Staged& v, int64_t row) {
+    if (v.type == ArgType::String && c.type == ArgType::String) {  // (as below, without the steps that do nothing)
+      if (size_t(row) >= c.strings.codes.size()) grow_arg(c, row);
+      c.strings.codes[size_t(row)] = c.strings.intern(v.s);
+      return;
+    }
     if (row < c.length()) {  // a value of this record: gone before the column is converted (the later wins)
       if (c.type == ArgType::String) {
         c.strings.codes[size_t(row)] = -1;
@@ -1187,35 +1306,81 @@ struct Parser::Impl {
     }
     staged.clear();
     // (the name's slots as a pointer and a count, loaded once: the staging stores may alias the vector)
-    const Slot* shape = nullptr;
+    const Slot* shape = &no_slots;
     size_t shape_n = 0;
-    if (size_t(nc) < shapes.size()) {
+    if (size_t(nc) < shapes.size() && !shapes[size_t(nc)].empty()) {
       shape = shapes[size_t(nc)].data();
-      shape_n = shapes[size_t(nc)].size();
+      shape_n = shapes[size_t(nc)].size() - 1;
     }
     if (has_args) {
-      const Slot* const shape_end = shape + shape_n;
-      // (sl: the slot of the key's position, shape[j], while j < shape_n: one value staged per key)
-      for (const Slot* sl = shape;; sl += sl < shape_end) {  // (sl stops at the end: never past it)
+      staged.reserve(shape_n);
+      // A JSON number at q (first byte c: '-' or a digit) that is not a plain integer of <= 18
+      // digits: a decimal, an exponent, 19+ digits, "-0"; false when the fast path leaves it.
+      auto number = [&](Staged & s, char c) __attribute__((always_inline)) {
+        const char* b = q;
+        if (c == '-') ++q;
+        size_t nd = skip_digits(q, e);
+        if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return false;
+        bool is_float = false, has_exp = false;
+        const char* ip = q - nd;  // the integer part's digits
+        size_t nf = 0;            // digits of the fraction
+        if (q < e && *q == '.') {
+          ++q;
+          if (!(nf = skip_digits(q, e))) return false;
+          is_float = true;
+        }
+        if (q < e && (*q == 'e' || *q == 'E')) {
+          ++q;
+          if (q < e && (*q == '+' || *q == '-')) ++q;
+          if (!skip_digits(q, e)) return false;
+          is_float = has_exp = true;
+        }
+        if (!is_float) {
+          if (!scan_int(b, q, s.i)) return false;  // 19+ digits or "-0": simdjson decides
+        } else if (!has_exp && nd + nf <= 15) {
+          s.d = small_decimal(ip, nd, nf, c == '-');
+          s.type = ArgType::Float;
+          s.i = 0;
+        } else {
+          auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
+          if (r.ec != std::errc() || r.ptr != q) return false;
+          s.type = ArgType::Float;
+          s.i = 0;
+        }
+        return true;
+      };
+      // (sl: the slot of the key's position, shape[j], while j < shape_n, then the end slot: one value
+      // staged per key)
+      for (const Slot* sl = shape;; sl = reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(sl) + sl->step)) {
         std::string_view key;
         bool known = false;
-        if (sl < shape_end && sl->plain) {
+        if (sl->plain) {
           size_t kl = sl->k16.len;
-          if ((kNulEnd || size_t(e - q) > kl + 1) &&
-              (kl <= 14 ? sl->k16_colon.starts(q) : q[kl] == '"' && q[kl + 1] == ':' && sl->k16.starts(q))) {
-            key = std::string_view(q, kl);
+          if ((kNulEnd || size_t(e - q) > kl + 1) && sl->k16_colon.starts(q)) {
             q += kl + 2;
             known = true;
           }
         }
         if (!known && (!str(key) || !lit1(':'))) return nullptr;
         if (!kNulEnd && q >= e) return nullptr;  // (at a '\0' end no value matches)
-        Staged& s = staged.emplace_back();
-        s.key = key;
-        set_int_flags(s, known);  // Int, from the input, not null (d and s are read only for their type: not reset)
-        s.i = 0;
+        // (a known slot is one of the name's first shape_n: staged.reserve(shape_n) made its room)
+        // (the key of a known slot is not stored: only meta_record reads it, filled in from the
+        // slots below; commit() reads the key of an unknown one)
+        Staged* sp;
+        if (known) {
+          sp = &staged.push_unchecked();
+        } else {
+          sp = &staged.emplace_back();
+          sp->key = key;
+        }
+        Staged& s = *sp;
+        // Int, from the input, not null (i, d and s are read only for their type, and every way
+        // out of the value's scan that leaves the type Int wrote i: not reset)
+        set_int_flags(s, known);
         const char* vb = q;
         char c = *q;
+        const char* z;
+        bool plain_int = false;
         if (c == '"') {
           ValSpan* vs = known ? val_span[sl->role] : nullptr;
           if (vs && (kNulEnd || size_t(e - q) >= vs->text.len) && vs->text.at(q)) {
@@ -1244,40 +1409,15 @@ struct Parser::Impl {
               }
             }
           }
-        } else if (const char* z = (c == '-' || unsigned(c - '0') < 10) ? scan_int<kNulEnd>(q, e, s.i) : nullptr;
-                   z && ((!kNulEnd && z == e) || (*z != '.' && (*z | 0x20) != 'e'))) {  // ('E' | 0x20 == 'e')
-          q = z;  // plain integer (the common case)
+        } else if (unsigned(c - '0') < 10 ? (z = scan_digits<kNulEnd, false>(q, e, s.i)) != nullptr
+                   : c == '-'             ? (z = scan_digits<kNulEnd, true>(q + 1, e, s.i)) != nullptr
+                                          : false) {
+          // a plain integer (the common case); one followed by '.', 'e' or 'E' is read again as a
+          // number below, after the separator test (neither byte can start `,"` or '}')
+          q = z;
+          plain_int = true;
         } else if (c == '-' || unsigned(c - '0') < 10) {
-          const char* b = q;
-          if (c == '-') ++q;
-          size_t nd = skip_digits(q, e);
-          if (nd == 0 || (nd > 1 && q[-ptrdiff_t(nd)] == '0')) return nullptr;
-          bool is_float = false, has_exp = false;
-          const char* ip = q - nd;  // the integer part's digits
-          size_t nf = 0;            // digits of the fraction
-          if (q < e && *q == '.') {
-            ++q;
-            if (!(nf = skip_digits(q, e))) return nullptr;
-            is_float = true;
-          }
-          if (q < e && (*q == 'e' || *q == 'E')) {
-            ++q;
-            if (q < e && (*q == '+' || *q == '-')) ++q;
-            if (!skip_digits(q, e)) return nullptr;
-            is_float = has_exp = true;
-          }
-          if (!is_float) {
-            if (!scan_int(b, q, s.i)) return nullptr;  // 19+ digits or "-0": simdjson decides
-          } else if (!has_exp && nd + nf <= 15) {
-            s.d = small_decimal(ip, nd, nf, c == '-');
-            s.type = ArgType::Float;
-            s.i = 0;
-          } else {
-            auto r = std::from_chars(b, q, s.d);  // correctly rounded, as token_double
-            if (r.ec != std::errc() || r.ptr != q) return nullptr;
-            s.type = ArgType::Float;
-            s.i = 0;
-          }
+          if (!number(s, c)) return nullptr;
         } else if (lit<kNulEnd>(q, e, kTrue)) {
           s.i = 1;
         } else if (lit<kNulEnd>(q, e, kFalse)) {
@@ -1287,6 +1427,7 @@ struct Parser::Impl {
         } else {
           return nullptr;  // nested object/array or invalid
         }
+      value_end:
         s.raw = std::string_view(vb, size_t(q - vb));
         uint16_t sep;  // `,"`: the next key's quote too (a ',' before anything else is not the fast path's)
         std::memcpy(&sep, q, 2);
@@ -1295,14 +1436,24 @@ struct Parser::Impl {
           continue;
         }
         if (lit1('}')) break;
+        if (plain_int && (kNulEnd || q < e) && (*q == '.' || (*q | 0x20) == 'e')) {  // ('E' | 0x20 == 'e')
+          q = vb;
+          plain_int = false;
+          s.i = 0;
+          if (!number(s, c)) return nullptr;
+          goto value_end;
+        }
         return nullptr;
       }
     }
     if (!lit1('}') || (q != e && *q != '\n')) return nullptr;
     ++fast_lines;
-    if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory)
+    if ((ph.size() == 1 && ph[0] == 'M') || cat == format::kTracerCategory) {
+      // keys of known slots: the slot's key has the same text (its k16_colon matched the bytes)
+      for (size_t j = 0; j < staged.size(); ++j)
+        if (staged[j].slot_known) staged[j].key = shape[j].key;
       meta_record(name, cat, ph, pid, tid, ts, true, dur, true, ctx, out);
-    else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
+    } else if (insane_time(ts, dur, out)) skip(p, q, out);  // the line is taken: invalid, counted
     else {
       commit_impl(name, cat, true, ph, pid, tid, ts, dur, ctx, out, nc, head ? head->head_cat : -1,
                   ph_x ? ph_x_code : -1);
@@ -1471,13 +1622,26 @@ struct Parser::Impl {
     // which may grow the slots and add a column. (Reserved to the values' count, so the slot
     // cursor always points into the slots' storage, never past it from a null pointer.)
     if (size_t(nc) >= shapes.size()) shapes.resize(size_t(nc) + 1);
-    if (shapes[size_t(nc)].capacity() < staged.size()) shapes[size_t(nc)].reserve(staged.size());
+    if (shapes[size_t(nc)].capacity() < staged.size() + 1) shapes[size_t(nc)].reserve(staged.size() + 1);
     const Slot* slp = shapes[size_t(nc)].data();
     ArgColumn* args = out.args.data();
     const Staged* const s0 = staged.begin();
     const Staged* const s_end = staged.end();
     for (const Staged* sp = s0; sp != s_end; ++sp, ++slp) {
       const Staged& s = *sp;
+      // The common value, an integer the fast path matched to a known slot of a plain Int column:
+      // one compare of the flags word (set_int_flags' word with `known`) and one of the column type.
+      uint64_t flags;
+      std::memcpy(&flags, reinterpret_cast<const char*>(&s) + offsetof(Staged, type), 8);
+      if (flags == kKnownIntFlags && slp->simple) {
+        ArgColumn& c = args[size_t(slp->col)];
+        if (c.type == ArgType::Int) {
+          if (size_t(row) >= c.mask.size()) grow_arg(c, row);  // (a number column's mask has its length)
+          c.ints[size_t(row)] = s.i;
+          c.mask[size_t(row)] = 0;
+          continue;
+        }
+      }
       if (s.is_null) continue;  // null is the same as absent
       if (!s.slot_known) {
         size_t j = size_t(sp - s0);
@@ -1517,8 +1681,16 @@ struct Parser::Impl {
     if (hc < 0 && !ctx.hostname.empty()) hc = out.hostname.intern(ctx.hostname);
     out.hostname.codes[size_t(row)] = hc;
     int32_t fc = -1;
-    if (fname) fc = intern_text(out.fname, *fname);
-    else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
+    if (fname) {
+      fc = intern_text(out.fname, *fname);
+      // A file name the fast path met at a known slot and had no code for (a new run of lines on
+      // one file): its span now, so the run's next line takes the code without find_last (slow
+      // path values are never slot_known; their text may not be the input's).
+      if (fname->code < 0 && fname->slot_known && fname->type == ArgType::String && fname->s.size() <= 62) {
+        fname_val.text.set(fname->s.data() - 1, fname->s.size() + 2);
+        fname_val.code = fc;
+      }
+    } else if (fhash) fc = resolve(ctx.fh, *fhash, out.fname, out);
     out.fname.codes[size_t(row)] = fc;
     bool off_ok = offset && offset->type == ArgType::Int;
     out.offset[size_t(row)] = off_ok ? offset->i : 0;

@@ -498,3 +498,146 @@ TEST(ReaderFastPath, CategoryAndPhaseCodesFromSpans) {
   EXPECT_GT(expect_same(join(lines)), int64_t(lines.size() / 2));
   expect_same_dictionaries(join(lines));
 }
+
+// i27-scan: a plain integer is no longer tested for a following '.', 'e' or 'E'; the separator
+// test sees that byte and the value is then read again as a number. Every line here is valid and
+// in the tracer's layout, so every one must take the fast path (a broken re-read would give it
+// up, or keep the integer part), and each value must be strtod's double or the integer itself.
+TEST(ReaderFastPath, IntegersFollowedByFractionOrExponent) {
+  const std::vector<std::string> nums = {"5.5",
+                                         "5e3",
+                                         "5E3",
+                                         "5e+3",
+                                         "5E-3",
+                                         "-5.25",
+                                         "0.5",
+                                         "0e1",
+                                         "-0.5",
+                                         "0.0",
+                                         "-0.0",
+                                         "7",
+                                         "-7",
+                                         "0",
+                                         "12.0",
+                                         "1e0",
+                                         "123456789012345678",
+                                         "-123456789012345678",
+                                         "1234567890123456.5",
+                                         "99999999999999999e-3",
+                                         "3.14159265358979"};
+  std::vector<std::string> lines;
+  std::vector<std::string> want;  // the "v" value of each line as text (last in the object or not)
+  std::mt19937 rng(27);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string& v = nums[rng() % nums.size()];
+    const std::string& w = nums[rng() % nums.size()];
+    std::string args;
+    switch (rng() % 3) {
+      case 0: args = R"("v":)" + v; break;                   // last: '}' follows
+      case 1: args = R"("v":)" + v + R"(,"w":)" + w; break;  // `,"` follows
+      default: args = R"("hostname":"h","v":)" + v + R"(,"w":)" + w + R"(,"x":1)"; break;
+    }
+    lines.push_back(event(i % 2 ? "read" : "write", "POSIX", args));
+    want.push_back(v);
+  }
+  std::string text = join(lines);
+  EXPECT_EQ(expect_same(text), int64_t(lines.size()));
+  Parsed f = parse(text, true, {}, '\0');
+  ASSERT_EQ(f.fast_lines, int64_t(lines.size()));
+  const ArgColumn* v = nullptr;
+  for (auto& c : f.cols.args)
+    if (c.key == "v") v = &c;
+  ASSERT_NE(v, nullptr);
+  ASSERT_EQ(v->type, ArgType::Float);  // promoted: the column has decimals
+  ASSERT_EQ(v->floats.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    double d = std::strtod(want[i].c_str(), nullptr);
+    EXPECT_EQ(std::memcmp(&v->floats[i], &d, sizeof d), 0) << want[i] << " row " << i;
+    EXPECT_EQ(v->mask[i], 0);
+  }
+  // and the ones simdjson must decide (the fast path gives them up: same result)
+  for (const char* bad : {"5.", "5e", "5e+", "01.5", "-", "-01", "1.5.5", "5ee3", "5.e3"}) {
+    std::string l = event("read", "POSIX", std::string(R"("v":)") + bad + R"(,"w":1)");
+    EXPECT_EQ(expect_same(lines[0] + "\n" + l + "\n" + lines[1]), 2) << bad;
+  }
+}
+
+// i27-scan: the key of a value matched to a known slot is not staged; a metadata line (category
+// "dftracer" or phase "M") of a name whose slots are known takes them from the slots. Known values:
+// the FH/HH/SH maps, the file's hostname and each record's args text, written here by hand.
+TEST(ReaderFastPath, MetadataKeysFromKnownSlots) {
+  std::vector<std::string> lines;
+  // the names' slots are made by normal lines first, then metadata lines of the same names
+  for (const char* n : {"FH", "HH", "SH", "hostname", "read"}) {
+    lines.push_back(event(n, "POSIX", R"("name":"x","value":1,"ret":2)"));
+    lines.push_back(event(n, "POSIX", R"("name":"x","value":1,"ret":2)"));
+  }
+  // (each after a line of a new name whose keys differ: staged at the same positions, unknown)
+  auto other = [&](int i) { return event("z" + std::to_string(i), "POSIX", R"("pp":1,"qqq":2,"r":3,"s":4)"); };
+  lines.push_back(other(0));
+  lines.push_back(event("FH", "dftracer", R"("name":"/p/file1","value":41)", "M"));
+  lines.push_back(other(1));
+  lines.push_back(event("HH", "dftracer", R"("name":"node9","value":"42")", "M"));
+  lines.push_back(other(2));
+  lines.push_back(event("SH", "dftracer", R"("name":"str","value":43,"ret":2)", "M"));
+  lines.push_back(other(3));
+  lines.push_back(event("hostname", "dftracer", R"("name":"x","value":"node7")", "M"));
+  lines.push_back(other(4));
+  lines.push_back(event("read", "dftracer", R"("name":"y","value":null,"ret":5.5,"z":true)", "X"));
+  lines.push_back(event("read", "POSIX", R"("name":"x","value":1,"ret":2)"));
+  std::string text = join(lines);
+  EXPECT_EQ(expect_same(text), int64_t(lines.size()));
+  Parsed f = parse(text, true, {}, '\0');
+  ASSERT_EQ(f.fast_lines, int64_t(lines.size()));
+  EXPECT_EQ(f.ctx.fh.at("41"), "/p/file1");
+  EXPECT_EQ(f.ctx.hh.at("42"), "node9");
+  EXPECT_EQ(f.ctx.sh.at("43"), "str");
+  EXPECT_EQ(f.ctx.hostname, "node7");
+  ASSERT_EQ(f.cols.metadata.size(), 5u);
+  EXPECT_EQ(f.cols.metadata[0].args, R"({"name":"/p/file1","value":41})");
+  EXPECT_EQ(f.cols.metadata[2].args, R"({"name":"str","value":43,"ret":2})");
+  EXPECT_EQ(f.cols.metadata[4].args, R"({"name":"y","value":null,"ret":5.5,"z":1})");  // (booleans as 1/0)
+  EXPECT_EQ(f.cols.rows, int64_t(lines.size() - 5));
+}
+
+// i27-scan: keys of up to 14 bytes are matched in place (with their quote and colon); longer
+// ones are scanned and matched by commit. Every name's slots end with an end slot. Keys of 1-20
+// bytes, in changing numbers and orders per name, values of every kind at the same slot (a
+// staged integer is not reset: each kind must write its own), file names whose runs start with a
+// new name (its span is set at commit), and string args columns met by numbers and nulls.
+TEST(ReaderFastPath, SlotsKeysAndStagedValuesAgree) {
+  std::vector<std::string> keys;
+  for (int n = 1; n <= 20; ++n) keys.push_back(std::string(size_t(n), char('a' + n % 26)));
+  const std::vector<std::string> vals = {"1",    "-2",    "3.5",   "\"17\"", "\"-3\"", "\"x\"", "null",
+                                         "true", "false", "\"r\"", "\"w\"",  "0",      "12345"};
+  const std::vector<std::string> files = {"/p/a",       "/p/b", "/p/c", std::string(62, 'f'), std::string(63, 'f'),
+                                          "/p/a\\u0041"};
+  std::mt19937 rng(2027);
+  std::vector<std::string> lines;
+  std::string f = files[0];
+  for (int i = 0; i < 4000; ++i) {
+    if (rng() % 5 == 0) f = files[rng() % files.size()];
+    std::string args = R"("hostname":"h",)";
+    size_t nk = rng() % 8;
+    size_t first = rng() % 4 == 0 ? rng() % keys.size() : 10;  // mostly one order per name
+    for (size_t k = 0; k < nk; ++k)
+      args += "\"" + keys[(first + k) % keys.size()] + "\":" + vals[rng() % vals.size()] + ",";
+    args += R"("mode":)" + vals[rng() % vals.size()] + R"(,"fname":")" + f + "\"";
+    if (rng() % 10 == 0) args += R"(,"fname":")" + files[rng() % 3] + "\"";
+    lines.push_back(event(i % 3 ? "read" : "open64", "POSIX", args));
+  }
+  std::string text = join(lines);
+  int64_t fast = expect_same(text);
+  EXPECT_GT(fast, int64_t(lines.size() * 3 / 4));  // all but the escaped file name's lines
+  expect_same_dictionaries(text);
+  // the file names against the lines themselves (the later key wins)
+  Parsed p = parse(text, true, {}, '\0');
+  ASSERT_EQ(p.cols.rows, int64_t(lines.size()));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    size_t at = lines[i].rfind(R"("fname":")") + 9;
+    std::string name = lines[i].substr(at, lines[i].find('"', at) - at);
+    if (name == "/p/a\\u0041") name = "/p/aA";
+    ASSERT_GE(p.cols.fname.codes[i], 0);
+    EXPECT_EQ(p.cols.fname.categories[size_t(p.cols.fname.codes[i])], name) << i;
+  }
+}
