@@ -393,7 +393,9 @@ def _load_task(
         else:
             b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
-        span = _sanity.span(ev["ts"], ev["te"]) if len(ev) else None  # input sanity (dfanalyzer.sanity)
+        span = getattr(b, "span", None)  # (min ts, max te) before any query: input sanity (dfanalyzer.sanity)
+        if span is None and len(ev):  # (a Batch made without it)
+            span = _sanity.span(ev["ts"], ev["te"])
         if query:
             from .filters import apply_query
 

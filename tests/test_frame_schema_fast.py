@@ -162,3 +162,51 @@ def test_load_frame_task_stashes_the_same(loaded, tmp_path):
         pd.testing.assert_frame_equal(ev, loaded, check_exact=True)
     finally:
         analyzer._LOADED.pop((name, 0), None)
+
+
+def _truth_span(path):
+    """(min ts, max ts + dur) of the event lines, by plain gzip + json."""
+    ts, te = [], []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("ph") != "M":
+                ts.append(e["ts"])
+                te.append(e["ts"] + e.get("dur", 0))
+    return min(ts), max(te)
+
+
+def test_batch_span_is_json_truth(tmp_path):
+    p = str(tmp_path / "s.pfw.gz")
+    _trace(p, 4000)
+    idx = str(tmp_path / "idx")
+    ck = len(reader.build_index(p, idx)["checkpoints"])
+    assert ck >= 3
+    b = reader.load_batch(p, 0, ck - 1, index_dir=idx)
+    assert b.span == _truth_span(p) == (10**15, 10**15 + max(i + i % 7 for i in range(4000)))
+    assert all(type(x) is int for x in b.span)
+    # one checkpoint alone: its own range
+    first = reader.load_batch(p, 1, 1, index_dir=idx)
+    ev = first.events
+    assert first.span == (int(ev["ts"].min()), int(ev["te"].max()))
+    # the load task's info: the batch's span before a query drops rows (as before)
+    _, _, info = analyzer._load_task((p, 0, ck - 1, 0, 0), idx, query="name == 'n1'")
+    assert info.span == b.span and info.rows == 800
+
+
+def test_span_of_a_batch_made_without_it(tmp_path, monkeypatch):
+    """A Batch made by other code (no ``span``): the load task computes it from the frame."""
+    p = str(tmp_path / "s.pfw.gz")
+    _trace(p, 3000)
+    idx = str(tmp_path / "idx")
+    ck = len(reader.build_index(p, idx)["checkpoints"])
+    real = reader.load_batch
+
+    def no_span(*a, **k):
+        b = real(*a, **k)
+        b.span = None
+        return b
+
+    monkeypatch.setattr(reader, "load_batch", no_span)
+    _, _, info = analyzer._load_task((p, 0, ck - 1, 0, 0), idx)
+    assert info.span == _truth_span(p)
