@@ -103,11 +103,12 @@ def fixed(dirs, rounds: int = 6) -> None:
                 # small_file_mb=0: one load task per file, as g2m's files get (no small-file groups)
                 with DFAnalyzer(paths, client=client, small_file_mb=0) as an:
                     n = len(an.events)
+                    tasks = an.stats.get("batches"), an.stats.get("partitions")
                 B._drained(client)
                 wall = time.perf_counter() - t0
                 cc, cw = B._cpu_of(pids[:1]) - c0, B._cpu_of(pids[1:]) - w0
                 print(
-                    f"{os.path.basename(d)}: {n:,} events, wall {wall * 1e3:.0f} ms, client + scheduler "
+                    f"{os.path.basename(d)}: {n:,} events, (batches, partitions) {tasks}, wall {wall * 1e3:.0f} ms, client + scheduler "
                     f"{cc * 1e3:.0f} ms, workers {cw * 1e3:.0f} ms CPU, {(cc + cw) * 1e6 / max(n, 1):.3f} µs/event",
                     flush=True,
                 )
