@@ -370,7 +370,9 @@ def _load_task(
         else:
             b = reader.load_batch(path, first, last, index_dir=index_dir, columns=_args_projection(keep_args, query))
         ev = b.events
-        span = _sanity.span(ev["ts"], ev["te"]) if len(ev) else None  # input sanity (dfanalyzer.sanity)
+        span = getattr(b, "span", None)  # (min ts, max te) before any query: input sanity (dfanalyzer.sanity)
+        if span is None and len(ev):  # (a Batch made without it)
+            span = _sanity.span(ev["ts"], ev["te"])
         if query:
             from .filters import apply_query
 
@@ -571,23 +573,28 @@ def _unstash(sk: Tuple[str, int], token: object) -> None:
         del _LOADED[sk]
 
 
-def _is_aligned(ev: pd.DataFrame) -> bool:
+def _is_aligned(ev: pd.DataFrame, schema: Optional[Dict[str, str]] = None) -> bool:
     """Whether ``ev`` is already what :func:`align_frame` would make of it for its own schema
-    (``frame_schema(ev)``): the core columns first, in order, every column of its kind's exact
-    dtype (categories of ``str``), a ``RangeIndex`` from 0. Such a batch, when its schema is the
-    union schema, is a partition as it is."""
+    (``frame_schema(ev)``, or ``schema`` when the caller has it already): the core columns first,
+    in order, every column of its kind's exact dtype (categories of ``str``), a ``RangeIndex``
+    from 0. Such a batch, when its schema is the union schema, is a partition as it is."""
     idx = ev.index
     if not isinstance(idx, pd.RangeIndex) or idx.start != 0 or idx.step != 1:
         return False
     names = list(ev.columns)
     if tuple(names[: len(CORE_COLUMNS)]) != _schema.CORE_NAMES or len(set(names)) != len(names):
         return False
-    kinds = {**_CORE, **frame_schema(ev)}
-    for c, dt in ev.dtypes.items():
-        if kinds[c] == _schema.CATEGORY:
-            if not isinstance(dt, pd.CategoricalDtype) or dt.categories.dtype != _schema._str_dtype():
+    dtypes = _schema.frame_dtypes(ev)
+    if schema is None:
+        schema = {c: _schema.kind_of_cached(t) for c, t in zip(names, dtypes) if c not in _CORE}
+    kinds = {**_CORE, **schema}
+    str_dtype = _schema._str_dtype()
+    for c, dt in zip(names, dtypes):
+        k = kinds.get(c)
+        if k == _schema.CATEGORY:
+            if not isinstance(dt, pd.CategoricalDtype) or dt.categories.dtype != str_dtype:
                 return False
-        elif str(dt) != kinds[c]:
+        elif k is None or str(dt) != k:
             return False
     return True
 
@@ -613,7 +620,8 @@ def _load_frame_task(item, name: str, k: int, index_dir, keep_args=None, query=N
     if ev is None:
         ev = pd.DataFrame()
     token = object()
-    _LOADED[(name, k)] = (md, info, _is_aligned(ev), token)
+    schema = info.schema if info.error is None else None  # (frame_schema of this very ev)
+    _LOADED[(name, k)] = (md, info, _is_aligned(ev, schema), token)
     weakref.finalize(ev, _unstash, (name, k), token)
     return _held(ev)  # (dask.sizeof of it: its arrays' bytes, dfanalyzer._loaded)
 

@@ -117,6 +117,9 @@ class Batch:
     #: args column -> events with a value, including the keys in ``args_extra`` (named as their
     #: column would be: ``arg_<key>`` for :data:`RENAMED_ARGS`)
     arg_counts: dict = field(default_factory=dict)
+    #: ``(min ts, max te)`` of ``events`` in µs (:func:`dfanalyzer.sanity.span`), None when it has
+    #: no row; taken from the core arrays before the frame is built (no pandas column access)
+    span: Optional[tuple] = None
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
@@ -184,9 +187,10 @@ def load_files(paths: List[str], columns: Optional[Iterable[str]] = None, extra:
 
 
 def _batch(r: dict, path: Optional[str]) -> Batch:
-    from . import schema
+    from . import sanity, schema
 
     core = r["core"]
+    span = sanity.span(core["ts"], core["te"]) if int(r["rows"]) else None
     names = []
     cols = []
     for c in schema.CORE_NAMES:
@@ -213,6 +217,7 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         header_mismatches=int(r["header_mismatches"]),
         unresolved_hashes=int(r["unresolved_hashes"]),
         arg_counts=arg_counts(r),
+        span=span,
     )
 
 
