@@ -38,13 +38,14 @@ import math
 import os
 import uuid
 import weakref
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import schema as _schema  # (its NumPy is imported on first use)
 from ._lazy import LazyModule
 from ._lazy import pandas as pd  # (imported on first use: dfanalyzer._lazy)
 from ._loaded import held as _held
 from ._loaded import loaded as _loaded
+from ._paths import expand_patterns  # (re-exported; NumPy-free for the --scheduler client)
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import AGGREGATE_COLUMNS, APP_IO_CATS, COMPUTE_CATS, IO_CATS
 from .records import BatchInfo, FileStats, LoadError, stats_frame
@@ -87,27 +88,6 @@ def _progress_bar(what: str, total: int):
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task(what, total=total)
         yield lambda: bar.advance(task)
-
-
-# ----------------------------------------------------------------------------- file patterns
-def expand_patterns(
-    patterns: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
-    duplicates: Optional[List[Tuple[str, str]]] = None,
-) -> List[str]:
-    """Absolute, sorted, de-duplicated trace paths matching glob ``patterns``.
-
-    A directory stands for ``*.pfw`` and ``*.pfw.gz`` inside it. Index sidecars (``.zindex``)
-    are never returned. Files are de-duplicated by identity (``st_dev``, ``st_ino``), not by path
-    string: of two symbolic links to one trace, or a link and its target, only the first path is
-    kept; each dropped path is appended to ``duplicates`` (when given) as ``(dropped, kept)``.
-    Raises ``FileNotFoundError`` naming the first pattern that matches no trace file, and
-    ``ValueError`` for an empty pattern list.
-    """
-    # (in dfanalyzer._paths, which imports neither NumPy nor this module's analysis modules:
-    # the --scheduler client checks its patterns with it, docs/perf/i27-import.md)
-    from ._paths import expand_patterns
-
-    return expand_patterns(patterns, duplicates)
 
 
 def plan_file_groups(paths: Sequence[str], sizes: Sequence[int], group_bytes: int) -> List[List[str]]:

@@ -3,6 +3,8 @@
 import json
 import os
 import signal
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -41,6 +43,21 @@ def pythonpath_env(env=None):
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def python_json(code, *argv, env=None, cwd=None, timeout=120):
+    """Run ``python -c code argv...`` in a fresh interpreter (``env`` default
+    :func:`pythonpath_env`); the JSON it prints on stdout. Fails the test on a non-zero exit."""
+    r = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env=pythonpath_env() if env is None else env,
+        timeout=timeout,
+        cwd=None if cwd is None else str(cwd),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
 
 
 def decompress_members(raw):

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import DATA, pythonpath_env
+from conftest import DATA, python_json, pythonpath_env
 
 CM1 = os.path.join(DATA, "dftracer-v1.0.5-cm1")
 
@@ -142,18 +142,7 @@ def test_import_distributed_reads_the_same_config(tmp_path):
     )
     env = pythonpath_env()
     env["DASK_CONFIG"] = str(cfg)
-    got = {}
-    for how in ("plain", "libyaml", "nolibyaml"):
-        r = subprocess.run(
-            [sys.executable, "-c", _CONFIG, how],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            cwd=str(tmp_path),
-        )
-        assert r.returncode == 0, r.stderr[-2000:]
-        got[how] = json.loads(r.stdout)
+    got = {how: python_json(_CONFIG, how, env=env, cwd=tmp_path) for how in ("plain", "libyaml", "nolibyaml")}
     assert got["plain"]["config"]["dfa-test"]["names"] == ["a", "b c", 2.5, None, True]
     assert got["plain"]["config"]["distributed"]["comm"]["timeouts"]["connect"] == "45s"
     assert got["libyaml"]["config"] == got["plain"]["config"]

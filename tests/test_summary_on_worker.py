@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, pythonpath_env
+from conftest import DATA, python_json, pythonpath_env
 
 CM1 = os.path.join(DATA, "dftracer-v1.0.5-cm1")
 
@@ -141,19 +141,7 @@ _HIDDEN = (
 
 
 def test_distributed_imported_without_numpy_has_the_same_config(tmp_path):
-    env = pythonpath_env()
-    runs = {}
-    for hide in (True, False):
-        r = subprocess.run(
-            [sys.executable, "-c", _HIDDEN % hide],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            cwd=str(tmp_path),
-        )
-        assert r.returncode == 0, r.stderr[-2000:]
-        runs[hide] = json.loads(r.stdout)
+    runs = {hide: python_json(_HIDDEN % hide, cwd=tmp_path) for hide in (True, False)}
     assert runs[True]["numpy_after_import"] is False
     assert runs[False]["numpy_after_import"] is True  # (positive control: distributed imports it)
     assert runs[True]["config"] == runs[False]["config"]
