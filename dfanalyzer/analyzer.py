@@ -123,7 +123,8 @@ def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
 
 # ----------------------------------------------------------------------------- planning
 BATCH_MB = 16.0
-"""Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a cluster."""
+"""Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a
+cluster and of the threaded streamed summary (:func:`summary_batch_bytes`)."""
 SUMMARY_BATCH_MAX_MB = 64.0
 """Cap of the threaded streamed summary's batches when ``batch_size_mb`` is not given (MiB of text;
 :func:`summary_batch_bytes`)."""
@@ -1022,11 +1023,14 @@ class DFAnalyzer:
     batch_size_mb : float, optional
         Target MiB of uncompressed trace text per load batch (batches are aligned to index
         checkpoints and balanced within each file; at most an equal share per worker thread).
-        Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool;
+        Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool, but
+        a streamed :meth:`summary` in the thread pool loads 16-64 MiB, 8 or more per thread
+        (:func:`summary_batch_bytes`: fewer GIL-held calls per event with many threads);
         on a cluster (``client``, scheduler, default client or the embedded one) the batches that :attr:`events`
         loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
         16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
-        a streamed :meth:`summary` keeps 16 MiB. The size is :attr:`batch_bytes`.
+        a streamed :meth:`summary` on a cluster keeps 16 MiB. The size of :attr:`events`' batches is
+        :attr:`batch_bytes`.
     partition_size_mb : float
         Upper bound of in-memory MiB per partition of ``events`` (default 128). Partitions are
         the loaded batches themselves (small consecutive ones packed together), cut further
