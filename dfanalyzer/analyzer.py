@@ -181,9 +181,10 @@ def summary_batch_bytes(total_bytes: int, threads: int) -> int:
     ``total_bytes / (SUMMARY_BATCHES_PER_THREAD × threads)`` within :data:`BATCH_MB` (16) and
     :data:`SUMMARY_BATCH_MAX_MB` (64) MiB, as an int. Why: much of the GIL-held CPU of a batch is
     per batch, not per event (≈ 1.5 ms + 18 ns per event, ``docs/perf/i26-gil.md`` section 4), so
-    bigger batches lower the GIL-held share ``f`` that bounds the threads' speed-up (0.066-0.082 at
-    16 MiB, 0.028-0.036 at 64 MiB); at least 8 batches per thread keep the tail short, and 64 MiB
-    bounds a thread's batch in memory (``docs/perf/i28-batch.md``). The planner also caps it at an
+    bigger batches lower the GIL-held share ``f`` that bounds the threads' speed-up (100M events of
+    preload output: 0.112 at 16 MiB, 0.062 at 64 MiB, i.e. at most 8.9 vs 16 threads' worth of
+    work); at least 8 batches per thread keep the tail short, and 64 MiB bounds a thread's batch
+    in memory (≈ 80 MiB per thread held; ``docs/perf/i28-batch.md``). The planner also caps it at an
     equal share per thread. ``total_bytes``: uncompressed bytes of the indexed files; ``threads``
     ≥ 1 (less counts as 1).
     """
