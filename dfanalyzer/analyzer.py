@@ -587,6 +587,26 @@ def _prefetch_count(text_bytes: Sequence[int], threads: int) -> int:
     return n
 
 
+def _taper_tail(batches: list, files: Sequence[dict], threads: int, small_bytes: int) -> list:
+    """``batches`` (a :func:`plan_batches` plan of ``files``' index stats) with the last
+    ``threads`` batches of the pool's order (:func:`_round_robin_by_file`: the last round, where
+    threads run out of work) re-planned at ``small_bytes``, each into consecutive pieces of
+    itself: the threads then end within a small batch of each other instead of a big one
+    (docs/perf/i28-batch.md, the tail). Same checkpoints, same order within each file."""
+    order = _round_robin_by_file(batches)
+    last = set(order[-max(1, int(threads)) :])
+    ckpts = {f["path"]: f["checkpoints"] for f in files}
+    out = []
+    for k, b in enumerate(batches):
+        path, first, stop = b[0], b[1], b[2]
+        if k not in last or stop == first:
+            out.append(b)
+            continue
+        sub = {"path": path, "checkpoints": ckpts[path][first : stop + 1]}
+        out.extend((p, a + first, z + first, nb, nl) for p, a, z, nb, nl in plan_batches([sub], small_bytes))
+    return out
+
+
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
     """Indices of ``batches`` (``(path, ...)`` tuples, each file's in order) taking the files in
     turns: the first batch of every file, then every second batch, and so on."""
@@ -1322,8 +1342,9 @@ class DFAnalyzer:
     def _summary_batches(self) -> List[Tuple[str, int, int, int, int]]:
         """The batches of the threaded streamed summary: :attr:`_batches` when ``batch_size_mb``
         was given, else the bigger batches of :func:`summary_batch_bytes` (at most an equal share
-        per thread; the same as :attr:`_batches` below 8 × 16 MiB of text per thread). The
-        events and the cluster keep their own plans (:attr:`batch_bytes`)."""
+        per thread; the same as :attr:`_batches` below 8 × 16 MiB of text per thread), the last
+        round of them cut to :attr:`batch_bytes` (:func:`_taper_tail`). The events and the
+        cluster keep their own plans (:attr:`batch_bytes`)."""
         if self.batch_size_mb is not None:
             return self._batches
         threads = self._threads()
@@ -1332,7 +1353,7 @@ class DFAnalyzer:
         size = min(summary_batch_bytes(total, threads), max(1, math.ceil(total / threads)))
         if size <= self.batch_bytes:
             return self._batches
-        return _plan_kept_batches(good, size)
+        return _taper_tail(_plan_kept_batches(good, size), good, threads, self.batch_bytes)
 
     def _plan_frame_batches(self, threads: int) -> None:
         """The bigger batches that held events load on a cluster when ``batch_size_mb`` was not

@@ -96,7 +96,8 @@ def _text_bytes(paths):
 def test_summary_json_same_with_the_policy_and_any_batch_size(traces, tmp_path, capsys, monkeypatch):
     """Scaled down (floor 0.05 MiB, cap 0.4 MiB) so that a few MiB of text plan bigger batches
     than the floor: the policy's JSON is byte-identical to ``--batch-size-mb`` at the policy's
-    size (and the same number of batches), and to the floor's, the cap's and the real default's."""
+    size (its batches less the last round's cuts), and to the floor's, the cap's and the real
+    default's."""
     from dfanalyzer import analyzer, cli
 
     text = _text_bytes(traces)  # plain gzip: the truth of the planner's total
@@ -126,7 +127,9 @@ def test_summary_json_same_with_the_policy_and_any_batch_size(traces, tmp_path, 
     assert analyzer.summary_batch_bytes(total, 2) == want
     assert frame_bytes == int(0.05 * MiB)  # the events' plan keeps the floor
     n_same, n_floor = api(want / MiB)[0], api(0.05)[0]
-    assert n_pol == n_same < n_floor  # the policy really planned its own, bigger batches
+    # the policy really planned its own, bigger batches (its last round cut small: one more per
+    # thread at least), and a given size is used as is (no cut)
+    assert n_same + 2 <= n_pol < n_floor
     out_pol = cli_json()
     assert json.loads(out_pol)["events"] == 24_000
     for mb in (repr(want / MiB), "0.05", "0.4", "16"):
@@ -193,3 +196,36 @@ def test_early_loads_bounded_in_bytes(traces, tmp_path, capsys, monkeypatch):
     n = len(items)
     assert 2 < n < len(order), "the bound must cut the prefetch somewhere inside the plan"
     assert sum(sizes[:n]) <= budget < sum(sizes[: n + 1])
+
+
+def test_policy_plan_tapers_the_last_round(traces, tmp_path, monkeypatch):
+    """The policy's plan (scaled down as above) covers every checkpoint of every file once, in
+    order, with the text plain gzip gives; its last round (the last ``threads`` batches of the
+    pool's order) is cut into batches of the floor's size, the rest are the policy's size."""
+    from dfanalyzer import analyzer, reader
+
+    text = _text_bytes(traces)
+    monkeypatch.setattr(analyzer, "BATCH_MB", 0.05)
+    monkeypatch.setattr(analyzer, "SUMMARY_BATCH_MAX_MB", 0.4)
+    idx = str(tmp_path / "idx")
+    threads = 2
+    with analyzer.DFAnalyzer(traces, index_dir=idx, n_workers=threads, small_file_mb=0) as an:
+        plan = an._summary_batches()
+        good = an._indexes
+    size = analyzer.summary_batch_bytes(text, threads)
+    big = analyzer._plan_kept_batches(good, size)
+    assert len(big) < len(plan) and sum(b[3] for b in plan) == text
+    for p in traces:  # every checkpoint once, in order
+        n = len(reader.build_index(p, index_dir=idx)["checkpoints"])
+        mine = [b for b in plan if b[0] == p]
+        assert mine[0][1] == 0 and mine[-1][2] == n - 1
+        assert all(a[2] + 1 == b[1] for a, b in zip(mine, mine[1:]))
+    order = analyzer._round_robin_by_file(big)
+    last = [big[i] for i in order[-threads:]]
+    assert [b for b in big if b not in last] == [b for b in plan if b in big]  # the rest kept
+    pieces = [b for b in plan if b not in big]
+    for b in last:  # each last-round batch is cut as plan_batches cuts it at the floor's size
+        mine = [x for x in pieces if x[0] == b[0] and b[1] <= x[1] and x[2] <= b[2]]
+        assert len(mine) > 1 and mine[0][1] == b[1] and mine[-1][2] == b[2]
+        assert sum(x[3] for x in mine) == b[3] and sum(x[4] for x in mine) == b[4]
+    assert len(pieces) == sum(len([x for x in pieces if x[0] == b[0] and b[1] <= x[1] and x[2] <= b[2]]) for b in last)
