@@ -128,6 +128,13 @@ cluster and of the threaded streamed summary (:func:`summary_batch_bytes`)."""
 SUMMARY_BATCH_MAX_MB = 64.0
 """Cap of the threaded streamed summary's batches when ``batch_size_mb`` is not given (MiB of text;
 :func:`summary_batch_bytes`)."""
+SUMMARY_MIN_THREADS = 8
+"""The threaded streamed summary plans bigger batches (:func:`summary_batch_bytes`) only with at
+least this many pool threads: they buy GIL headroom, which matters only when the threads' GIL
+demand ``threads × f`` nears 1 (f ≈ 0.11 at 16 MiB on preload output: GIL-server speed-up 6.86
+vs 7.70 at 8 threads, 1.98 vs 1.99 at 2), and until the reduction's temporaries stop being
+faulted in afresh per batch they cost 2-20 % more CPU (docs/perf/i28-batch.md, section 4).
+1: at any thread count."""
 SUMMARY_BATCHES_PER_THREAD = 8
 """The threaded streamed summary's batches grow only while every pool thread still gets at least
 this many (the last round of batches, where threads run out of work, stays ≤ 1/8 of a thread's)."""
@@ -1045,8 +1052,8 @@ class DFAnalyzer:
         Target MiB of uncompressed trace text per load batch (batches are aligned to index
         checkpoints and balanced within each file; at most an equal share per worker thread).
         Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool, but
-        a streamed :meth:`summary` in the thread pool loads 16-64 MiB, 8 or more per thread
-        (:func:`summary_batch_bytes`: fewer GIL-held calls per event with many threads);
+        a streamed :meth:`summary` in a pool of 8 threads or more loads 16-64 MiB, 8 or more per
+        thread (:func:`summary_batch_bytes`: fewer GIL-held calls per event with many threads);
         on a cluster (``client``, scheduler, default client or the embedded one) the batches that :attr:`events`
         loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
         16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
@@ -1341,13 +1348,13 @@ class DFAnalyzer:
 
     def _summary_batches(self) -> List[Tuple[str, int, int, int, int]]:
         """The batches of the threaded streamed summary: :attr:`_batches` when ``batch_size_mb``
-        was given, else the bigger batches of :func:`summary_batch_bytes` (at most an equal share
+        was given or with fewer than :data:`SUMMARY_MIN_THREADS` threads, else the bigger batches of :func:`summary_batch_bytes` (at most an equal share
         per thread; the same as :attr:`_batches` below 8 × 16 MiB of text per thread), the last
         round of them cut to :attr:`batch_bytes` (:func:`_taper_tail`). The events and the
         cluster keep their own plans (:attr:`batch_bytes`)."""
-        if self.batch_size_mb is not None:
-            return self._batches
         threads = self._threads()
+        if self.batch_size_mb is not None or threads < SUMMARY_MIN_THREADS:
+            return self._batches
         good = [i for i in self._indexes if i["error"] is None]
         total = sum(i["uncompressed_bytes"] for i in good)
         size = min(summary_batch_bytes(total, threads), max(1, math.ceil(total / threads)))

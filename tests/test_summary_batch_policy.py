@@ -103,6 +103,7 @@ def test_summary_json_same_with_the_policy_and_any_batch_size(traces, tmp_path, 
     text = _text_bytes(traces)  # plain gzip: the truth of the planner's total
     monkeypatch.setattr(analyzer, "BATCH_MB", 0.05)
     monkeypatch.setattr(analyzer, "SUMMARY_BATCH_MAX_MB", 0.4)
+    monkeypatch.setattr(analyzer, "SUMMARY_MIN_THREADS", 2)  # (8 by default: test_policy_needs_threads)
     want = max(int(0.05 * MiB), min(int(0.4 * MiB), text // (8 * 2)))
     assert int(0.05 * MiB) < want < int(0.4 * MiB), "the data must plan sizes between the bounds"
     idx = str(tmp_path / "idx")
@@ -207,6 +208,7 @@ def test_policy_plan_tapers_the_last_round(traces, tmp_path, monkeypatch):
     text = _text_bytes(traces)
     monkeypatch.setattr(analyzer, "BATCH_MB", 0.05)
     monkeypatch.setattr(analyzer, "SUMMARY_BATCH_MAX_MB", 0.4)
+    monkeypatch.setattr(analyzer, "SUMMARY_MIN_THREADS", 2)  # (8 by default: test_policy_needs_threads)
     idx = str(tmp_path / "idx")
     threads = 2
     with analyzer.DFAnalyzer(traces, index_dir=idx, n_workers=threads, small_file_mb=0) as an:
@@ -229,3 +231,26 @@ def test_policy_plan_tapers_the_last_round(traces, tmp_path, monkeypatch):
         assert len(mine) > 1 and mine[0][1] == b[1] and mine[-1][2] == b[2]
         assert sum(x[3] for x in mine) == b[3] and sum(x[4] for x in mine) == b[4]
     assert len(pieces) == sum(len([x for x in pieces if x[0] == b[0] and b[1] <= x[1] and x[2] <= b[2]]) for b in last)
+
+
+def test_policy_needs_threads(traces, tmp_path, capsys, monkeypatch):
+    """Below ``SUMMARY_MIN_THREADS`` (8) threads the summary's plan is the events' plan (16 MiB,
+    scaled down here), at 8 threads the policy's; the JSON is the same either way."""
+    from dfanalyzer import analyzer, cli
+
+    assert analyzer.SUMMARY_MIN_THREADS == 8
+    monkeypatch.setattr(analyzer, "BATCH_MB", 0.05)
+    monkeypatch.setattr(analyzer, "SUMMARY_BATCHES_PER_THREAD", 1)  # (8 threads, few batches: a bigger size)
+    idx = str(tmp_path / "idx")
+    plans = {}
+    for n in (7, 8):
+        with analyzer.DFAnalyzer(traces, index_dir=idx, n_workers=n, small_file_mb=0) as an:
+            plans[n] = (an._summary_batches(), an._batches)
+    assert plans[7][0] == plans[7][1] == plans[8][1]  # the 16 MiB (here 0.05 MiB) plan
+    assert len(plans[8][0]) < len(plans[8][1])  # bigger batches
+    outs = []
+    for n in ("7", "8"):
+        argv = ["summary", *traces, "--json", "--workers", n, "--index-dir", idx, "--small-file-mb", "0"]
+        assert cli.main(argv) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and json.loads(outs[0])["events"] == 24_000
