@@ -2,8 +2,9 @@
 docs/perf/i28-batch.md).
 
 For each round, each ``--workers`` N and each batch configuration (``policy``: no
-``--batch-size-mb``, so :func:`dfanalyzer.analyzer.summary_batch_bytes` decides; a number: that
-``--batch-size-mb``), one command ``dfanalyzer summary PATH --json --no-progress --workers N`` runs
+``--batch-size-mb``, so :func:`dfanalyzer.analyzer.summary_batch_bytes` decides from
+``SUMMARY_MIN_THREADS`` (8) threads on, main's 16 MiB plan below; ``--batch-size-mb 64`` gives the
+policy's batches at 1-2 threads for 100M events; a number: that ``--batch-size-mb``), one command ``dfanalyzer summary PATH --json --no-progress --workers N`` runs
 as a child process with ``benchmarks/scaling.py``'s phase timers (``--_one``); the parent reads
 its CPU (user + system) and peak RSS from ``wait4`` (that child only). Configurations alternate
 inside a round, so paired ratios compare runs seconds apart. Every run's JSON must equal the
