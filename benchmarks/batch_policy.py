@@ -96,7 +96,8 @@ def planned_batches(path: str, workers: int, config: str, index_dir) -> tuple:
         b = an._summary_batches()
         good = [i for i in an._indexes if i["error"] is None]
         total = sum(i["uncompressed_bytes"] for i in good)
-        size = A.summary_batch_bytes(total, workers) if mb is None else int(mb * 2**20)
+        bigger = mb is None and b is not an._batches  # (else: a given size, or main's plan below SUMMARY_MIN_THREADS)
+        size = A.summary_batch_bytes(total, workers) if bigger else an.batch_bytes
         return len(b), min(size, -(-total // workers)), total
 
 
