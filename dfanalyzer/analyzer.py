@@ -123,12 +123,37 @@ def plan_index_groups(sizes: Sequence[int], n: int) -> List[List[int]]:
 
 # ----------------------------------------------------------------------------- planning
 BATCH_MB = 16.0
-"""Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a cluster."""
+"""Default uncompressed MiB (of trace text) per load batch in the thread pool, and the floor on a
+cluster and of the threaded streamed summary (:func:`summary_batch_bytes`)."""
+SUMMARY_BATCH_MAX_MB = 64.0
+"""Cap of the threaded streamed summary's batches when ``batch_size_mb`` is not given (MiB of text;
+:func:`summary_batch_bytes`)."""
+SUMMARY_MIN_THREADS = 8
+"""The threaded streamed summary plans bigger batches (:func:`summary_batch_bytes`) only with at
+least this many pool threads: they buy GIL headroom, which matters only when the threads' GIL
+demand ``threads × f`` nears 1 (f ≈ 0.11 at 16 MiB on preload output: GIL-server speed-up 6.86
+vs 7.70 at 8 threads, 1.98 vs 1.99 at 2), and until the reduction's temporaries stop being
+faulted in afresh per batch they cost 2-20 % more CPU (docs/perf/i28-batch.md, section 4).
+1: at any thread count."""
+SUMMARY_BATCHES_PER_THREAD = 8
+"""The threaded streamed summary's batches grow only while every pool thread still gets at least
+this many (the last round of batches, where threads run out of work, stays ≤ 1/8 of a thread's)."""
 PREFETCH_PER_THREAD = 8
 """At most this many batches (or groups of small files) per thread are loaded in native threads
 while the threaded streamed summary imports NumPy and its modules (:meth:`DFAnalyzer._start_loads`):
 they load until the pool's first task takes one (~0.2 s of imports: ~5 loads of a 16 MiB batch
-here), each then waiting in memory (~5 MB with the summary's columns) for its pool thread. 0: none."""
+here), each then waiting in memory (~5 MB with the summary's columns) for its pool thread. 0: none.
+Also bounded in bytes: :data:`PREFETCH_MB_PER_THREAD`."""
+PREFETCH_MB_PER_THREAD = 128.0
+"""At most this many MiB of trace text per thread (all threads' items together: ``threads ×`` this)
+are started early by :meth:`DFAnalyzer._start_loads`, so that bigger batches
+(:func:`summary_batch_bytes`) do not multiply the memory held while NumPy is imported; the first
+item of each thread is always allowed (a pool thread would hold that batch anyway). 128 MiB is
+8 batches of 16 MiB (the bound before it was in bytes), 2 of 64 MiB."""
+GROUP_TEXT_PER_COMPRESSED_BYTE = 8
+"""Text bytes counted per compressed byte of a group of small files by :meth:`DFAnalyzer._start_loads`
+(its text is not known before it is read; groups are planned at ``batch_bytes / 8`` compressed
+bytes, i.e. about a batch of text)."""
 CLUSTER_BATCH_MAX_MB = 64.0
 """Cap of the bigger batches planned on a cluster when ``batch_size_mb`` is not given (MiB of text)."""
 CLUSTER_BATCHES_PER_THREAD = 4
@@ -154,6 +179,26 @@ def cluster_batch_bytes(total_bytes: int, lines: int, threads: int, partition_si
     if lines > 0:  # text bytes of partition_size_mb MiB of events held in memory
         cap = min(cap, partition_size_mb * 2**20 * (total_bytes / lines) / _MEM_BYTES_PER_EVENT_MIN)
     return max(floor, min(int(size), int(cap)))
+
+
+def summary_batch_bytes(total_bytes: int, threads: int) -> int:
+    """Uncompressed bytes per load batch of the threaded streamed summary (``summary()`` without a
+    cluster) when the user gave no ``batch_size_mb``.
+
+    ``total_bytes / (SUMMARY_BATCHES_PER_THREAD × threads)`` within :data:`BATCH_MB` (16) and
+    :data:`SUMMARY_BATCH_MAX_MB` (64) MiB, as an int. Why: much of the GIL-held CPU of a batch is
+    per batch, not per event (≈ 1.5 ms + 18 ns per event, ``docs/perf/i26-gil.md`` section 4), so
+    bigger batches lower the GIL-held share ``f`` that bounds the threads' speed-up (100M events of
+    preload output: 0.112 at 16 MiB, 0.062 at 64 MiB, i.e. at most 8.9 vs 16 threads' worth of
+    work); at least 8 batches per thread keep the tail short, and 64 MiB bounds a thread's batch
+    in memory (≈ 80 MiB per thread held; ``docs/perf/i28-batch.md``). The planner also caps it at an
+    equal share per thread. ``total_bytes``: uncompressed bytes of the indexed files; ``threads``
+    ≥ 1 (less counts as 1).
+    """
+    floor = int(BATCH_MB * 2**20)
+    cap = int(SUMMARY_BATCH_MAX_MB * 2**20)
+    size = int(total_bytes) // max(1, SUMMARY_BATCHES_PER_THREAD * int(threads))
+    return max(floor, min(size, cap))
 
 
 def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int, int, int, int]]:
@@ -529,6 +574,44 @@ def _needs_reload(info: BatchInfo, chosen: List[str]) -> bool:
     keep = set(chosen)
     built = set(info.schema) - {"args_extra"}
     return any(c not in keep for c in built) or any(k in keep and k not in built for k in info.arg_counts or {})
+
+
+def _prefetch_count(text_bytes: Sequence[int], threads: int) -> int:
+    """How many of the first items (``text_bytes[k]``: item k's bytes of text, in load order)
+    :meth:`DFAnalyzer._start_loads` starts early: the longest prefix of at most
+    ``PREFETCH_PER_THREAD × threads`` items whose bytes sum to at most ``threads ×
+    PREFETCH_MB_PER_THREAD`` MiB, but never fewer than ``min(threads, len(text_bytes))`` (one
+    item per thread is held by the pool anyway); 0 when ``PREFETCH_PER_THREAD`` is 0."""
+    threads = max(1, int(threads))
+    most = min(len(text_bytes), max(0, PREFETCH_PER_THREAD) * threads)
+    budget = PREFETCH_MB_PER_THREAD * 2**20 * threads
+    n, acc = 0, 0
+    while n < most:
+        acc += int(text_bytes[n])
+        if n >= threads and acc > budget:
+            break
+        n += 1
+    return n
+
+
+def _taper_tail(batches: list, files: Sequence[dict], threads: int, small_bytes: int) -> list:
+    """``batches`` (a :func:`plan_batches` plan of ``files``' index stats) with the last
+    ``threads`` batches of the pool's order (:func:`_round_robin_by_file`: the last round, where
+    threads run out of work) re-planned at ``small_bytes``, each into consecutive pieces of
+    itself: the threads then end within a small batch of each other instead of a big one
+    (docs/perf/i28-batch.md, the tail). Same checkpoints, same order within each file."""
+    order = _round_robin_by_file(batches)
+    last = set(order[-max(1, int(threads)) :])
+    ckpts = {f["path"]: f["checkpoints"] for f in files}
+    out = []
+    for k, b in enumerate(batches):
+        path, first, stop = b[0], b[1], b[2]
+        if k not in last or stop == first:
+            out.append(b)
+            continue
+        sub = {"path": path, "checkpoints": ckpts[path][first : stop + 1]}
+        out.extend((p, a + first, z + first, nb, nl) for p, a, z, nb, nl in plan_batches([sub], small_bytes))
+    return out
 
 
 def _round_robin_by_file(batches: Sequence[tuple]) -> List[int]:
@@ -968,11 +1051,14 @@ class DFAnalyzer:
     batch_size_mb : float, optional
         Target MiB of uncompressed trace text per load batch (batches are aligned to index
         checkpoints and balanced within each file; at most an equal share per worker thread).
-        Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool;
+        Honoured as given. ``None`` (default): 16 MiB (:data:`BATCH_MB`) in the thread pool, but
+        a streamed :meth:`summary` in a pool of 8 threads or more loads 16-64 MiB, 8 or more per
+        thread (:func:`summary_batch_bytes`: fewer GIL-held calls per event with many threads);
         on a cluster (``client``, scheduler, default client or the embedded one) the batches that :attr:`events`
         loads are bigger, as a Dask task costs more: ``total / (4 × worker threads)``, within
         16-64 MiB and the text of ``partition_size_mb`` in memory (:func:`cluster_batch_bytes`);
-        a streamed :meth:`summary` keeps 16 MiB. The size is :attr:`batch_bytes`.
+        a streamed :meth:`summary` on a cluster keeps 16 MiB. The size of :attr:`events`' batches is
+        :attr:`batch_bytes`.
     partition_size_mb : float
         Upper bound of in-memory MiB per partition of ``events`` (default 128). Partitions are
         the loaded batches themselves (small consecutive ones packed together), cut further
@@ -1235,6 +1321,7 @@ class DFAnalyzer:
         small_total = sum(sizes[f] for f in small)
         group_bytes = max(1, min(batch_bytes // 8, math.ceil(small_total / threads)))
         self._groups = plan_file_groups(small, [sizes[f] for f in small], group_bytes)
+        self._group_bytes = [sum(sizes[f] for f in g) for g in self._groups]  # compressed (_start_loads)
         # (1) index every other file: one task per file in the thread pool; on a cluster one task
         # per worker thread (files balanced by size), as a Dask task costs more (~2-5 ms of
         # scheduler, comms and worker CPU) than indexing a file of member headers (~2 ms)
@@ -1258,6 +1345,22 @@ class DFAnalyzer:
         if not self._use_threads:
             self._plan_frame_batches(threads)
         self._n_small = len(small)
+
+    def _summary_batches(self) -> List[Tuple[str, int, int, int, int]]:
+        """The batches of the threaded streamed summary: :attr:`_batches` when ``batch_size_mb``
+        was given or with fewer than :data:`SUMMARY_MIN_THREADS` threads, else the bigger batches of :func:`summary_batch_bytes` (at most an equal share
+        per thread; the same as :attr:`_batches` below 8 × 16 MiB of text per thread), the last
+        round of them cut to :attr:`batch_bytes` (:func:`_taper_tail`). The events and the
+        cluster keep their own plans (:attr:`batch_bytes`)."""
+        threads = self._threads()
+        if self.batch_size_mb is not None or threads < SUMMARY_MIN_THREADS:
+            return self._batches
+        good = [i for i in self._indexes if i["error"] is None]
+        total = sum(i["uncompressed_bytes"] for i in good)
+        size = min(summary_batch_bytes(total, threads), max(1, math.ceil(total / threads)))
+        if size <= self.batch_bytes:
+            return self._batches
+        return _taper_tail(_plan_kept_batches(good, size), good, threads, self.batch_bytes)
 
     def _plan_frame_batches(self, threads: int) -> None:
         """The bigger batches that held events load on a cluster when ``batch_size_mb`` was not
@@ -1412,12 +1515,15 @@ class DFAnalyzer:
             self._ensure_loaded()
         return self._notes
 
-    def _build_stats(self, infos, partitions: int) -> None:
+    def _build_stats(self, infos, partitions: int, batches=None) -> None:
+        """:attr:`stats`, :attr:`notes` and the per-file spans from the loads' ``infos`` (one per
+        batch of ``batches``, default :attr:`_batches`, then one per group of small files)."""
         if self.query is not None:  # an args column that no batch has: an error, not 0 rows
             from .filters import check_columns_seen
 
             check_columns_seen(self.query, [i.filter_seen for i in infos])
-        indexes, batches = self._indexes, self._batches
+        indexes = self._indexes
+        batches = self._batches if batches is None else batches
         per: Dict[str, FileStats] = {}
         for i in indexes:
             err = i["error"]
@@ -1600,9 +1706,12 @@ class DFAnalyzer:
             # tasks do), so this thread only combines one partial per pool thread at the end; the
             # batches are taken in turns per file (batch 0 of every file, then batch 1, ...):
             # processes of one job overlap in time, so partials folded together collapse
-            items = list(self._batches) + list(self._groups)
-            order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
-            nb = len(self._batches)
+            # (bigger batches than the events' when batch_size_mb is not given: a lower GIL-held
+            # share per event, docs/perf/i28-batch.md)
+            batches = self._summary_batches()
+            items = list(batches) + list(self._groups)
+            order = _round_robin_by_file(batches) + list(range(len(batches), len(items)))
+            nb = len(batches)
             # the first loads start now, in native threads, while NumPy and the summary's modules
             # are imported below (serial work that would otherwise delay the first batch)
             started = self._start_loads(items, order, nb) if self.query is None else {}
@@ -1649,7 +1758,8 @@ class DFAnalyzer:
             # unions of ~1 MB per 16 MiB batch) to another worker. Batches are taken in turns per
             # file (as for the threads), so a chunk is one time slice of every process and its
             # unions collapse before they travel.
-            items = [("batch", b) for b in self._batches] + [("files", g) for g in self._groups]
+            batches = self._batches
+            items = [("batch", b) for b in batches] + [("files", g) for g in self._groups]
             order = _round_robin_by_file(self._batches) + list(range(len(self._batches), len(items)))
             chunks = plan_chunks(len(items), order, self._threads())
             futs = [c.submit(_summary_chunk_task, [items[i] for i in ch], pure=False, **kw) for ch in chunks]
@@ -1674,7 +1784,7 @@ class DFAnalyzer:
             # the frame is made on first use of .metadata (the client needs no pandas before)
             self._metadata, self._metadata_parts = None, mds
             part = fold.result()
-        self._build_stats(infos, partitions=0)
+        self._build_stats(infos, partitions=0, batches=batches)
         return part
 
     def _start_loads(self, items: list, order: List[int], nb: int) -> dict:
@@ -1682,13 +1792,19 @@ class DFAnalyzer:
         batches, then its groups of small files, ``nb`` batches) in native threads
         (``_reader.Prefetch``: no GIL, no NumPy), one per pool thread, so that they load while
         this thread imports NumPy and the summary's modules; they stop at the pool's first
-        task (the hand-over) or after ``PREFETCH_PER_THREAD`` items per thread. Returns
+        task (the hand-over) or after ``PREFETCH_PER_THREAD`` items per thread; the items started
+        are the first of ``order`` whose text (a batch's uncompressed bytes; a group's compressed
+        bytes × :data:`GROUP_TEXT_PER_COMPRESSED_BYTE`) sums to at most ``threads ×``
+        :data:`PREFETCH_MB_PER_THREAD` MiB, the first ``threads`` items always (:func:`_prefetch_count`). Returns
         ``{item: load}``, ``load()`` giving what ``_reader.load_batch`` / ``load_files`` would
         give (once), or None for an item no native thread started (the pool thread loads it)."""
         from . import _reader
 
         threads = self._threads()
-        first = list(order[: max(0, PREFETCH_PER_THREAD) * threads])
+        text = [
+            int(items[i][3]) if i < nb else GROUP_TEXT_PER_COMPRESSED_BYTE * self._group_bytes[i - nb] for i in order
+        ]
+        first = list(order[: _prefetch_count(text, threads)])
         if not first:
             return {}
         batch_cols, files_cols = list(AGGREGATE_COLUMNS), _args_projection(frozenset(), None)

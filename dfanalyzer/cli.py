@@ -774,7 +774,7 @@ def _add_load_options(s: argparse.ArgumentParser, patterns: bool = True) -> None
         "--batch-size-mb",
         type=float,
         default=None,
-        help="uncompressed MiB of text per load batch (default: 16; events held on a cluster: 16-64, 4+ per worker thread)",
+        help="uncompressed MiB of text per load batch (default: 16; a summary in 8+ threads: 16-64, 8+ per thread; events held on a cluster: 16-64, 4+ per worker thread)",
     )
     s.add_argument(
         "--small-file-mb",
