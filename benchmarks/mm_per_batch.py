@@ -82,7 +82,7 @@ def run_once(tree: str, data: str, workers: int, extra: list, strace: bool) -> d
         raise SystemExit(f"{tree}: the child ran {so}")
     if status != 0:
         raise SystemExit(f"child failed ({status}): {' '.join(cmd)}")
-    res = dict(batches=batches, minflt=ru.ru_minflt, user=ru.ru_utime, sys=ru.ru_stime, tlb=t1 - t0)
+    res = dict(batches=batches, minflt=ru.ru_minflt, maxrss=ru.ru_maxrss >> 10, user=ru.ru_utime, sys=ru.ru_stime, tlb=t1 - t0)
     if out:
         calls = collections.Counter()
         with open(out) as f:
@@ -122,7 +122,7 @@ def main() -> None:
             calls = r.get("calls", {})
             wr = sum(v for k, v in calls.items() if k in WRITERS)
             print(
-                f"{d}: batches {r['batches']}  minflt {r['minflt']}  mm writers {wr}  "
+                f"{d}: batches {r['batches']}  minflt {r['minflt']}  peak RSS {r['maxrss']} MiB  mm writers {wr}  "
                 + "  ".join(f"{k} {v}" for k, v in sorted(calls.items()))
             )
         if len(rs) == 2 and rs[1]["batches"] > rs[0]["batches"]:
@@ -136,7 +136,7 @@ def main() -> None:
                 f"mm writers {wr:.2f}  " + "  ".join(f"{k} {v:.2f}" for k, v in per.items())
             )
     if a.runs:
-        print("== CPU (no strace): user+sys s, sys s, minflt, TLB shootdowns (machine-wide)")
+        print("== CPU (no strace): user+sys s, sys s, minflt, TLB shootdowns (machine-wide), peak RSS")
         cpu = collections.defaultdict(list)
         for i in range(a.runs):
             order = trees if i % 2 == 0 else trees[::-1]
@@ -145,7 +145,8 @@ def main() -> None:
                     r = run_once(tree, d, a.workers, extra, strace=False)
                     cpu[(tree, d)].append(r)
                     print(
-                        f"run {i} {tree} {d}: {r['user'] + r['sys']:.3f} {r['sys']:.3f} {r['minflt']} {r['tlb']}",
+                        f"run {i} {tree} {d}: {r['user'] + r['sys']:.3f} {r['sys']:.3f} {r['minflt']} {r['tlb']} "
+                        f"peak RSS {r['maxrss']} MiB",
                         flush=True,
                     )
         if len(trees) == 2:

@@ -10,6 +10,9 @@
 #include <thread>
 
 #include <time.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -705,4 +708,25 @@ PYBIND11_MODULE(_reader, m) {
       "The reader's byte rule for an event name: 0 none, 1 args.ret, 2 args.ret * args.size, 3 args.size (calls.def plus "
       "the names other tracers record).");
   m.attr("TRACER_CATEGORY") = std::string(dftracer::format::kTracerCategory);
+  // glibc's defaults give the threaded summary's freed memory back to the system and fault it
+  // in again in the next batch: its mmap threshold adapts to the largest block freed so far
+  // (~0.6 MiB here) and the top of a thread's arena is trimmed past twice that, so each batch
+  // re-faults ~600 pages and grows its arena again (mprotect); docs/perf/i28-mm.md.
+  m.def(
+      "keep_freed_memory",
+      [](int64_t trim_bytes) {
+#if defined(__GLIBC__)
+        if (trim_bytes < 0 || trim_bytes > INT32_MAX) throw py::value_error("trim_bytes: 0 to 2**31 - 1");
+        return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, int(trim_bytes)) == 1;
+#else
+        (void)trim_bytes;
+        return false;
+#endif
+      },
+      py::arg("trim_bytes"),
+      "For a process that is only the dfanalyzer command (cli.run), never a user's: glibc malloc serves blocks up to "
+      "32 MiB from its arenas (a fixed mmap threshold; glibc's largest) and keeps up to trim_bytes (bytes) of freed "
+      "memory at the top of each arena instead of giving it back, so that a batch reuses the pages the previous one "
+      "freed. Process-wide, for the rest of the process; not inherited by child processes. Returns True when set, "
+      "False where malloc is not glibc's. ValueError: trim_bytes outside 0 to 2**31 - 1.");
 }
