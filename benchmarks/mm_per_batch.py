@@ -82,7 +82,9 @@ def run_once(tree: str, data: str, workers: int, extra: list, strace: bool) -> d
         raise SystemExit(f"{tree}: the child ran {so}")
     if status != 0:
         raise SystemExit(f"child failed ({status}): {' '.join(cmd)}")
-    res = dict(batches=batches, minflt=ru.ru_minflt, maxrss=ru.ru_maxrss >> 10, user=ru.ru_utime, sys=ru.ru_stime, tlb=t1 - t0)
+    res = dict(
+        batches=batches, minflt=ru.ru_minflt, maxrss=ru.ru_maxrss >> 10, user=ru.ru_utime, sys=ru.ru_stime, tlb=t1 - t0
+    )
     if out:
         calls = collections.Counter()
         with open(out) as f:

@@ -1190,7 +1190,7 @@ def view_main(args) -> int:
 
 #: freed memory glibc's malloc keeps per arena in the dfanalyzer process (bytes): twice what a
 #: 16 MiB batch's reduction frees at once (16 MiB still trims; docs/perf/i28-mm.md)
-KEEP_FREED_BYTES = 64 << 20
+KEEP_FREED_BYTES = 32 << 20
 
 
 def _keep_freed_memory() -> None:

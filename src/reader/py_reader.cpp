@@ -141,7 +141,8 @@ void recycle_codes(ColumnVector<int32_t>& v) {
     // (its rows' pages stay resident: the next batch's parser need not populate them again)
     size_t cap = v.capacity() * sizeof(int32_t), used = v.size() * sizeof(int32_t);
     if (cap >= kColumnBlockMin && used > 0)
-      column_block_note_resident(v.data(), std::min(cap, (used + kPopulateBytes - 1) / kPopulateBytes * kPopulateBytes));
+      column_block_note_resident(v.data(),
+                                 std::min(cap, (used + kPopulateBytes - 1) / kPopulateBytes * kPopulateBytes));
     v.clear();
     t_code_pool.push_back(std::move(v));
   }
