@@ -12,7 +12,7 @@ names) it also prints the **steady state per batch**: (second − first) / (batc
 batches first), i.e. what one more batch costs, without the start-up, the early loads and the
 first batches of each thread. strace slows the run, so CPU is taken from a second run without it.
 
-    python benchmarks/mm_per_batch.py TREE DIR_SMALL DIR_BIG [--workers 2] [--runs 1] [-- extra args]
+    python benchmarks/mm_per_batch.py TREE DIR_SMALL DIR_BIG [--workers 2] [--runs 1] [--strace-runs 1] [-- extra args]
 
 ``TREE``: a folder whose ``dfanalyzer`` package is run (PYTHONPATH), e.g. the work tree or a
 copy of main with its own ``_reader`` .so. Several trees (``TREE1,TREE2``) are run alternately, and
@@ -109,6 +109,7 @@ def main() -> None:
     ap.add_argument("big", nargs="?")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--runs", type=int, default=1, help="CPU runs (no strace) per tree and data set")
+    ap.add_argument("--strace-runs", type=int, default=1, help="strace runs per tree and data set")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     a, extra = ap.parse_args(argv[:cut]), argv[cut + 1 :]
@@ -117,25 +118,33 @@ def main() -> None:
     have_strace = shutil.which("strace") is not None
     for tree in trees:
         print(f"== {tree}")
-        rs = []
-        for d in sets:
-            r = run_once(tree, d, a.workers, extra, strace=have_strace)
-            rs.append(r)
-            calls = r.get("calls", {})
-            wr = sum(v for k, v in calls.items() if k in WRITERS)
+        steady = collections.defaultdict(list)
+        for _ in range(a.strace_runs if have_strace else 0):
+            rs = []
+            for d in sets:
+                r = run_once(tree, d, a.workers, extra, strace=True)
+                rs.append(r)
+                calls = r["calls"]
+                wr = sum(v for k2, v in calls.items() if k2 in WRITERS)
+                print(
+                    f"{d}: batches {r['batches']}  minflt {r['minflt']}  peak RSS {r['maxrss']} MiB  mm writers {wr}  "
+                    + "  ".join(f"{k2} {v}" for k2, v in sorted(calls.items())),
+                    flush=True,
+                )
+            if len(rs) == 2 and rs[1]["batches"] > rs[0]["batches"]:
+                nb = rs[1]["batches"] - rs[0]["batches"]
+                keys = set(rs[0]["calls"]) | set(rs[1]["calls"]) | {"madvise:POPULATE_WRITE"}
+                per = {k2: (rs[1]["calls"].get(k2, 0) - rs[0]["calls"].get(k2, 0)) / nb for k2 in keys}
+                per["mm writers"] = sum(v for k2, v in per.items() if k2 in WRITERS)
+                per["minflt"] = (rs[1]["minflt"] - rs[0]["minflt"]) / nb
+                for k2, v in per.items():
+                    steady[k2].append(v)
+        if steady:
+            # (medians over the strace runs: which thread frees what first varies from run to run)
+            med = {k2: sorted(v)[len(v) // 2] for k2, v in steady.items()}
             print(
-                f"{d}: batches {r['batches']}  minflt {r['minflt']}  peak RSS {r['maxrss']} MiB  mm writers {wr}  "
-                + "  ".join(f"{k} {v}" for k, v in sorted(calls.items()))
-            )
-        if len(rs) == 2 and rs[1]["batches"] > rs[0]["batches"]:
-            nb = rs[1]["batches"] - rs[0]["batches"]
-            keys = sorted(set(rs[0].get("calls", {})) | set(rs[1].get("calls", {})))
-            per = {k: (rs[1]["calls"].get(k, 0) - rs[0]["calls"].get(k, 0)) / nb for k in keys}
-            wr = sum(v for k, v in per.items() if k in WRITERS)
-            # (faults under strace are the same pages; taken from the runs above)
-            print(
-                f"steady state per batch ({nb} more batches): minflt {(rs[1]['minflt'] - rs[0]['minflt']) / nb:.1f}  "
-                f"mm writers {wr:.2f}  " + "  ".join(f"{k} {v:.2f}" for k, v in per.items())
+                f"steady state per batch, median of {len(steady['minflt'])} pairs of runs: "
+                + "  ".join(f"{k2} {med[k2]:.2f}" for k2 in sorted(med))
             )
     if a.runs:
         print("== CPU (no strace): user+sys s, sys s, minflt, TLB shootdowns (machine-wide), peak RSS")
