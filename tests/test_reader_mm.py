@@ -186,10 +186,12 @@ def test_keep_freed_memory_only_in_the_console_script(monkeypatch, tmp_path):
     from dfanalyzer import _reader, cli
 
     with pytest.raises(ValueError):
-        _reader.keep_freed_memory(-1)
+        _reader.keep_freed_memory(-1, 1 << 20)
+    with pytest.raises(ValueError):
+        _reader.keep_freed_memory(1 << 20, 64 << 20)
     seen = []
-    monkeypatch.setattr(_reader, "keep_freed_memory", lambda n: seen.append(n) or True)
+    monkeypatch.setattr(_reader, "keep_freed_memory", lambda *n: seen.append(n) or True)
     assert cli.main(["summary", str(tmp_path / "none-*.pfw.gz"), "--json"]) == 2  # (no such file)
     assert seen == []  # a caller of main() keeps its malloc as it is
     cli._keep_freed_memory()
-    assert seen == [cli.KEEP_FREED_BYTES]
+    assert seen == [(cli.KEEP_FREED_BYTES, cli.MMAP_FROM_BYTES)]

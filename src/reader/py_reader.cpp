@@ -715,19 +715,20 @@ PYBIND11_MODULE(_reader, m) {
   // re-faults ~600 pages and grows its arena again (mprotect); docs/perf/i28-mm.md.
   m.def(
       "keep_freed_memory",
-      [](int64_t trim_bytes) {
-#if defined(__GLIBC__)
+      [](int64_t trim_bytes, int64_t mmap_bytes) {
         if (trim_bytes < 0 || trim_bytes > INT32_MAX) throw py::value_error("trim_bytes: 0 to 2**31 - 1");
-        return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, int(trim_bytes)) == 1;
+        if (mmap_bytes < 0 || mmap_bytes > (int64_t(32) << 20)) throw py::value_error("mmap_bytes: 0 to 32 MiB");
+#if defined(__GLIBC__)
+        return mallopt(M_MMAP_THRESHOLD, int(mmap_bytes)) == 1 && mallopt(M_TRIM_THRESHOLD, int(trim_bytes)) == 1;
 #else
-        (void)trim_bytes;
         return false;
 #endif
       },
-      py::arg("trim_bytes"),
-      "For a process that is only the dfanalyzer command (cli.run), never a user's: glibc malloc serves blocks up to "
-      "32 MiB from its arenas (a fixed mmap threshold; glibc's largest) and keeps up to trim_bytes (bytes) of freed "
-      "memory at the top of each arena instead of giving it back, so that a batch reuses the pages the previous one "
-      "freed. Process-wide, for the rest of the process; not inherited by child processes. Returns True when set, "
-      "False where malloc is not glibc's. ValueError: trim_bytes outside 0 to 2**31 - 1.");
+      py::arg("trim_bytes"), py::arg("mmap_bytes"),
+      "For a process that is only the dfanalyzer command (cli.run), never a user's: glibc malloc serves blocks below "
+      "mmap_bytes (bytes, at most 32 MiB, glibc's largest; a fixed threshold instead of glibc's adaptive one) from its "
+      "arenas and keeps up to trim_bytes (bytes) of freed memory at the top of each arena instead of giving it back, "
+      "so that a batch reuses the pages the previous one freed. Process-wide, for the rest of the process; not "
+      "inherited by child processes. Returns True when set, False where malloc is not glibc's. ValueError: "
+      "trim_bytes outside 0 to 2**31 - 1, mmap_bytes outside 0 to 32 MiB.");
 }
