@@ -1200,9 +1200,10 @@ def _keep_freed_memory() -> None:
     """In the console script's own process only (never a caller of :func:`main`, a user's
     process or a traced application): glibc's malloc keeps freed memory for the next batch
     instead of giving it back and faulting it in again (``_reader.keep_freed_memory``:
-    ~600 fresh pages and an arena regrowth per 16 MiB batch of the threaded summary before,
-    ~20 after; peak RSS +~25 MiB). A reader module that cannot be loaded is left to the
-    command to report."""
+    ~540 fresh pages and a ``MADV_DONTNEED`` every few 16 MiB batches of the threaded summary
+    before, ~0 after; peak RSS +10-50 MiB at 2 threads, at most KEEP_FREED_BYTES per arena;
+    docs/perf/i28-mm.md). A reader module that cannot be loaded is left to the command to
+    report."""
     try:
         from . import _reader
     except ImportError:
