@@ -1188,6 +1188,29 @@ def view_main(args) -> int:
     return status
 
 
+#: freed memory glibc's malloc keeps per arena in the dfanalyzer process (bytes): twice what a
+#: 16 MiB batch's reduction frees at once (16 MiB still trims; docs/perf/i28-mm.md)
+KEEP_FREED_BYTES = 32 << 20
+#: blocks from this size (bytes) get their own mapping, given back at free: the fold's large
+#: one-off arrays; a batch's columns and temporaries (<= ~1.3 MiB at 16 MiB batches) stay below
+MMAP_FROM_BYTES = 4 << 20
+
+
+def _keep_freed_memory() -> None:
+    """In the console script's own process only (never a caller of :func:`main`, a user's
+    process or a traced application): glibc's malloc keeps freed memory for the next batch
+    instead of giving it back and faulting it in again (``_reader.keep_freed_memory``:
+    ~540 fresh pages and a ``MADV_DONTNEED`` every few 16 MiB batches of the threaded summary
+    before, ~0 after; peak RSS +10-50 MiB at 2 threads, at most KEEP_FREED_BYTES per arena;
+    docs/perf/i28-mm.md). A reader module that cannot be loaded is left to the command to
+    report."""
+    try:
+        from . import _reader
+    except ImportError:
+        return
+    _reader.keep_freed_memory(KEEP_FREED_BYTES, MMAP_FROM_BYTES)
+
+
 def run() -> None:
     """The ``dfanalyzer`` console script: :func:`main`, then the process ends with its status.
 
@@ -1198,6 +1221,7 @@ def run() -> None:
     reader of stdout went away: Python reports it and exits 120) or a thread still running."""
     global _FREEZE_START_UP
     _FREEZE_START_UP = True  # (this process ends with the command: see _StartUpGc)
+    _keep_freed_memory()
     status = main()
     try:
         sys.stdout.flush()

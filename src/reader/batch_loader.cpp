@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,10 +78,17 @@ size_t column_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+struct CachedBlock {
+  void* p;
+  size_t cls;       // its class size
+  size_t resident;  // bytes from its start that an earlier column wrote (resident since)
+};
 struct ColumnCache {
   std::mutex mu;
-  std::vector<std::pair<void*, size_t>> blocks;  // (block, its class size)
+  std::vector<CachedBlock> blocks;
   size_t bytes = 0;
+  // Blocks handed out again, until freed: their resident bytes (column_block_resident).
+  std::unordered_map<const void*, size_t> warm;
 };
 // Never destroyed: the cached blocks stay reachable (leak checkers) and usable until exit.
 ColumnCache& column_cache() {
@@ -95,15 +103,38 @@ void* column_block_alloc(size_t bytes) {
     ColumnCache& c = column_cache();
     std::lock_guard<std::mutex> lk(c.mu);
     for (size_t i = c.blocks.size(); i-- > 0;) {
-      if (c.blocks[i].second != cls) continue;
-      void* p = c.blocks[i].first;
+      if (c.blocks[i].cls != cls) continue;
+      CachedBlock b = c.blocks[i];
+      try {
+        c.warm[b.p] = b.resident;
+      } catch (...) {  // (no memory for the entry: the block is simply treated as fresh)
+      }
       c.blocks[i] = c.blocks.back();
       c.blocks.pop_back();
       c.bytes -= cls;
-      return p;
+      return b.p;
     }
   }
   return ::operator new(cls);
+}
+
+void column_block_note_resident(const void* p, size_t bytes) noexcept {
+  if (!kColumnCacheOn || p == nullptr || bytes == 0) return;
+  ColumnCache& c = column_cache();
+  std::lock_guard<std::mutex> lk(c.mu);
+  try {
+    size_t& r = c.warm[p];
+    r = std::max(r, bytes);
+  } catch (...) {  // (no memory for the entry: the block is simply treated as fresh)
+  }
+}
+
+size_t column_block_resident(const void* p) noexcept {
+  if (!kColumnCacheOn || p == nullptr) return 0;
+  ColumnCache& c = column_cache();
+  std::lock_guard<std::mutex> lk(c.mu);
+  auto it = c.warm.find(p);
+  return it == c.warm.end() ? 0 : it->second;
 }
 
 void column_block_free(void* p, size_t bytes) noexcept {
@@ -112,9 +143,17 @@ void column_block_free(void* p, size_t bytes) noexcept {
   if (kColumnCacheOn) {
     ColumnCache& c = column_cache();
     std::lock_guard<std::mutex> lk(c.mu);
+    // The column that had it wrote its rows, i.e. (nearly) its whole allocation (the reader
+    // reserves the index's line count); the pages written in an earlier life stay resident.
+    size_t resident = bytes;
+    auto it = c.warm.find(p);
+    if (it != c.warm.end()) {
+      resident = std::max(resident, it->second);
+      c.warm.erase(it);
+    }
     if (c.bytes + cls <= kColumnCacheBytes) {
       try {
-        c.blocks.emplace_back(p, cls);
+        c.blocks.push_back(CachedBlock{p, cls, std::min(resident, cls)});
         c.bytes += cls;
         return;
       } catch (...) {  // (no memory for the list: free the block instead)

@@ -683,7 +683,6 @@ inline size_t skip_digits(const char*& q, const char* e) {
 // (at most one stride past the rows, within the capacity the index's line count reserved). The
 // values are not changed. No-op elsewhere, and after the first EINVAL (an older kernel).
 namespace {
-constexpr size_t kPopulateBytes = size_t(256) << 10;
 std::atomic<bool> g_populate_ok{true};
 
 template <typename T, typename A>
@@ -695,8 +694,15 @@ void populate_ahead(const std::vector<T, A>& v, size_t new_n) {
   if (!g_populate_ok.load(std::memory_order_relaxed)) return;
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   uintptr_t base = reinterpret_cast<uintptr_t>(v.data());
-  uintptr_t from = base + std::max(old_b, (new_b - 1) / kPopulateBytes * kPopulateBytes);
-  uintptr_t to = base + std::min(cap_b, ((new_b - 1) / kPopulateBytes + 1) * kPopulateBytes);
+  size_t from_b = std::max(old_b, (new_b - 1) / kPopulateBytes * kPopulateBytes);
+  size_t to_b = std::min(cap_b, ((new_b - 1) / kPopulateBytes + 1) * kPopulateBytes);
+  // A block reused from the column cache (or a thread's pooled code vector) is resident already
+  // up to what its earlier column wrote: no madvise for that part (a syscall per stride that
+  // walks the page table under mmap_lock; docs/perf/i28-mm.md).
+  if (cap_b >= kColumnBlockMin) from_b = std::max(from_b, column_block_resident(v.data()));
+  if (from_b >= to_b) return;
+  uintptr_t from = base + from_b;
+  uintptr_t to = base + to_b;
   from = (from + page - 1) & ~(page - 1);  // whole pages of this buffer only
   to &= ~(page - 1);
 #if !defined(MADV_POPULATE_WRITE)

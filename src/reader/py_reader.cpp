@@ -10,6 +10,9 @@
 #include <thread>
 
 #include <time.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -135,6 +138,11 @@ void seed_codes(EventColumns& c) {
 
 void recycle_codes(ColumnVector<int32_t>& v) {
   if (v.capacity() > 0 && v.capacity() <= kPoolCodes && t_code_pool.size() < kPoolVectors) {
+    // (its rows' pages stay resident: the next batch's parser need not populate them again)
+    size_t cap = v.capacity() * sizeof(int32_t), used = v.size() * sizeof(int32_t);
+    if (cap >= kColumnBlockMin && used > 0)
+      column_block_note_resident(v.data(),
+                                 std::min(cap, (used + kPopulateBytes - 1) / kPopulateBytes * kPopulateBytes));
     v.clear();
     t_code_pool.push_back(std::move(v));
   }
@@ -701,4 +709,26 @@ PYBIND11_MODULE(_reader, m) {
       "The reader's byte rule for an event name: 0 none, 1 args.ret, 2 args.ret * args.size, 3 args.size (calls.def plus "
       "the names other tracers record).");
   m.attr("TRACER_CATEGORY") = std::string(dftracer::format::kTracerCategory);
+  // glibc's defaults give the threaded summary's freed memory back to the system and fault it
+  // in again in the next batch: its mmap threshold adapts to the largest block freed so far
+  // (~0.6 MiB here) and the top of a thread's arena is trimmed past twice that, so each batch
+  // re-faults ~600 pages and grows its arena again (mprotect); docs/perf/i28-mm.md.
+  m.def(
+      "keep_freed_memory",
+      [](int64_t trim_bytes, int64_t mmap_bytes) {
+        if (trim_bytes < 0 || trim_bytes > INT32_MAX) throw py::value_error("trim_bytes: 0 to 2**31 - 1");
+        if (mmap_bytes < 0 || mmap_bytes > (int64_t(32) << 20)) throw py::value_error("mmap_bytes: 0 to 32 MiB");
+#if defined(__GLIBC__)
+        return mallopt(M_MMAP_THRESHOLD, int(mmap_bytes)) == 1 && mallopt(M_TRIM_THRESHOLD, int(trim_bytes)) == 1;
+#else
+        return false;
+#endif
+      },
+      py::arg("trim_bytes"), py::arg("mmap_bytes"),
+      "For a process that is only the dfanalyzer command (cli.run), never a user's: glibc malloc serves blocks below "
+      "mmap_bytes (bytes, at most 32 MiB, glibc's largest; a fixed threshold instead of glibc's adaptive one) from its "
+      "arenas and keeps up to trim_bytes (bytes) of freed memory at the top of each arena instead of giving it back, "
+      "so that a batch reuses the pages the previous one freed. Process-wide, for the rest of the process; not "
+      "inherited by child processes. Returns True when set, False where malloc is not glibc's. ValueError: "
+      "trim_bytes outside 0 to 2**31 - 1, mmap_bytes outside 0 to 32 MiB.");
 }

@@ -316,8 +316,18 @@ std::vector<std::string> read_lines(const IndexInfo& idx, int64_t first_line, in
 // tasks) gives its pages to the next batch instead of back to the system, as it did under Dask's
 // MALLOC_TRIM_THRESHOLD_ (docs/perf/i26-faults.md). Otherwise as std::allocator.
 constexpr size_t kColumnBlockMin = size_t(128) << 10;
+// The parser faults column storage in ahead of its rows this many bytes at a time (parser.cpp,
+// populate_ahead): a column of n bytes has min(capacity, n rounded up to it) resident.
+constexpr size_t kPopulateBytes = size_t(256) << 10;
 void* column_block_alloc(size_t bytes);
 void column_block_free(void* p, size_t bytes) noexcept;
+// Bytes from the start of block `p` known resident (a block the cache handed out again: pages an
+// earlier column wrote, not given back since); 0 for a fresh block or any other pointer.
+size_t column_block_resident(const void* p) noexcept;
+// Records that the first `bytes` of block `p` (>= kColumnBlockMin, from column_block_alloc and
+// freed through column_block_free, which forgets it) are resident: a block a thread keeps and
+// hands to its next batch (py_reader's code vectors).
+void column_block_note_resident(const void* p, size_t bytes) noexcept;
 template <typename T>
 struct ColumnAllocator : std::allocator<T> {
   template <typename U>
