@@ -147,15 +147,9 @@ def test_early_loads_bounded_in_bytes(traces, tmp_path, capsys, monkeypatch):
     argv = [
         "summary",
         *traces,
-        "--json",
-        "--workers",
-        "2",
         "--index-dir",
         idx,
-        "--batch-size-mb",
-        "0.05",
-        "--small-file-mb",
-        "0",
+        *"--json --workers 2 --batch-size-mb 0.05 --small-file-mb 0".split(),
     ]
     monkeypatch.setattr(analyzer, "PREFETCH_PER_THREAD", 0)
     assert cli.main(argv) == 0
