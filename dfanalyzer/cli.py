@@ -1188,12 +1188,15 @@ def view_main(args) -> int:
     return status
 
 
-#: freed memory glibc's malloc keeps per arena in the dfanalyzer process (bytes): twice what a
-#: 16 MiB batch's reduction frees at once (16 MiB still trims; docs/perf/i28-mm.md)
-KEEP_FREED_BYTES = 32 << 20
+#: freed memory glibc's malloc keeps per arena in the dfanalyzer process (bytes): what the
+#: reduction of a 64 MiB batch (the threaded summary's largest, 8+ threads) frees at once; arenas
+#: of 16 MiB batches never grow that far, so it costs them nothing (docs/perf/i28-mm.md, and
+#: docs/perf/analyzer.md "ninth round" for the 64 MiB measurement)
+KEEP_FREED_BYTES = 64 << 20
 #: blocks from this size (bytes) get their own mapping, given back at free: the fold's large
-#: one-off arrays; a batch's columns and temporaries (<= ~1.3 MiB at 16 MiB batches) stay below
-MMAP_FROM_BYTES = 4 << 20
+#: one-off arrays; a batch's columns and temporaries (<= ~1.3 MiB at 16 MiB batches, 3-5 MiB at
+#: 64 MiB) stay below
+MMAP_FROM_BYTES = 16 << 20
 
 
 def _keep_freed_memory() -> None:
