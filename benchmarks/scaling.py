@@ -93,6 +93,8 @@ def _one(argv) -> int:
 
         S.fold_in_threads = fold_marked
     A.DFAnalyzer._streamed_partial = timed("stream (parallel)", A.DFAnalyzer._streamed_partial)
+    if hasattr(cli, "_keep_freed_memory"):  # as the console script's run() does before main
+        cli._keep_freed_memory()
     t, c = time.perf_counter(), time.process_time()
     rc = cli.main(argv)
     total = (time.perf_counter() - t, time.process_time() - c)
