@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import uuid
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -1282,6 +1281,10 @@ class DFAnalyzer:
         one, else in the thread pool; results in order."""
         if not items:
             return []
+        if self._use_threads and len(items) == 1 and not self.progress:
+            # one item (indexing one file) here: a pool thread would add its start and the import
+            # of concurrent.futures (with logging) to the start-up (docs/perf/i28-boot.md)
+            return [fn(items[0], **kwargs)]
         if self._use_threads:
             pool = self._thread_pool()
             futures = [pool.submit(fn, x, **kwargs) for x in items]
@@ -1383,6 +1386,8 @@ class DFAnalyzer:
     def _load(self) -> None:
         """Steps (4)-(5): load every batch on the cluster and hold the partitions of
         :attr:`events` there (called on first use of the events)."""
+        import uuid  # (here: platform's regexes are not the threaded summary's start-up)
+
         started_here = self._client is None  # the embedded cluster starts now (planned for threads)
         c = self.client
         threads = self._threads()
