@@ -37,6 +37,9 @@ import contextlib
 import math
 import os
 import weakref
+from bisect import bisect_left
+from itertools import accumulate
+from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import schema as _schema  # (its NumPy is imported on first use)
@@ -213,18 +216,26 @@ def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int
     out = []
     for f in files:
         ckpts = f["checkpoints"]
-        total = sum(int(sz) for sz, _ in ckpts)
-        k = max(1, min(len(ckpts), (2 * total + batch_bytes) // (2 * batch_bytes)))
-        first, acc, lines, done, j = 0, 0, 0, 0, 1
-        for i, (size, nl) in enumerate(ckpts):
-            acc += int(size)
-            lines += int(nl)
-            if k == len(ckpts) or (j < k and (done + acc) * k >= total * j) or i == len(ckpts) - 1:
-                out.append((f["path"], first, i, acc, lines))
-                done += acc
-                first, acc, lines = i + 1, 0, 0
-                while j < k and done * k >= total * j:
-                    j += 1
+        n = len(ckpts)
+        if not n:
+            continue
+        # The loop this replaces cut after checkpoint i when the running total first reached
+        # j * total / k (j = 1 .. k-1), and after the last: the same cuts, found by bisection
+        # on the running totals (C-level sums: the plan of 4,093 checkpoints is start-up,
+        # docs/perf/i28-boot.md).
+        sizes, nlines = zip(*ckpts)
+        ends = list(accumulate(map(int, sizes)))
+        lends = list(accumulate(map(int, nlines)))
+        total = ends[-1]
+        k = max(1, min(n, (2 * total + batch_bytes) // (2 * batch_bytes)))
+        if k == n:
+            cuts = range(n)
+        else:
+            cuts = sorted({bisect_left(ends, -(-total * j // k)) for j in range(1, k)} | {n - 1})
+        path, first, done, ldone = f["path"], 0, 0, 0
+        for i in cuts:
+            out.append((path, first, i, ends[i] - done, lends[i] - ldone))
+            first, done, ldone = i + 1, ends[i], lends[i]
     return out
 
 
@@ -297,7 +308,8 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
 
     try:
         idx = reader.build_index(path, index_dir=index_dir, force=force)
-        ckpts = [(int(c["uncompressed_size"]), int(c["num_lines"])) for c in idx["checkpoints"]]
+        cs = idx["checkpoints"]  # (C-level maps: 4,093 checkpoints per 100M events, docs/perf/i28-boot.md)
+        ckpts = list(zip(map(int, map(itemgetter("uncompressed_size"), cs)), map(int, map(itemgetter("num_lines"), cs))))
         keep = None
         if pushdown:
             from .filters import checkpoint_may_match
