@@ -309,7 +309,9 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
     try:
         idx = reader.build_index(path, index_dir=index_dir, force=force)
         cs = idx["checkpoints"]  # (C-level maps: 4,093 checkpoints per 100M events, docs/perf/i28-boot.md)
-        ckpts = list(zip(map(int, map(itemgetter("uncompressed_size"), cs)), map(int, map(itemgetter("num_lines"), cs))))
+        ckpts = list(
+            zip(map(int, map(itemgetter("uncompressed_size"), cs)), map(int, map(itemgetter("num_lines"), cs)))
+        )
         keep = None
         if pushdown:
             from .filters import checkpoint_may_match
