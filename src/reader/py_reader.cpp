@@ -40,20 +40,38 @@ ArgsProjection projection(const py::object& columns, bool extra = false) {
   return ArgsProjection::only(std::move(names), extra);
 }
 
-py::dict checkpoint_dict(const Checkpoint& c) {
+// The checkpoint dicts' keys, made once per index: not 12 new key strings per checkpoint, which
+// were most of the index hand-off's CPU (4,093 checkpoints per 100M events, part of the threaded
+// summary's serial start-up; docs/perf/i28-boot.md). Same dicts, same key order.
+struct CheckpointKeys {
+  py::str number{"number"};
+  py::str compressed_offset{"compressed_offset"};
+  py::str compressed_size{"compressed_size"};
+  py::str uncompressed_offset{"uncompressed_offset"};
+  py::str uncompressed_size{"uncompressed_size"};
+  py::str first_line{"first_line"};
+  py::str num_lines{"num_lines"};
+  py::str bit_offset{"bit_offset"};
+  py::str flags{"flags"};
+  py::str lost{"lost"};
+  py::str lost_lines{"lost_lines"};
+  py::str header_mismatch{"header_mismatch"};
+};
+
+py::dict checkpoint_dict(const Checkpoint& c, const CheckpointKeys& k) {
   py::dict d;
-  d["number"] = c.number;
-  d["compressed_offset"] = c.compressed_offset;
-  d["compressed_size"] = c.compressed_size;
-  d["uncompressed_offset"] = c.uncompressed_offset;
-  d["uncompressed_size"] = c.uncompressed_size;
-  d["first_line"] = c.first_line;
-  d["num_lines"] = c.num_lines;
-  d["bit_offset"] = c.bit_offset;
-  d["flags"] = c.flags;
-  d["lost"] = bool(c.flags & kLost);
-  d["lost_lines"] = c.lost_lines;
-  d["header_mismatch"] = bool(c.flags & kHeaderMismatch);
+  d[k.number] = c.number;
+  d[k.compressed_offset] = c.compressed_offset;
+  d[k.compressed_size] = c.compressed_size;
+  d[k.uncompressed_offset] = c.uncompressed_offset;
+  d[k.uncompressed_size] = c.uncompressed_size;
+  d[k.first_line] = c.first_line;
+  d[k.num_lines] = c.num_lines;
+  d[k.bit_offset] = c.bit_offset;
+  d[k.flags] = c.flags;
+  d[k.lost] = bool(c.flags & kLost);
+  d[k.lost_lines] = c.lost_lines;
+  d[k.header_mismatch] = bool(c.flags & kHeaderMismatch);
   return d;
 }
 
@@ -78,7 +96,8 @@ py::dict info_dict(const IndexInfo& i) {
   d["in_memory"] = i.index_path.empty();
   d["warnings"] = i.warnings;
   py::list cps;
-  for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c));
+  const CheckpointKeys keys;
+  for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c, keys));
   d["checkpoints"] = cps;
   return d;
 }
