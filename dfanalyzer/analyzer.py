@@ -343,9 +343,11 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "error": None,
             "kind": idx.get("kind"),
             "checkpoints": ckpts,
-            "lines": int(idx.get("lines", sum(n for _, n in ckpts))),
+            "lines": int(idx["lines"] if "lines" in idx else sum(n for _, n in ckpts)),
             "compressed_bytes": int(idx.get("compressed_bytes", idx.get("size", 0))),
-            "uncompressed_bytes": int(idx.get("uncompressed_bytes", sum(s for s, _ in ckpts))),
+            "uncompressed_bytes": int(
+                idx["uncompressed_bytes"] if "uncompressed_bytes" in idx else sum(s for s, _ in ckpts)
+            ),
             "warnings": list(idx.get("warnings", [])),
         }
     except Exception as exc:  # a file we cannot index is reported, the others still load

@@ -60,18 +60,21 @@ struct CheckpointKeys {
 
 py::dict checkpoint_dict(const Checkpoint& c, const CheckpointKeys& k) {
   py::dict d;
-  d[k.number] = c.number;
-  d[k.compressed_offset] = c.compressed_offset;
-  d[k.compressed_size] = c.compressed_size;
-  d[k.uncompressed_offset] = c.uncompressed_offset;
-  d[k.uncompressed_size] = c.uncompressed_size;
-  d[k.first_line] = c.first_line;
-  d[k.num_lines] = c.num_lines;
-  d[k.bit_offset] = c.bit_offset;
-  d[k.flags] = c.flags;
-  d[k.lost] = bool(c.flags & kLost);
-  d[k.lost_lines] = c.lost_lines;
-  d[k.header_mismatch] = bool(c.flags & kHeaderMismatch);
+  auto put = [&d](const py::str& key, const py::object& value) {
+    if (PyDict_SetItem(d.ptr(), key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+  };
+  put(k.number, py::int_(c.number));
+  put(k.compressed_offset, py::int_(c.compressed_offset));
+  put(k.compressed_size, py::int_(c.compressed_size));
+  put(k.uncompressed_offset, py::int_(c.uncompressed_offset));
+  put(k.uncompressed_size, py::int_(c.uncompressed_size));
+  put(k.first_line, py::int_(c.first_line));
+  put(k.num_lines, py::int_(c.num_lines));
+  put(k.bit_offset, py::int_(c.bit_offset));
+  put(k.flags, py::int_(c.flags));
+  put(k.lost, py::bool_(bool(c.flags & kLost)));
+  put(k.lost_lines, py::int_(c.lost_lines));
+  put(k.header_mismatch, py::bool_(bool(c.flags & kHeaderMismatch)));
   return d;
 }
 
