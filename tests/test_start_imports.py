@@ -7,7 +7,8 @@ command ``dfanalyzer summary ONE_FILE --json --workers 2`` is run with ``_reader
 wrapped to record ``sys.modules`` when it is called: the package's modules then must be exactly
 the start-up's own (indexing, planning, the command line), and none of the modules that only the
 loads' results need (NumPy, pandas, ``dataclasses`` with ``inspect``, ``json``, ``logging``,
-``concurrent.futures``, ``uuid``, ``datetime``, the summary engine) may be among them. The
+``concurrent.futures``, ``uuid``, ``datetime``, the summary engine) may be among them (modules
+the interpreter's own start imported, ``site`` hooks, are not counted). The
 command's stdout must be the in-process command's.
 """
 
@@ -61,10 +62,11 @@ AFTER_FIRST_LOAD = (
 
 _PROBE = (
     "import sys\n"
+    "before = set(sys.modules)\n"  # (what the interpreter's site hooks import is not ours)
     "from dfanalyzer import _reader\n"
     "made, seen = _reader.Prefetch, []\n"
     "def prefetch(items, threads):\n"
-    "    seen.append(sorted(sys.modules))\n"
+    "    seen.append(sorted(set(sys.modules) - before))\n"
     "    return made(items, threads)\n"
     "_reader.Prefetch = prefetch\n"
     "from dfanalyzer import cli\n"
