@@ -36,9 +36,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import uuid
 import weakref
-from typing import Dict, List, Optional, Sequence, Tuple
+from bisect import bisect_left
+from itertools import accumulate
+from operator import itemgetter
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from . import schema as _schema  # (its NumPy is imported on first use)
 from ._lazy import LazyModule
@@ -48,8 +50,21 @@ from ._loaded import loaded as _loaded
 from ._paths import expand_patterns  # (re-exported; NumPy-free for the --scheduler client)
 from .engine.reduce import tree_reduce
 from .engine.vocabulary import AGGREGATE_COLUMNS, APP_IO_CATS, COMPUTE_CATS, IO_CATS
-from .records import BatchInfo, FileStats, LoadError, stats_frame
 from .schema import CORE_COLUMNS, align_frame, frame_schema, make_meta, union_schema
+
+# (imported on first use: its dataclasses, with inspect, are not the threaded summary's start-up)
+_records = LazyModule("dfanalyzer.records")
+if TYPE_CHECKING:
+    from .records import BatchInfo, FileStats
+
+
+def __getattr__(name: str):
+    """``BatchInfo``, ``FileStats``, ``LoadError`` and ``stats_frame`` of
+    :mod:`dfanalyzer.records` (imported here before; now on first use)."""
+    if name in ("BatchInfo", "FileStats", "LoadError", "stats_frame"):
+        return getattr(_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # NumPy and the modules that import it are imported on first use: planning needs none of them,
 # and the threaded summary starts its first loads in native threads before they are imported
@@ -214,18 +229,26 @@ def plan_batches(files: Sequence[dict], batch_bytes: int) -> List[Tuple[str, int
     out = []
     for f in files:
         ckpts = f["checkpoints"]
-        total = sum(int(sz) for sz, _ in ckpts)
-        k = max(1, min(len(ckpts), (2 * total + batch_bytes) // (2 * batch_bytes)))
-        first, acc, lines, done, j = 0, 0, 0, 0, 1
-        for i, (size, nl) in enumerate(ckpts):
-            acc += int(size)
-            lines += int(nl)
-            if k == len(ckpts) or (j < k and (done + acc) * k >= total * j) or i == len(ckpts) - 1:
-                out.append((f["path"], first, i, acc, lines))
-                done += acc
-                first, acc, lines = i + 1, 0, 0
-                while j < k and done * k >= total * j:
-                    j += 1
+        n = len(ckpts)
+        if not n:
+            continue
+        # The loop this replaces cut after checkpoint i when the running total first reached
+        # j * total / k (j = 1 .. k-1), and after the last: the same cuts, found by bisection
+        # on the running totals (C-level sums: the plan of 4,093 checkpoints is start-up,
+        # docs/perf/i28-boot.md).
+        sizes, nlines = zip(*ckpts)
+        ends = list(accumulate(map(int, sizes)))
+        lends = list(accumulate(map(int, nlines)))
+        total = ends[-1]
+        k = max(1, min(n, (2 * total + batch_bytes) // (2 * batch_bytes)))
+        if k == n:
+            cuts = range(n)
+        else:
+            cuts = sorted({bisect_left(ends, -(-total * j // k)) for j in range(1, k)} | {n - 1})
+        path, first, done, ldone = f["path"], 0, 0, 0
+        for i in cuts:
+            out.append((path, first, i, ends[i] - done, lends[i] - ldone))
+            first, done, ldone = i + 1, ends[i], lends[i]
     return out
 
 
@@ -298,7 +321,10 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
 
     try:
         idx = reader.build_index(path, index_dir=index_dir, force=force)
-        ckpts = [(int(c["uncompressed_size"]), int(c["num_lines"])) for c in idx["checkpoints"]]
+        cs = idx["checkpoints"]  # (C-level maps: 4,093 checkpoints per 100M events, docs/perf/i28-boot.md)
+        ckpts = list(
+            zip(map(int, map(itemgetter("uncompressed_size"), cs)), map(int, map(itemgetter("num_lines"), cs)))
+        )
         keep = None
         if pushdown:
             from .filters import checkpoint_may_match
@@ -317,9 +343,11 @@ def _index_task(path: str, index_dir: Optional[str], force: bool, pushdown: tupl
             "error": None,
             "kind": idx.get("kind"),
             "checkpoints": ckpts,
-            "lines": int(idx.get("lines", sum(n for _, n in ckpts))),
+            "lines": int(idx["lines"] if "lines" in idx else sum(n for _, n in ckpts)),
             "compressed_bytes": int(idx.get("compressed_bytes", idx.get("size", 0))),
-            "uncompressed_bytes": int(idx.get("uncompressed_bytes", sum(s for s, _ in ckpts))),
+            "uncompressed_bytes": int(
+                idx["uncompressed_bytes"] if "uncompressed_bytes" in idx else sum(s for s, _ in ckpts)
+            ),
             "warnings": list(idx.get("warnings", [])),
         }
     except Exception as exc:  # a file we cannot index is reported, the others still load
@@ -408,7 +436,7 @@ def _load_task(
                 raise FilterError(f"{path}: {exc.reason}") from None
         if keep_args is not None:  # the summary's aggregated-record columns are always kept
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = BatchInfo(
+        info = _records.BatchInfo(
             rows=int(len(ev)),
             schema=frame_schema(ev),
             skipped_lines=int(b.skipped_lines),
@@ -425,7 +453,7 @@ def _load_task(
     except FilterError:
         raise
     except Exception as exc:
-        return None, pd.DataFrame(), BatchInfo.failed(batch, exc)
+        return None, pd.DataFrame(), _records.BatchInfo.failed(batch, exc)
 
 
 def _load_files_task(
@@ -474,12 +502,12 @@ def _load_files_task(
             ev = ev[keep].reset_index(drop=True)
         if keep_args is not None:  # as in _load_task
             ev = ev[[c for c in ev.columns if c in _CORE or c in keep_args or c in _summary.AGGREGATE_COLUMNS]]
-        info = BatchInfo(
+        info = _records.BatchInfo(
             rows=int(len(ev)),
             schema=frame_schema(ev),
             skipped_lines=int(b.skipped_lines),
             lost_bytes=int(b.lost_bytes),
-            files=[FileStats.from_reader(f) for f in files],
+            files=[_records.FileStats.from_reader(f) for f in files],
             filter_seen=seen,
             arg_counts=getattr(b, "arg_counts", None),
         )
@@ -493,8 +521,8 @@ def _load_files_task(
 def _failed_files(paths: List[str], exc: BaseException) -> BatchInfo:
     """The info of a group of small files whose load task failed (each file says why)."""
     msg = f"{type(exc).__name__}: {exc}"
-    files = [FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
-    return BatchInfo(error=msg, files=files, fatal=BatchInfo.is_fatal(exc))
+    files = [_records.FileStats(path=p, warnings=[f"{p}: not loaded: {msg}"]) for p in paths]
+    return _records.BatchInfo(error=msg, files=files, fatal=_records.BatchInfo.is_fatal(exc))
 
 
 def _task_name(item) -> str:
@@ -516,7 +544,7 @@ def _raise_failed(items: Sequence, infos: Sequence[BatchInfo]) -> None:
     if bad:
         it, i = bad[0]
         more = f" (and {len(bad) - 1} more load tasks failed)" if len(bad) > 1 else ""
-        raise LoadError(f"{_task_name(it)}: load failed: {i.error}{more}")
+        raise _records.LoadError(f"{_task_name(it)}: load failed: {i.error}{more}")
 
 
 def _check_futures(futures: list, items: Sequence) -> None:
@@ -532,7 +560,7 @@ def _check_futures(futures: list, items: Sequence) -> None:
         if type(exc).__name__ == "FilterError":  # the user's filter, not a failed load (exit 2)
             raise exc
         why = f"{type(exc).__name__}: {exc}" if exc is not None else f"task {f.status}"
-        raise LoadError(f"{_task_name(it)}: load failed: {why}")
+        raise _records.LoadError(f"{_task_name(it)}: load failed: {why}")
 
 
 #: With more args keys than MAX_ARG_COLUMNS, a key gets a column only when at least one event in
@@ -917,7 +945,7 @@ def _summary_batch_task(
             r = _reader.load_batch(os.fspath(path), int(first), int(last), index_dir, list(AGGREGATE_COLUMNS))
         cols = _summary.ReaderColumns(r)
         warnings, lost_bytes, lost_lines = reader.batch_problems(r, path)
-        info = BatchInfo(
+        info = _records.BatchInfo(
             rows=cols.rows,
             schema={k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
             skipped_lines=int(r["skipped_lines"]),
@@ -934,7 +962,7 @@ def _summary_batch_task(
             else reader.metadata_frame(r["metadata"])
         )
     except Exception as exc:  # reported exactly as _load_task reports it, without loading it again
-        return _summary.Partial(), pd.DataFrame(), BatchInfo.failed(batch, exc)
+        return _summary.Partial(), pd.DataFrame(), _records.BatchInfo.failed(batch, exc)
     part = _summary.partial_from_columns(cols, io_cats, compute_cats, app_io_cats)
     info.span = None if part.min_ts is None else (part.min_ts, part.max_te)  # input sanity (dfanalyzer.sanity)
     return part, md, info
@@ -975,12 +1003,12 @@ def _summary_files_task(paths: List[str], index_dir, query, io_cats, compute_cat
             n = int(f.get("rows", 0))
             f["span"] = _sanity.span(ts[pos : pos + n], te[pos : pos + n]) if cols.rows else None
             pos += n
-        info = BatchInfo(
+        info = _records.BatchInfo(
             rows=cols.rows,
             schema={k: _schema.kind_of_reader(d) for k, d, _ in r["args"] if k in _summary.AGGREGATE_COLUMNS},
             skipped_lines=int(r["skipped_lines"]),
             lost_bytes=reader.batch_problems(r, None)[1],
-            files=[FileStats.from_reader(f) for f in files],
+            files=[_records.FileStats.from_reader(f) for f in files],
             arg_counts=reader.arg_counts(r),
         )
         md = r["metadata"] if len(r["metadata"]["name"]) else None
@@ -1282,6 +1310,10 @@ class DFAnalyzer:
         one, else in the thread pool; results in order."""
         if not items:
             return []
+        if self._use_threads and len(items) == 1 and not self.progress:
+            # one item (indexing one file) here: a pool thread would add its start and the import
+            # of concurrent.futures (with logging) to the start-up (docs/perf/i28-boot.md)
+            return [fn(items[0], **kwargs)]
         if self._use_threads:
             pool = self._thread_pool()
             futures = [pool.submit(fn, x, **kwargs) for x in items]
@@ -1383,6 +1415,8 @@ class DFAnalyzer:
     def _load(self) -> None:
         """Steps (4)-(5): load every batch on the cluster and hold the partitions of
         :attr:`events` there (called on first use of the events)."""
+        import uuid  # (here: platform's regexes are not the threaded summary's start-up)
+
         started_here = self._client is None  # the embedded cluster starts now (planned for threads)
         c = self.client
         threads = self._threads()
@@ -1498,7 +1532,7 @@ class DFAnalyzer:
         """Load statistics (class docstring); computed by the first load or streamed summary."""
         stats = self.totals
         if stats is not None and "per_file" not in stats:
-            stats["per_file"] = stats_frame(self._per_file)
+            stats["per_file"] = _records.stats_frame(self._per_file)
         return stats
 
     @property
@@ -1528,7 +1562,7 @@ class DFAnalyzer:
         for i in indexes:
             err = i["error"]
             keep = i.get("keep")
-            fs = per[i["path"]] = FileStats(
+            fs = per[i["path"]] = _records.FileStats(
                 path=i["path"],
                 kind=i["kind"],
                 lines=i["lines"],
@@ -1745,7 +1779,7 @@ class DFAnalyzer:
                     if isinstance(exc, ValueError) or not isinstance(exc, Exception):  # a FilterError (the
                         raise exc from None  # user's filter, not a failed load), KeyboardInterrupt...
                     msg = f"{_task_name(items[failed.item])}: load failed: {type(exc).__name__}: {exc}"
-                    raise LoadError(msg) from exc
+                    raise _records.LoadError(msg) from exc
                 finally:
                     stream.close()
                     self._stop_loads()

@@ -27,8 +27,6 @@ unresolved hashes under "Warnings".
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import os
 import sys
 from typing import List, Optional
@@ -266,8 +264,10 @@ def _start_cluster(args):
     """``(client, 0)``, or ``(None, 1)`` after saying on stderr why the cluster is unreachable.
     distributed's INFO/WARNING logs of cluster start/stop are silenced: the terminal is kept for
     the result."""
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    import logging
     import signal
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
 
     from .cluster import setup_dask_cluster
 
@@ -417,6 +417,8 @@ def _run_insights(args) -> int:
 
         rep = analyzer.insights(config=args.config, show=False)
         if args.json:
+            import json
+
             print(json.dumps(rep.to_dict(), indent=2))
         else:
             out = Console()
@@ -459,6 +461,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _interrupted() -> None:
+    import logging
     import signal
 
     # a second Ctrl-C while the cluster shuts down must not print a traceback either
@@ -692,6 +695,8 @@ def _summary_run(args, client, progress: bool, out: _Output, pause: Optional[_St
             pause.end()
         result = analyzer.summary(show=False)
         if args.json:
+            import json  # (after the loads: not a start-up import, docs/perf/i28-boot.md)
+
             out.stdout(json.dumps(result.to_dict(), indent=2))
             _print_input_problems(err, analyzer, result.skipped)
             for w in result.warnings:

@@ -52,7 +52,6 @@ their columns are never made, which is most of the parse cost of traces with man
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, List, Optional
 
 from . import _reader
@@ -60,6 +59,8 @@ from . import _reader
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from .reader import Batch  # (made on first use: _batch_class)
 # pandas (and dfanalyzer.schema, which needs it) are imported by the functions that build frames,
 # so that the index and line tools (dftracer-index, dftracer-lines) start without them.
 
@@ -91,8 +92,10 @@ RENAMED_ARGS = frozenset(("name", "cat", "ph", "pid", "tid", "ts", "dur", "te", 
 
 
 def __getattr__(name: str):
-    """``EVENT_META`` (core event column -> kind, ``dfanalyzer.schema``) and ``CORE_COLUMNS``
-    (their names, frame order), resolved on first use."""
+    """``EVENT_META`` (core event column -> kind, ``dfanalyzer.schema``), ``CORE_COLUMNS``
+    (their names, frame order) and :class:`Batch`, resolved on first use."""
+    if name == "Batch":
+        return _batch_class()
     from . import schema
 
     if name == "EVENT_META":
@@ -102,24 +105,37 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass
-class Batch:
-    """Result of :func:`load_batch`."""
+def _batch_class() -> type:
+    """:class:`Batch`, made on first use (module ``__getattr__``): ``dataclasses`` (with
+    ``inspect``, ~10 ms) is not imported by the threaded summary's start-up, which imports this
+    module to index (docs/perf/i28-boot.md). One class per process: the first one made is kept."""
+    cls = globals().get("Batch")
+    if cls is not None:
+        return cls
+    from dataclasses import dataclass, field
 
-    events: pd.DataFrame
-    metadata: pd.DataFrame
-    skipped_lines: int = 0  # lines that are not valid JSON or lack name/ts
-    lost_bytes: int = 0  # bytes of undecodable / cut-short data in this batch
-    lost_lines: int = 0  # lines of members that failed their CRC/ISIZE (as decoded)
-    unresolved_hashes: int = 0  # fhash/hhash values without a FH/HH record in the file
-    warnings: List[str] = field(default_factory=list)
-    header_mismatches: int = 0  # members read by plain inflation because their header lied
-    #: args column -> events with a value, including the keys in ``args_extra`` (named as their
-    #: column would be: ``arg_<key>`` for :data:`RENAMED_ARGS`)
-    arg_counts: dict = field(default_factory=dict)
-    #: ``(min ts, max te)`` of ``events`` in µs (:func:`dfanalyzer.sanity.span`), None when it has
-    #: no row; taken from the core arrays before the frame is built (no pandas column access)
-    span: Optional[tuple] = None
+    @dataclass
+    class Batch:
+        """Result of :func:`load_batch`."""
+
+        __qualname__ = "Batch"  # (pickled, printed as the module-level class it was)
+
+        events: pd.DataFrame
+        metadata: pd.DataFrame
+        skipped_lines: int = 0  # lines that are not valid JSON or lack name/ts
+        lost_bytes: int = 0  # bytes of undecodable / cut-short data in this batch
+        lost_lines: int = 0  # lines of members that failed their CRC/ISIZE (as decoded)
+        unresolved_hashes: int = 0  # fhash/hhash values without a FH/HH record in the file
+        warnings: List[str] = field(default_factory=list)
+        header_mismatches: int = 0  # members read by plain inflation because their header lied
+        #: args column -> events with a value, including the keys in ``args_extra`` (named as their
+        #: column would be: ``arg_<key>`` for :data:`RENAMED_ARGS`)
+        arg_counts: dict = field(default_factory=dict)
+        #: ``(min ts, max te)`` of ``events`` in µs (:func:`dfanalyzer.sanity.span`), None when it has
+        #: no row; taken from the core arrays before the frame is built (no pandas column access)
+        span: Optional[tuple] = None
+
+    return globals().setdefault("Batch", Batch)
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
@@ -207,7 +223,7 @@ def _batch(r: dict, path: Optional[str]) -> Batch:
         cols.append(schema.categorical(*payload) if kind == schema.CATEGORY else _nullable(*payload))
         names.append(key)
     warnings, lost_bytes, lost_lines = batch_problems(r, path)
-    return Batch(
+    return _batch_class()(
         events=schema.frame_of_columns(names, cols, int(r["rows"])),
         metadata=metadata_frame(r["metadata"]),
         skipped_lines=int(r["skipped_lines"]),

@@ -16,8 +16,6 @@ stderr, and one Python :class:`InputWarning`):
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -104,6 +102,8 @@ def run_groups(spans: Dict[str, Tuple[int, int]], gap_s: float = GAP_S) -> List[
 
 
 def _utc(us: int) -> str:
+    import datetime as _dt
+
     return _dt.datetime.fromtimestamp(us / 1e6, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -207,6 +207,8 @@ def _commands_of_records(parts: List[dict]) -> Dict[str, int]:
 def _resolve_starts(cmd: Dict[object, str], starts, strings: Dict[str, str]) -> None:
     """DFTracer 1.0.x: each ``(pid, args JSON)`` of a ``start`` record whose pid has no
     ``cmd_line`` gets the ``SH`` string (``strings``: hash key -> text) of its ``cmd_hash``."""
+    import json
+
     for pid, args in starts:
         if pid in cmd:
             continue

@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, Tuple
 
 from .. import _reader
@@ -69,19 +68,41 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class Call:
     """One row of ``src/format/calls.def``: interface (POSIX, STDIO, PROCESS, HDF5), symbol, the
     event name the preload records, return type, parameter types and byte rule (RET,
     RET_TIMES_SIZE, RET_COPY, ARG_SIZE, NONE, NO_EVENT). The byte families below hold libc's
-    calls only (RET, RET_TIMES_SIZE): an ARG_SIZE call (H5Dread) is a layer above POSIX."""
+    calls only (RET, RET_TIMES_SIZE): an ARG_SIZE call (H5Dread) is a layer above POSIX.
+    Immutable, compared and hashed by value, like the frozen dataclass it was (written out: the
+    import of ``dataclasses`` with ``inspect`` was ~10 ms of the threaded summary's start-up,
+    docs/perf/i28-boot.md)."""
 
-    interface: str
-    symbol: str
-    event: str
-    ret: str
-    params: str
-    bytes: str
+    __slots__ = _CALL_FIELDS = ("interface", "symbol", "event", "ret", "params", "bytes")
+
+    def __init__(self, interface: str, symbol: str, event: str, ret: str, params: str, bytes: str):
+        for name, value in zip(self._CALL_FIELDS, (interface, symbol, event, ret, params, bytes)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, n) for n in self._CALL_FIELDS)
+
+    def __eq__(self, other):
+        return self._key() == other._key() if other.__class__ is self.__class__ else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __reduce__(self):  # (the default would set the slots through __setattr__)
+        return Call, self._key()
+
+    def __repr__(self):
+        return "Call(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._CALL_FIELDS) + ")"
 
 
 CALLS: Tuple[Call, ...] = tuple(Call(**row) for row in _reader.call_table())

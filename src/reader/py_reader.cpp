@@ -43,20 +43,41 @@ ArgsProjection projection(const py::object& columns, bool extra = false) {
   return ArgsProjection::only(std::move(names), extra);
 }
 
-py::dict checkpoint_dict(const Checkpoint& c) {
+// The checkpoint dicts' keys, made once per index: not 12 new key strings per checkpoint, which
+// were most of the index hand-off's CPU (4,093 checkpoints per 100M events, part of the threaded
+// summary's serial start-up; docs/perf/i28-boot.md). Same dicts, same key order.
+struct CheckpointKeys {
+  py::str number{"number"};
+  py::str compressed_offset{"compressed_offset"};
+  py::str compressed_size{"compressed_size"};
+  py::str uncompressed_offset{"uncompressed_offset"};
+  py::str uncompressed_size{"uncompressed_size"};
+  py::str first_line{"first_line"};
+  py::str num_lines{"num_lines"};
+  py::str bit_offset{"bit_offset"};
+  py::str flags{"flags"};
+  py::str lost{"lost"};
+  py::str lost_lines{"lost_lines"};
+  py::str header_mismatch{"header_mismatch"};
+};
+
+py::dict checkpoint_dict(const Checkpoint& c, const CheckpointKeys& k) {
   py::dict d;
-  d["number"] = c.number;
-  d["compressed_offset"] = c.compressed_offset;
-  d["compressed_size"] = c.compressed_size;
-  d["uncompressed_offset"] = c.uncompressed_offset;
-  d["uncompressed_size"] = c.uncompressed_size;
-  d["first_line"] = c.first_line;
-  d["num_lines"] = c.num_lines;
-  d["bit_offset"] = c.bit_offset;
-  d["flags"] = c.flags;
-  d["lost"] = bool(c.flags & kLost);
-  d["lost_lines"] = c.lost_lines;
-  d["header_mismatch"] = bool(c.flags & kHeaderMismatch);
+  auto put = [&d](const py::str& key, const py::object& value) {
+    if (PyDict_SetItem(d.ptr(), key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+  };
+  put(k.number, py::int_(c.number));
+  put(k.compressed_offset, py::int_(c.compressed_offset));
+  put(k.compressed_size, py::int_(c.compressed_size));
+  put(k.uncompressed_offset, py::int_(c.uncompressed_offset));
+  put(k.uncompressed_size, py::int_(c.uncompressed_size));
+  put(k.first_line, py::int_(c.first_line));
+  put(k.num_lines, py::int_(c.num_lines));
+  put(k.bit_offset, py::int_(c.bit_offset));
+  put(k.flags, py::int_(c.flags));
+  put(k.lost, py::bool_(bool(c.flags & kLost)));
+  put(k.lost_lines, py::int_(c.lost_lines));
+  put(k.header_mismatch, py::bool_(bool(c.flags & kHeaderMismatch)));
   return d;
 }
 
@@ -81,7 +102,8 @@ py::dict info_dict(const IndexInfo& i) {
   d["in_memory"] = i.index_path.empty();
   d["warnings"] = i.warnings;
   py::list cps;
-  for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c));
+  const CheckpointKeys keys;
+  for (auto& c : i.checkpoints) cps.append(checkpoint_dict(c, keys));
   d["checkpoints"] = cps;
   return d;
 }
