@@ -81,19 +81,7 @@ def test_imports_before_the_first_load(tmp_path, capsys):
 
     (path,) = gen_traces.generate(str(tmp_path / "one"), 20_000, 1, member_bytes=16 << 10, jobs=1)
     idx = str(tmp_path / "idx")
-    argv = [
-        "summary",
-        path,
-        "--json",
-        "--workers",
-        "2",
-        "--index-dir",
-        idx,
-        "--batch-size-mb",
-        "0.05",
-        "--small-file-mb",
-        "0",
-    ]
+    argv = ["summary", path, "--index-dir", idx, *"--json --workers 2 --batch-size-mb 0.05 --small-file-mb 0".split()]
     assert cli.main(argv) == 0
     want = capsys.readouterr().out
     assert json.loads(want)["events"] == 20_000
