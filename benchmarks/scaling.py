@@ -38,27 +38,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def _one(argv) -> int:
-    """Run ``dfanalyzer.cli.main(argv)`` with the client's phases timed; the phases go to the file
-    named by $DFA_SCALING_PHASES as JSON (seconds of wall and of this process's CPU)."""
-    t_start = time.perf_counter()
-    t_spawn = float(os.environ.get("DFA_SCALING_T0", t_start))  # (CLOCK_MONOTONIC: the parent's clock)
+def _install_timers(phases: dict, marks: dict, t_spawn: float, home):
+    """Wrap the summary's phases (analyzer, summary module) with timers adding (wall s, CPU s)
+    to ``phases``; the fold is timed only in the ``home`` thread (the one that runs the summary:
+    with threads the pool threads fold too, beside it). Returns a function that puts the
+    originals back."""
     import threading
 
     from dfanalyzer import analyzer as A
-    from dfanalyzer import cli
     from dfanalyzer import summary as S
-
-    phases: dict = {}
-    t_imports = time.perf_counter() - t_start
 
     def add(name, wall, cpu):
         w, c = phases.get(name, (0.0, 0.0))
         phases[name] = (w + wall, c + cpu)
 
-    def timed(name, fn, main_thread_only=False):
+    def timed(name, fn, home_only=False):
         def wrapper(*a, **k):
-            if main_thread_only and threading.current_thread() is not threading.main_thread():
+            if home_only and threading.current_thread() is not home:
                 return fn(*a, **k)
             t, c = time.perf_counter(), time.thread_time()
             try:
@@ -68,17 +64,22 @@ def _one(argv) -> int:
 
         return wrapper
 
+    saved = []
+
+    def wrap(owner, attr, name, home_only=False):
+        saved.append((owner, attr, owner.__dict__[attr]))
+        setattr(owner, attr, timed(name, getattr(owner, attr), home_only))
+
     # planning = the constructor (patterns, stat, plan) less the wait for the index tasks
-    A.DFAnalyzer.__init__ = timed("plan", A.DFAnalyzer.__init__)
-    A.DFAnalyzer._map = timed("index tasks (parallel)", A.DFAnalyzer._map)
-    A.DFAnalyzer.input_warnings = timed("sanity", A.DFAnalyzer.input_warnings)
-    S.PartialFolder.add = timed("fold", S.PartialFolder.add, main_thread_only=True)
-    S.PartialFolder.result = timed("fold", S.PartialFolder.result, main_thread_only=True)
-    if hasattr(S, "fold_in_threads"):  # the pool threads fold; the main thread combines their partials
-        S.combine_partials = timed("fold", S.combine_partials, main_thread_only=True)
-    S.finish = timed("finish", S.finish)
-    marks = {}  # the threads' first batch start and last batch end, s after the spawn
-    if hasattr(S, "fold_in_threads"):
+    wrap(A.DFAnalyzer, "__init__", "plan")
+    wrap(A.DFAnalyzer, "_map", "index tasks (parallel)")
+    wrap(A.DFAnalyzer, "input_warnings", "sanity")
+    wrap(S.PartialFolder, "add", "fold", home_only=True)
+    wrap(S.PartialFolder, "result", "fold", home_only=True)
+    if hasattr(S, "fold_in_threads"):  # the pool threads fold; the home thread combines their partials
+        wrap(S, "combine_partials", "fold", home_only=True)
+    wrap(S, "finish", "finish")
+    if hasattr(S, "fold_in_threads"):  # the threads' first batch start and last batch end, s after the spawn
         fold_in_threads = S.fold_in_threads
 
         def fold_marked(pool, threads, order, run, **kw):
@@ -91,22 +92,103 @@ def _one(argv) -> int:
 
             return (yield from fold_in_threads(pool, threads, order, run_marked, **kw))
 
+        saved.append((S, "fold_in_threads", fold_in_threads))
         S.fold_in_threads = fold_marked
-    A.DFAnalyzer._streamed_partial = timed("stream (parallel)", A.DFAnalyzer._streamed_partial)
+    wrap(A.DFAnalyzer, "_streamed_partial", "stream (parallel)")
+
+    def restore():
+        for owner, attr, value in reversed(saved):
+            setattr(owner, attr, value)
+
+    return restore
+
+
+def _parallel_less_fold(phases: dict) -> None:
+    """``plan`` less the index tasks' wait, ``stream (parallel)`` less the fold in it."""
+    none = (0.0, 0.0)
+    if "plan" in phases:
+        phases["plan"] = tuple(a - b for a, b in zip(phases["plan"], phases.get("index tasks (parallel)", none)))
+    if "stream (parallel)" in phases:
+        phases["stream (parallel)"] = tuple(a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", none)))
+
+
+def _timed_on_worker(path: str):
+    """``cli._summary_on_worker`` with the summary's phases timed on the worker that runs it
+    (the ``--scheduler`` summary runs there, not in the command: ``cli.SUMMARY_ON_WORKER``); the
+    phases go to ``path`` (the loopback cluster shares this machine's file system). Defined in
+    the script run as ``__main__``: cloudpickle ships it by value, no import on the worker,
+    where ``dfanalyzer.cli`` is not patched (the workers are other processes)."""
+
+    def run(args):
+        import threading
+
+        phases, marks = {}, {}
+        restore = _install_timers(phases, marks, time.perf_counter(), threading.current_thread())
+        t, c = time.perf_counter(), time.thread_time()
+        try:
+            from dfanalyzer import cli
+
+            return cli._summary_on_worker(args)
+        finally:
+            phases["main"] = (time.perf_counter() - t, time.thread_time() - c)
+            _parallel_less_fold(phases)
+            restore()  # (the worker lives on: the next run wraps the originals afresh)
+            with open(path, "w") as f:
+                json.dump(phases, f)
+
+    return run
+
+
+def _one(argv) -> int:
+    """Run ``dfanalyzer.cli.main(argv)`` with the client's phases timed; the phases go to the file
+    named by $DFA_SCALING_PHASES as JSON (seconds of wall and of this process's CPU). With
+    ``--scheduler`` the summary runs on a worker: its phases are timed there
+    (:func:`_timed_on_worker`) and kept under ``"remote"``; the command imports only
+    ``dfanalyzer.cli``, as the console script does."""
+    t_start = time.perf_counter()
+    t_spawn = float(os.environ.get("DFA_SCALING_T0", t_start))  # (CLOCK_MONOTONIC: the parent's clock)
+    import threading
+
+    from dfanalyzer import cli
+
+    phases: dict = {}
+    marks: dict = {}  # the threads' first batch start and last batch end, s after the spawn
+    t_imports = time.perf_counter() - t_start
+    out = os.environ["DFA_SCALING_PHASES"]
+    remote = "--scheduler" in argv or "--scheduler-file" in argv
+    if remote:
+        if os.path.exists(out + ".worker"):
+            os.unlink(out + ".worker")
+        cli._summary_on_worker = _timed_on_worker(out + ".worker")
+        from_worker = cli._summary_from_worker
+
+        def timed_from_worker(*a, **k):
+            t = time.perf_counter()
+            try:
+                return from_worker(*a, **k)
+            finally:
+                phases["remote wait"] = (time.perf_counter() - t, 0.0)
+
+        cli._summary_from_worker = timed_from_worker
+    else:
+        _install_timers(phases, marks, t_spawn, threading.main_thread())
     if hasattr(cli, "_keep_freed_memory"):  # as the console script's run() does before main
         cli._keep_freed_memory()
     t, c = time.perf_counter(), time.process_time()
     rc = cli.main(argv)
     total = (time.perf_counter() - t, time.process_time() - c)
-    phases["plan"] = tuple(a - b for a, b in zip(phases["plan"], phases.get("index tasks (parallel)", (0.0, 0.0))))
-    # the fold runs in the streaming phase: what is left of it is the parallel part
-    phases["stream (parallel)"] = tuple(a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", (0, 0))))
+    _parallel_less_fold(phases)
     phases["main"] = total
     phases["imports"] = (t_imports, 0.0)
     phases["interpreter"] = (t_start - t_spawn, 0.0)
     phases["main end"] = (time.perf_counter() - t_spawn, 0.0)
     phases.update({k: (v, 0.0) for k, v in marks.items()})
-    with open(os.environ["DFA_SCALING_PHASES"], "w") as f:
+    if remote:
+        if not os.path.exists(out + ".worker"):
+            raise SystemExit("--scheduler: the summary did not run on a worker (cli._runs_on_worker)")
+        with open(out + ".worker") as f:
+            phases["remote"] = json.load(f)
+    with open(out, "w") as f:
         json.dump(phases, f)
     if hasattr(cli, "run"):  # the console script's exit (cli.run), with this status
         cli.main = lambda: rc
@@ -164,24 +246,35 @@ SERIAL = ("interpreter", "imports", "plan", "fold", "finish", "sanity", "other",
 
 
 def _steps(ph: dict) -> dict:
-    """The client's serial steps, s: imports and planning (wall), the fold of the partials (CPU:
-    with threads it runs in the main thread beside the workers, holding the GIL; its wall there
-    is mostly waiting for the GIL), the root's finish and the sanity checks (wall), and "other":
-    the command's wall outside the timed phases (argument parsing, importing distributed and
-    connecting, printing the JSON, closing); "interpreter": from the spawn to the script's first
-    line (Python and its ``site``), "exit": from the end of ``main`` to the parent's wait (the
-    process's exit)."""
-    w = {k: ph.get(k, (0.0, 0.0))[0] for k in ("plan", "finish", "sanity", "fold")}
-    timed = sum(w.values()) + sum(ph.get(k, (0.0, 0.0))[0] for k in ("index tasks (parallel)", "stream (parallel)"))
+    """The serial steps, s: imports and planning (wall), the fold of the partials (CPU: with
+    threads it runs in the main thread beside the workers, holding the GIL; its wall there is
+    mostly waiting for the GIL), the root's finish and the sanity checks (wall), and "other":
+    the wall outside the timed phases (argument parsing, importing distributed and connecting,
+    printing the JSON, closing); "interpreter": from the spawn to the script's first line
+    (Python and its ``site``), "exit": from the end of ``main`` to the parent's wait (the
+    process's exit). With ``--scheduler`` (``"remote"``: the summary ran on a worker) planning,
+    fold, finish and sanity are the worker's, and "other" is the command's wall outside its wait
+    for the worker plus the worker's own untimed wall."""
+    none = (0.0, 0.0)
+    rem = ph.get("remote")
+    run = rem if rem is not None else ph  # where the summary ran
+
+    def untimed(p, waits):
+        w = sum(p.get(k, none)[0] for k in ("plan", "finish", "sanity", "fold", *waits))
+        return max(0.0, p["main"][0] - w)
+
+    other = untimed(ph, ("index tasks (parallel)", "stream (parallel)", "remote wait"))
+    if rem is not None:
+        other += untimed(rem, ("index tasks (parallel)", "stream (parallel)"))
     return {
-        "interpreter": ph.get("interpreter", (0.0, 0.0))[0],
+        "interpreter": ph.get("interpreter", none)[0],
         "imports": ph["imports"][0],
-        "plan": w["plan"],
-        "fold": ph.get("fold", (0.0, 0.0))[1],
-        "finish": w["finish"],
-        "sanity": w["sanity"],
-        "other": max(0.0, ph["main"][0] - timed),
-        "exit": ph.get("exit", (0.0, 0.0))[0],
+        "plan": run.get("plan", none)[0],
+        "fold": run.get("fold", none)[1],
+        "finish": run.get("finish", none)[0],
+        "sanity": run.get("sanity", none)[0],
+        "other": other,
+        "exit": ph.get("exit", none)[0],
     }
 
 
