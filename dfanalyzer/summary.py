@@ -60,6 +60,8 @@ __all__ = [
     "combine_partials",
     "PartialFolder",
     "SpilledUnions",
+    "HeldUnions",
+    "hold_unions",
     "SPILL_INTERVALS",
     "partial_from_columns",
     "finish",
@@ -104,9 +106,10 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
     agg_records: int = 0  # aggregated records among the events, and the calls they stand for
     agg_calls: int = 0
-    # interval unions moved to disk by a spilling PartialFolder (their intervals belong to io /
-    # compute / app_io as if still there); only in the process that folded them, never pickled
-    spilled: List["SpilledUnions"] = field(default_factory=list)
+    # interval unions moved to disk by a spilling PartialFolder, or held unmerged (hold_unions):
+    # their intervals belong to io / compute / app_io as if still there; only in the process
+    # that folded them, never pickled
+    spilled: List["SpilledUnions | HeldUnions"] = field(default_factory=list)
 
 
 def _factorize(v: np.ndarray):
@@ -530,6 +533,39 @@ class SpilledUnions:
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
 
 
+class HeldUnions:
+    """Interval unions held in memory unmerged: per union key a list of *runs*, each a sorted
+    disjoint union (the chunk partials' unions gathered by the distributed summary,
+    :func:`hold_unions`). In ``Partial.spilled`` beside :class:`SpilledUnions` (the same role:
+    their intervals belong to ``io`` / ``compute`` / ``app_io``): :func:`finish` merges and
+    measures them one time window at a time (:func:`spilled_measures`), so no merged copy is
+    ever made. ``cleanup()`` drops them; never pickled."""
+
+    def __init__(self, runs: Dict[str, List[Union]]):
+        self.runs: Dict[str, List[Union]] = {k: [u for u in runs.get(k, ()) if u[0].size] for k in UNION_KEYS}
+        self.intervals = sum(int(u[0].size) for v in self.runs.values() for u in v)
+
+    def cleanup(self) -> None:
+        """Drop the runs (idempotent)."""
+        self.runs = {k: [] for k in UNION_KEYS}
+
+    def __reduce__(self):
+        raise TypeError("HeldUnions are measured where they were gathered: finish() them there")
+
+
+def hold_unions(parts: Sequence[Partial]) -> Partial:
+    """:func:`combine_partials` of ``parts`` except their interval unions, which are not merged:
+    they are held as they are (one :class:`HeldUnions` in ``spilled``) for :func:`finish` to
+    merge and measure window by window, on its thread pool when given one. The serial work is
+    the small fields' (sets, histograms); memory: the unions of ``parts`` (shared, not copied)."""
+    empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+    out = combine_partials([dataclasses.replace(p, **empty) for p in parts])
+    held = HeldUnions({k: [getattr(p, k) for p in parts] for k in UNION_KEYS})
+    if held.intervals:
+        out.spilled = out.spilled + [held]
+    return out
+
+
 def _mem_window(u: Union, a: int, b: int) -> Union:
     lo = int(np.searchsorted(u[1], a, side="right"))
     hi = int(np.searchsorted(u[0], b, side="left"))
@@ -570,8 +606,9 @@ MIN_WINDOW_STRIDE = 8192
 
 def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
     """Exact µs measures of ``io``, ``compute``, ``app_io``, ``io ∪ compute`` and
-    ``app_io ∪ compute`` of a partial whose unions are partly spilled (``p.spilled``) and partly
-    in memory (or only in memory): the time axis is cut at sampled interval starts into windows
+    ``app_io ∪ compute`` of a partial whose unions are partly spilled or held unmerged
+    (``p.spilled``: :class:`SpilledUnions`, :class:`HeldUnions`) and partly in the partial's
+    own unions (or only there): the time axis is cut at sampled interval starts into windows
     holding about ``window`` intervals of all runs together, each window's clipped intervals are
     merged and measured, and the measures (integers, additive over disjoint windows) summed.
     Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are measured on the
@@ -581,6 +618,10 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
     same sums."""
     runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
     for sp in p.spilled:
+        if isinstance(sp, HeldUnions):  # (runs in memory: measured as the partial's own unions)
+            for k in UNION_KEYS:
+                runs[k].extend(("mem", u) for u in sp.runs[k])
+            continue
         sp.file.flush()
         for k in UNION_KEYS:
             runs[k].extend((sp, r) for r in sp.runs[k])
