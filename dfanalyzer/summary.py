@@ -1057,13 +1057,14 @@ def _human_bytes(n: float) -> str:
 
 def finish(p: Partial, skipped: Optional[List[dict]] = None, pool=None, ways: int = 1) -> Summary:
     """Final :class:`Summary` from the fully merged partial (µs → seconds). With a thread
-    ``pool`` and ``ways`` > 1, spilled unions and unions of at least
-    :data:`PARALLEL_MERGE_INTERVALS` intervals are measured in time windows on the pool
+    ``pool`` and ``ways`` > 1, unions (spilled, held or the partial's own) of at least
+    :data:`PARALLEL_MERGE_INTERVALS` intervals in all are measured in time windows on the pool
     (:func:`spilled_measures`; the same integers)."""
     us = 1e-6
     total = (p.max_te - p.min_ts) if p.min_ts is not None else 0
-    if p.spilled:  # unions partly on disk (a spilling PartialFolder): measured window by window
-        m = spilled_measures(p, pool=pool, ways=ways)
+    if p.spilled:  # unions partly on disk (a spilling PartialFolder) or held: window by window
+        big = _intervals(p) + sum(sp.intervals for sp in p.spilled) >= PARALLEL_MERGE_INTERVALS
+        m = spilled_measures(p, pool=pool, ways=ways) if big else spilled_measures(p)
     elif pool is not None and ways > 1 and _intervals(p) >= PARALLEL_MERGE_INTERVALS:
         m = spilled_measures(p, pool=pool, ways=ways)
     else:

@@ -225,6 +225,7 @@ def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, wind
     monkeypatch.setattr(S, "spilled_measures", spy_measures)
     monkeypatch.setattr(S, "_window_measures", spy_window)
     monkeypatch.setattr(S, "MIN_WINDOW_STRIDE", 1)
+    monkeypatch.setattr(S, "PARALLEL_MERGE_INTERVALS", 1)  # (on the pool however few the intervals)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
         with Client(lc, set_as_default=False) as c:
             with DFAnalyzer(
