@@ -579,7 +579,9 @@ def _run_window(src, run, a: int, b: int) -> Union:
     the :class:`SpilledUnions` ``src``) that meet ``[a, b)``, clipped to it (new arrays). A
     spilled run is mapped only for the call: its binary searches touch a few pages, its slice
     is read, and the mapping goes again (memory stays one window per thread)."""
-    if src == "mem":
+    if src == "mem":  # (a run that misses the window: no binary search; held runs are many)
+        if run[0].size == 0 or int(run[1][-1]) <= a or int(run[0][0]) >= b:
+            return _EMPTY, _EMPTY
         return _mem_window(run, a, b)
     offset, n, first, last = run
     if last <= a or first >= b:
@@ -600,8 +602,14 @@ def _window_measures(runs: Dict[str, list], a: int, b: int) -> Dict[str, int]:
     return m
 
 
-#: the least intervals per run in a window that :func:`spilled_measures` measures on a pool
+#: the least intervals per run on disk (and 1 + those runs) in a window that
+#: :func:`spilled_measures` measures on a pool
 MIN_WINDOW_STRIDE = 8192
+
+
+#: the most intervals (all runs together) a window of :func:`spilled_measures` is made to hold
+#: when few runs are on disk (16 B each: a few MiB of arrays while it is merged)
+CACHED_WINDOW = 1 << 16
 
 
 def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
@@ -609,14 +617,15 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
     ``app_io ∪ compute`` of a partial whose unions are partly spilled or held unmerged
     (``p.spilled``: :class:`SpilledUnions`, :class:`HeldUnions`) and partly in the partial's
     own unions (or only there): the time axis is cut at sampled interval starts into windows
-    holding about ``window`` intervals of all runs together, each window's clipped intervals are
-    merged and measured, and the measures (integers, additive over disjoint windows) summed.
-    Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are measured on the
-    pool (NumPy's sorts release the GIL), each about ``window / ways`` intervals but no fewer
-    than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs up to ``ways`` windows of
-    that size at once), and at least ``2 * ways`` windows when there are enough intervals; the
-    same sums."""
-    runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
+    holding about ``window`` intervals of all runs together (at most about 1.5 ``window``),
+    each window's clipped intervals are merged and measured, and the measures (integers,
+    additive over disjoint windows) summed. Memory: one window. With a thread ``pool`` and
+    ``ways`` > 1 the windows are measured on the pool (NumPy's sorts release the GIL), each
+    about ``window / ways`` intervals but no fewer than :data:`MIN_WINDOW_STRIDE` per run on
+    disk (so with many spilled runs up to ``ways`` windows of that size at once), and at least
+    ``2 * ways`` windows when there are enough intervals; the same sums. The number of windows
+    does not grow with the number of runs (the chunks of a cluster: one run each)."""
+    runs = {k: [("mem", getattr(p, k))] if getattr(p, k)[0].size else [] for k in UNION_KEYS}
     for sp in p.spilled:
         if isinstance(sp, HeldUnions):  # (runs in memory: measured as the partial's own unions)
             for k in UNION_KEYS:
@@ -625,17 +634,25 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
         sp.file.flush()
         for k in UNION_KEYS:
             runs[k].extend((sp, r) for r in sp.runs[k])
-    n_runs = sum(len(v) for v in runs.values())
+    sizes = [int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v]
+    n_runs, total_n = max(1, len(sizes)), sum(sizes)
     parallel = pool is not None and ways > 1
-    stride = max(1, int(window) // n_runs)
-    if parallel:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
-        total_n = sum(int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v)
-        stride = min(stride, max(MIN_WINDOW_STRIDE, min(int(window) // (n_runs * ways), -(-total_n // (2 * ways)))))
-    samples = []  # every stride-th start of every run: no run has more than stride starts per window
+    # (windows that stay in the caches: fresh arrays of many MiB cost page faults, ~2x the merge)
+    target = max(1, min(int(window), max(CACHED_WINDOW, MIN_WINDOW_STRIDE * (1 + sum(1 for v in runs.values() for src, _ in v if src != "mem")))))
+    if parallel:  # (a window costs ~40 µs per spilled run it meets, ~0.1 µs per run in memory it misses)
+        disk = sum(1 for v in runs.values() for src, _ in v if src != "mem")
+        target = min(target, max(MIN_WINDOW_STRIDE * (disk + 1), min(target // ways, -(-total_n // (2 * ways)))))
+    # every stride-th start of every run, cut at every q-th of those samples in time order: a
+    # window holds at most q samples (plus one per run sharing a cut's value) and each run's
+    # intervals in it are at most stride per sample of its own plus stride + 1 (the piece before
+    # its first sample, the interval across the window's start): about q * stride + 2 * runs * stride
+    stride = max(1, target // (2 * n_runs))
+    q = max(1, target // (2 * stride))
+    samples = []
     for k in UNION_KEYS:
         for src, r in runs[k]:
             samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
-    cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
+    cuts = np.unique(np.sort(np.concatenate(samples))[q::q]) if samples else _EMPTY
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
     pairs = list(zip(edges[:-1], edges[1:]))
     if parallel and len(pairs) > 1:
