@@ -42,7 +42,11 @@ def _chunk_partials(path: str, index_dir, most: int, threads: int, batch_mb=None
         order = A._round_robin_by_file(batches)
         chunks = A.plan_chunks(len(items), order, most // 2)
         kw = dict(
-            index_dir=an.index_dir, query=None, io_cats=an.io_cats, compute_cats=an.compute_cats, app_io_cats=an.app_io_cats
+            index_dir=an.index_dir,
+            query=None,
+            io_cats=an.io_cats,
+            compute_cats=an.compute_cats,
+            app_io_cats=an.app_io_cats,
         )
         with ThreadPoolExecutor(threads) as pool:
             out = list(pool.map(lambda ch: A._summary_chunk_task([items[i] for i in ch], **kw)[0], chunks))
@@ -97,7 +101,9 @@ def main(argv=None) -> None:
     ap.add_argument("--ways", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help="threads making the chunk partials (not timed)")
-    ap.add_argument("--old-tree", default=None, help="the fold runs with this tree's dfanalyzer (e.g. a worktree of main)")
+    ap.add_argument(
+        "--old-tree", default=None, help="the fold runs with this tree's dfanalyzer (e.g. a worktree of main)"
+    )
     ap.add_argument("--batch-mb", type=float, default=None, help="batch size, MiB (default: the analyzer's)")
     a = ap.parse_args(argv)
     most = max(a.chunks)

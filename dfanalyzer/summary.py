@@ -638,7 +638,13 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
     n_runs, total_n = max(1, len(sizes)), sum(sizes)
     parallel = pool is not None and ways > 1
     # (windows that stay in the caches: fresh arrays of many MiB cost page faults, ~2x the merge)
-    target = max(1, min(int(window), max(CACHED_WINDOW, MIN_WINDOW_STRIDE * (1 + sum(1 for v in runs.values() for src, _ in v if src != "mem")))))
+    target = max(
+        1,
+        min(
+            int(window),
+            max(CACHED_WINDOW, MIN_WINDOW_STRIDE * (1 + sum(1 for v in runs.values() for src, _ in v if src != "mem"))),
+        ),
+    )
     if parallel:  # (a window costs ~40 µs per spilled run it meets, ~0.1 µs per run in memory it misses)
         disk = sum(1 for v in runs.values() for src, _ in v if src != "mem")
         target = min(target, max(MIN_WINDOW_STRIDE * (disk + 1), min(target // ways, -(-total_n // (2 * ways)))))
