@@ -608,8 +608,8 @@ MIN_WINDOW_STRIDE = 8192
 
 
 #: the most intervals (all runs together) a window of :func:`spilled_measures` is made to hold
-#: when few runs are on disk (16 B each: a few MiB of arrays while it is merged)
-CACHED_WINDOW = 1 << 16
+#: when few runs are on disk (16 B each: some MiB of arrays while it is merged)
+CACHED_WINDOW = 1 << 18
 
 
 def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
