@@ -602,13 +602,12 @@ def _window_measures(runs: Dict[str, list], a: int, b: int) -> Dict[str, int]:
     return m
 
 
-#: the least intervals per run on disk (and 1 + those runs) in a window that
-#: :func:`spilled_measures` measures on a pool
+#: the least intervals per run in a window that :func:`spilled_measures` measures on a pool
 MIN_WINDOW_STRIDE = 8192
 
 
-#: the most intervals (all runs together) a window of :func:`spilled_measures` is made to hold
-#: when few runs are on disk (16 B each: some MiB of arrays while it is merged)
+#: about the most intervals (all runs together) a window of :func:`spilled_measures` over held
+#: runs is made to hold (16 B each: some MiB of arrays while it is merged)
 CACHED_WINDOW = 1 << 18
 
 
@@ -617,48 +616,28 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
     ``app_io ∪ compute`` of a partial whose unions are partly spilled or held unmerged
     (``p.spilled``: :class:`SpilledUnions`, :class:`HeldUnions`) and partly in the partial's
     own unions (or only there): the time axis is cut at sampled interval starts into windows
-    holding about ``window`` intervals of all runs together (at most about 1.5 ``window``),
-    each window's clipped intervals are merged and measured, and the measures (integers,
-    additive over disjoint windows) summed. Memory: one window. With a thread ``pool`` and
-    ``ways`` > 1 the windows are measured on the pool (NumPy's sorts release the GIL), each
-    about ``window / ways`` intervals but no fewer than :data:`MIN_WINDOW_STRIDE` per run on
-    disk (so with many spilled runs up to ``ways`` windows of that size at once), and at least
-    ``2 * ways`` windows when there are enough intervals; the same sums. The number of windows
-    does not grow with the number of runs (the chunks of a cluster: one run each)."""
-    runs = {k: [("mem", getattr(p, k))] if getattr(p, k)[0].size else [] for k in UNION_KEYS}
+    holding about ``window`` intervals of all runs together, each window's clipped intervals
+    are merged and measured, and the measures (integers, additive over disjoint windows)
+    summed. Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are
+    measured on the pool (NumPy's sorts release the GIL), each about ``window / ways``
+    intervals but no fewer than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs
+    up to ``ways`` windows of that size at once), and at least ``2 * ways`` windows when there
+    are enough intervals; the same sums. With held runs (many: one per chunk and key) the
+    windows hold at most about 1.5 × ``min(window, CACHED_WINDOW)`` intervals (on a pool, at
+    least :data:`MIN_WINDOW_STRIDE` per run on disk, plus one), however many runs there are."""
+    runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
+    held = False
     for sp in p.spilled:
         if isinstance(sp, HeldUnions):  # (runs in memory: measured as the partial's own unions)
+            held = True
             for k in UNION_KEYS:
                 runs[k].extend(("mem", u) for u in sp.runs[k])
             continue
         sp.file.flush()
         for k in UNION_KEYS:
             runs[k].extend((sp, r) for r in sp.runs[k])
-    sizes = [int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v]
-    n_runs, total_n = max(1, len(sizes)), sum(sizes)
     parallel = pool is not None and ways > 1
-    # (windows that stay in the caches: fresh arrays of many MiB cost page faults, ~2x the merge)
-    target = max(
-        1,
-        min(
-            int(window),
-            max(CACHED_WINDOW, MIN_WINDOW_STRIDE * (1 + sum(1 for v in runs.values() for src, _ in v if src != "mem"))),
-        ),
-    )
-    if parallel:  # (a window costs ~40 µs per spilled run it meets, ~0.1 µs per run in memory it misses)
-        disk = sum(1 for v in runs.values() for src, _ in v if src != "mem")
-        target = min(target, max(MIN_WINDOW_STRIDE * (disk + 1), min(target // ways, -(-total_n // (2 * ways)))))
-    # every stride-th start of every run, cut at every q-th of those samples in time order: a
-    # window holds at most q samples (plus one per run sharing a cut's value) and each run's
-    # intervals in it are at most stride per sample of its own plus stride + 1 (the piece before
-    # its first sample, the interval across the window's start): about q * stride + 2 * runs * stride
-    stride = max(1, target // (2 * n_runs))
-    q = max(1, target // (2 * stride))
-    samples = []
-    for k in UNION_KEYS:
-        for src, r in runs[k]:
-            samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
-    cuts = np.unique(np.sort(np.concatenate(samples))[q::q]) if samples else _EMPTY
+    cuts = (_held_cuts if held else _run_cuts)(runs, int(window), ways if parallel else 1)
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
     pairs = list(zip(edges[:-1], edges[1:]))
     if parallel and len(pairs) > 1:
@@ -670,6 +649,50 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
         for k, v in m.items():
             total[k] += v
     return total
+
+
+def _run_size(src, r) -> int:
+    return int(r[0].size) if src == "mem" else int(r[1])
+
+
+def _sample(src, r, stride: int) -> np.ndarray:
+    return r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride)
+
+
+def _run_cuts(runs: Dict[str, list], window: int, ways: int) -> np.ndarray:
+    """Window edges of :func:`spilled_measures` (few runs: the partial's own, a few spilled):
+    every stride-th start of every run, so no run has more than stride starts per window."""
+    n_runs = sum(len(v) for v in runs.values())
+    stride = max(1, window // n_runs)
+    if ways > 1:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
+        total_n = sum(_run_size(src, r) for v in runs.values() for src, r in v)
+        stride = min(stride, max(MIN_WINDOW_STRIDE, min(window // (n_runs * ways), -(-total_n // (2 * ways)))))
+    samples = [_sample(src, r, stride) for k in UNION_KEYS for src, r in runs[k]]
+    return np.unique(np.concatenate(samples)) if samples else _EMPTY
+
+
+def _held_cuts(runs: Dict[str, list], window: int, ways: int) -> np.ndarray:
+    """Window edges of :func:`spilled_measures` with held runs (one per chunk and key: cutting
+    at every run's samples, as :func:`_run_cuts`, would multiply the windows by the runs, and
+    each window visits every run): every stride-th start of every run, cut at every q-th of
+    those samples in time order. A window holds at most q samples (plus one per run sharing a
+    cut's value) and a run's intervals in it are at most stride per sample of its own, plus
+    stride + 1 (before its first sample, across the window's start): about
+    ``q * stride + 2 * runs * stride`` ≤ 1.5 × the target."""
+    sizes = [_run_size(src, r) for v in runs.values() for src, r in v if _run_size(src, r)]
+    n_runs, total_n = max(1, len(sizes)), sum(sizes)
+    disk = sum(1 for v in runs.values() for src, r in v if src != "mem")
+    # (windows that stay in the caches: fresh arrays of tens of MiB cost page faults; in the
+    # calling thread, a quarter: glibc's main arena gives back the freed top of its heap, and
+    # windows of some MiB fault their pages in again, each time; pool threads' arenas keep them)
+    cap = CACHED_WINDOW if ways > 1 else CACHED_WINDOW // 4
+    target = max(1, min(window, max(cap, MIN_WINDOW_STRIDE * (disk + 1))))
+    if ways > 1:  # (a window costs ~40 µs per spilled run it meets, ~1 µs per held run it misses)
+        target = min(target, max(MIN_WINDOW_STRIDE * (disk + 1), min(target // ways, -(-total_n // (2 * ways)))))
+    stride = max(1, target // (2 * n_runs))
+    q = max(1, target // (2 * stride))
+    samples = [_sample(src, r, stride) for k in UNION_KEYS for src, r in runs[k] if _run_size(src, r)]
+    return np.unique(np.sort(np.concatenate(samples))[q::q]) if samples else _EMPTY
 
 
 class PartialFolder(Folder):
