@@ -191,14 +191,15 @@ def test_spilled_summary_equals_truth_and_unspilled(traces, tmp_path, monkeypatc
     assert got["time"] == truth["time"]
 
 
-@pytest.mark.parametrize("window", [40, 1 << 40])
-def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, window):
+@pytest.mark.parametrize("window,ways", [(40, 3), (40, 1), (1 << 40, 3)])
+def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, window, ways):
     """The distributed summary does not merge the chunk tasks' unions where it runs: it holds
     them as they came (HeldUnions, one run per chunk and key, no spill file) and finish()
     measures them window by window on a thread pool. With windows of ``window`` intervals (40:
     windows far smaller than one chunk's union, cut inside unions of chunks that overlap in
-    time; 2**40: one window) the same JSON as the threads' (spilled) run and the truth, and no
-    window holds more than ``window`` intervals (the memory bound of the measure)."""
+    time; 2**40: one window), on ``ways`` threads of this node (1: in the calling thread), the
+    same JSON as the threads' (spilled) run and the truth, and no window holds more than
+    ``window`` intervals (the memory bound of the measure)."""
     from distributed import Client, LocalCluster
 
     truth = _truth(traces)
@@ -237,13 +238,13 @@ def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, wind
                 io_cats=IO,
                 compute_cats=COMPUTE,
                 app_io_cats=APP,
-                n_workers=3,  # (this node's threads for the measure)
+                n_workers=ways,  # (this node's threads for the measure)
             ) as a:
                 assert not a._use_threads
                 got = a.summary(show=False).to_dict()
     assert made == []  # nothing merged and spilled where the summary ran
     (held,) = seen["held"]
-    assert seen["ways"] == 3
+    assert seen["ways"] == ways
     assert seen["runs"] == [[4, 4, 4]]  # one run per chunk and key (2 workers: 4 chunks), nothing else
     assert held.runs == {k: [] for k in S.UNION_KEYS}  # dropped after the summary
     # the chunks' io unions overlap in time (each chunk: a time slice of every process, and
@@ -252,7 +253,7 @@ def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, wind
     assert any(r[i][1] > r[i + 1][0] for i in range(len(r) - 1))
     if window == 40:
         assert len(seen["windows"]) > 20 and max(seen["windows"]) <= 40
-    assert len(seen["windows"]) >= 2 * 3  # (on the pool: at least 2 windows per thread)
+    assert len(seen["windows"]) >= 2 * ways  # (on the pool: at least 2 windows per thread)
     assert json.dumps(got) == json.dumps(ref)
     assert got["time"] == truth["time"] and got["events"] == truth["events"]
 
