@@ -117,7 +117,7 @@ def _wait_started(c, n, proc, timeout=120):
                     {ts.prefix.name for ts in dask_scheduler.tasks.values() if ts.state == "processing"}
                 )
             )
-            assert "_summary_chunk_task" in running, running
+            assert "summary_chunk_task" in running, running
             return
         time.sleep(0.05)
     raise AssertionError("no batch started")
