@@ -1340,7 +1340,9 @@ class DFAnalyzer:
 
     def _wait(self, futures, what: str):
         """Wait for Dask or ``concurrent.futures`` futures, with a rich progress bar on stderr when
-        ``progress``."""
+        ``progress``. In a Dask task (the ``--scheduler`` summary's): raises :class:`TaskReleased`,
+        the futures cancelled, once the scheduler has released that task (checked every
+        :data:`RELEASE_POLL_S`)."""
         if self._use_threads or not futures:
             from concurrent.futures import as_completed, wait
         else:

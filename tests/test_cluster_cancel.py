@@ -81,8 +81,18 @@ def setup(tmp_path_factory):
 
 
 def _summary_cmd(d, addr, *extra):
-    return [sys.executable, "-m", "dfanalyzer.cli", "summary", str(d / "t"), "--json", "--no-progress",
-            "--batch-size-mb", BATCH_MB, *extra] + (["--scheduler", addr] if addr else [])
+    return [
+        sys.executable,
+        "-m",
+        "dfanalyzer.cli",
+        "summary",
+        str(d / "t"),
+        "--json",
+        "--no-progress",
+        "--batch-size-mb",
+        BATCH_MB,
+        *extra,
+    ] + (["--scheduler", addr] if addr else [])
 
 
 def _counts(c):
@@ -99,7 +109,9 @@ def _idle(c, timeout=120):
     worker holds a task or runs one; [] then, else what is still held."""
     end = time.monotonic() + timeout
     while True:
-        held = c.run_on_scheduler(lambda dask_scheduler: sorted(f"{k}: {ts.state}" for k, ts in dask_scheduler.tasks.items()))
+        held = c.run_on_scheduler(
+            lambda dask_scheduler: sorted(f"{k}: {ts.state}" for k, ts in dask_scheduler.tasks.items())
+        )
         held += [x for w in c.run(_worker_busy).values() for x in w]
         if not held or time.monotonic() > end:
             return held
@@ -152,8 +164,9 @@ def test_interrupted_scheduler_summary_frees_cluster(setup, full, how):
     d, paths, addr, c = setup
     n = full[2]
     _reset(c)
-    p = subprocess.Popen(_summary_cmd(d, addr), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=pythonpath_env())
+    p = subprocess.Popen(
+        _summary_cmd(d, addr), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pythonpath_env()
+    )
     try:
         _wait_started(c, 6, p)
         p.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
@@ -192,8 +205,13 @@ def test_killed_client_side_summary_frees_cluster(setup, full):
         "DFAnalyzer(sys.argv[2:], client=c, batch_size_mb=%s).summary(show=False)\n"
         "print('finished')\n"
     ) % BATCH_MB
-    p = subprocess.Popen([sys.executable, "-c", code, addr, *paths], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=pythonpath_env())
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, addr, *paths],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=pythonpath_env(),
+    )
     try:
         _wait_started(c, 6, p)
         p.kill()
