@@ -5,7 +5,8 @@ For one source tree (``--tree``, default this checkout: the workers and the comm
 dfanalyzer from it), against a loopback cluster (a ``dask scheduler`` and ``--workers``
 single-thread ``dask worker --no-nanny`` processes, started as commands):
 
-1. the uninterrupted summary, ``--rounds`` times: wall of the command, batches the workers
+1. the uninterrupted summary, ``--rounds`` times: wall of the command, CPU of the command, the
+   scheduler and the workers together, batches the workers
    loaded (every chunk task's batch load is counted on the workers: a wrapper, no delay) and the
    SHA-256 of its stdout;
 2. the same command sent SIGINT (``--kill`` for SIGKILL) once the workers have loaded
@@ -69,6 +70,20 @@ def _check_cost(n=1_000_000):
     for _ in range(n):
         released()
     return (time.perf_counter() - t) / n * 1e9
+
+
+def _cpu(procs) -> float:
+    """CPU seconds (user + system) used so far by ``procs`` (Popen objects) and by this
+    process's waited-for children (the commands)."""
+    import resource
+
+    total = 0.0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total + ru.ru_utime + ru.ru_stime
 
 
 def start_cluster(tree: str, workers: int, tmp: str):
@@ -162,15 +177,16 @@ def main(argv=None) -> int:
         c = Client(addr, set_as_default=False, timeout=60)
         c.wait_for_workers(a.workers, timeout=60)
         subprocess.run(cmd, capture_output=True, env=env, check=True)  # (indexes the copy)
-        walls, n, sha = [], None, None
+        walls, cpus, n, sha = [], [], None, None
         for _ in range(a.rounds):
             c.run(_install)
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), _cpu(procs)
             r = subprocess.run(cmd, capture_output=True, env=env, check=True)
             walls.append(time.perf_counter() - t)
+            cpus.append(_cpu(procs) - cpu)
             n = sum(c.run(_count).values())
             sha = hashlib.sha256(r.stdout).hexdigest()
-        res.update(wall_s=[round(w, 3) for w in walls], batches=n, stdout_sha256=sha)
+        res.update(wall_s=[round(w, 3) for w in walls], cpu_s=[round(x, 2) for x in cpus], batches=n, stdout_sha256=sha)
         c.run(_install)
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         while sum(c.run(_count).values()) < a.at * n:

@@ -191,9 +191,12 @@ def test_interrupted_scheduler_summary_frees_cluster(setup, full, how):
     assert after - before <= n // 4, (before, after, n)
 
 
-def test_killed_client_side_summary_frees_cluster(setup, full):
-    """``DFAnalyzer(paths, client=c).summary()`` in the client's process, which is killed while
-    the chunk tasks run: the scheduler releases them, and they stop before their next batch."""
+@pytest.mark.parametrize("how", ["close", "sigkill"])
+def test_interrupted_client_side_summary_frees_cluster(setup, full, how):
+    """``DFAnalyzer(paths, client=c).summary()`` in the client's process, interrupted while the
+    chunk tasks run: SIGINT, after which the process closes its client (``close``), or the
+    process killed: the scheduler releases the chunk tasks, and those running stop before their
+    next batch (before, they finished their whole chunk: half of the batches here)."""
     d, paths, addr, c = setup
     n = full[2]
     _reset(c)
@@ -202,8 +205,12 @@ def test_killed_client_side_summary_frees_cluster(setup, full):
         "from distributed import Client\n"
         "from dfanalyzer import DFAnalyzer\n"
         "c = Client(sys.argv[1], set_as_default=False)\n"
-        "DFAnalyzer(sys.argv[2:], client=c, batch_size_mb=%s).summary(show=False)\n"
-        "print('finished')\n"
+        "try:\n"
+        "    DFAnalyzer(sys.argv[2:], client=c, batch_size_mb=%s).summary(show=False)\n"
+        "    print('finished')\n"
+        "except KeyboardInterrupt:\n"
+        "    c.close()\n"
+        "    print('closed')\n"
     ) % BATCH_MB
     p = subprocess.Popen(
         [sys.executable, "-c", code, addr, *paths],
@@ -214,14 +221,17 @@ def test_killed_client_side_summary_frees_cluster(setup, full):
     )
     try:
         _wait_started(c, 6, p)
-        p.kill()
+        p.send_signal(signal.SIGINT if how == "close" else signal.SIGKILL)
         before = _counts(c)
-        out, _ = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert "finished" not in out
+    if how == "close":
+        assert (p.returncode, out) == (0, "closed\n"), err[-2000:]
+    else:
+        assert (p.returncode, out) == (-signal.SIGKILL, "")
     assert _idle(c) == []
     after = _counts(c)
     assert before < n // 4, (before, n)
