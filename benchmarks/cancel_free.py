@@ -48,6 +48,16 @@ def _install():
     a._summary_batch_task = counted
 
 
+def _switch(on: bool):
+    """``--ab``: the release checks on (as shipped) or off (``_task_released_check`` gives None:
+    the chunk tasks check nothing, the summary's task waits as before the change)."""
+    from dfanalyzer import analyzer as a
+
+    orig = getattr(a, "_bench_orig_check", None) or a._task_released_check
+    a._bench_orig_check = orig
+    a._task_released_check = orig if on else (lambda: None)
+
+
 def _count():
     from dfanalyzer import analyzer as a
 
@@ -147,6 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--at", type=float, default=0.3, help="interrupt after this share of the batches")
     ap.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGINT")
     ap.add_argument("--check-cost", action="store_true")
+    ap.add_argument("--ab", action="store_true", help="rounds alternate checks on/off (this tree)")
     ap.add_argument("--index-dir", help="passed on; the data is then used in place (not copied)")
     a = ap.parse_args(argv)
     sys.path.insert(0, a.tree)
@@ -178,14 +189,28 @@ def main(argv=None) -> int:
         c.wait_for_workers(a.workers, timeout=60)
         subprocess.run(cmd, capture_output=True, env=env, check=True)  # (indexes the copy)
         walls, cpus, n, sha = [], [], None, None
-        for _ in range(a.rounds):
+        offs = {"wall_s": [], "cpu_s": []}
+        for i in range(2 * a.rounds if a.ab else a.rounds):
+            off = a.ab and i % 4 in (1, 2)  # (on, off, off, on, ...: each first in half the pairs)
+            if a.ab:
+                c.run(_switch, not off)
             c.run(_install)
             t, cpu = time.perf_counter(), _cpu(procs)
             r = subprocess.run(cmd, capture_output=True, env=env, check=True)
-            walls.append(time.perf_counter() - t)
-            cpus.append(_cpu(procs) - cpu)
+            w, x = time.perf_counter() - t, _cpu(procs) - cpu
+            if off:
+                offs["wall_s"].append(round(w, 3))
+                offs["cpu_s"].append(round(x, 2))
+            else:
+                walls.append(w)
+                cpus.append(x)
             n = sum(c.run(_count).values())
+            if sha is not None and hashlib.sha256(r.stdout).hexdigest() != sha:
+                raise SystemExit("stdout differs between rounds")
             sha = hashlib.sha256(r.stdout).hexdigest()
+        if a.ab:
+            c.run(_switch, True)
+            res["checks_off"] = offs
         res.update(wall_s=[round(w, 3) for w in walls], cpu_s=[round(x, 2) for x in cpus], batches=n, stdout_sha256=sha)
         c.run(_install)
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
