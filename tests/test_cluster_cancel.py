@@ -186,9 +186,11 @@ def test_interrupted_scheduler_summary_frees_cluster(setup, full, how):
     after = _counts(c)
     # Without the cancellation every one of the n batches is loaded; with it, each worker
     # finishes the batch it is in and at most a few more while the release reaches it
-    # (the worker-run summary checks every RELEASE_POLL_S = 0.25 s, ~2.5 batches here).
+    # (the worker-run summary checks every RELEASE_POLL_S = 0.25 s, ~2.5 batches here; seen:
+    # 0-4 in all). The bound leaves ~1.3 s per worker for the release to arrive on a loaded
+    # machine; the base tree loaded all the rest here (206 of 212).
     assert before < n // 4, (before, n)
-    assert after - before <= n // 4, (before, after, n)
+    assert after - before <= n // 8, (before, after, n)
 
 
 @pytest.mark.parametrize("how", ["close", "sigkill"])
@@ -235,4 +237,6 @@ def test_interrupted_client_side_summary_frees_cluster(setup, full, how):
     assert _idle(c) == []
     after = _counts(c)
     assert before < n // 4, (before, n)
-    assert after - before <= 4, (before, after, n)  # the batch each worker is in, and a margin
+    # the batch each worker is in, and a margin for the release to arrive on a loaded machine
+    # (~1.3 s per worker; seen: 0); the base tree loaded 100 here (the two running chunks)
+    assert after - before <= n // 8, (before, after, n)
