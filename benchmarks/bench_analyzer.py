@@ -68,6 +68,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+#: the tree whose dfanalyzer the cluster's processes import: this source tree (built in place),
+#: or $DFA_BENCH_TREE (e.g. the installed package's folder, where the source has no compiled modules)
+TREE = os.environ.get("DFA_BENCH_TREE") or ROOT
 
 
 # ----------------------------------------------------------------------------- traces
@@ -488,7 +491,7 @@ def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = 
 
     tmp = tempfile.mkdtemp(prefix="dfa-bench-cluster-")
     sched_file = os.path.join(tmp, "scheduler.json")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TREE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     if quiet:
         from dfanalyzer.cluster import QUIET_CONFIG
 

@@ -109,7 +109,9 @@ def _parallel_less_fold(phases: dict) -> None:
     if "plan" in phases:
         phases["plan"] = tuple(a - b for a, b in zip(phases["plan"], phases.get("index tasks (parallel)", none)))
     if "stream (parallel)" in phases:
-        phases["stream (parallel)"] = tuple(a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", none)))
+        phases["stream (parallel)"] = tuple(
+            a - b for a, b in zip(phases["stream (parallel)"], phases.get("fold", none))
+        )
 
 
 def _timed_on_worker(path: str):
@@ -209,7 +211,8 @@ INDEX_ARGS: list = []
 def _command(d: str, extra: list, tmp: str) -> dict:
     """One timed command; returns wall, CPU, the summary and the client's phases."""
     phases_file = os.path.join(tmp, "phases.json")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    tree = os.environ.get("DFA_BENCH_TREE") or ROOT  # (as bench_analyzer.TREE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env["DFA_SCALING_PHASES"] = phases_file
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # (byte code cached, as for an installed package)
     cmd = [sys.executable, os.path.abspath(__file__), "--_one", "summary", d, "--json", "--no-progress"]

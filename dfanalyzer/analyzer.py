@@ -547,6 +547,67 @@ def _raise_failed(items: Sequence, infos: Sequence[BatchInfo]) -> None:
         raise _records.LoadError(f"{_task_name(it)}: load failed: {i.error}{more}")
 
 
+class TaskReleased(Exception):
+    """Raised by a Dask task of this module (a summary chunk, :meth:`DFAnalyzer._wait` in a task
+    that waits for others) once the scheduler has released it: nobody wants its result any more
+    (its client cancelled it, closed, was killed or lost its connection), so it stops instead of
+    finishing work that would be thrown away. Never seen by a client that still waits: the worker
+    discards what a released task returns or raises (and logs nothing for it)."""
+
+
+#: seconds between two checks, by a task that waits for its own tasks (the ``--scheduler``
+#: summary's task, :func:`dfanalyzer.cli._summary_on_worker`), of whether it was released
+RELEASE_POLL_S = 0.25
+
+
+def _task_released_check():
+    """In a task that a Dask worker runs: a function of no arguments telling (in ~0.1-0.15 us, a dict
+    look-up, docs/perf/i29-cancel.md) whether the scheduler has released this task, so that its
+    result will be discarded; None elsewhere (no worker, a client's own thread). It reads the
+    task's state in the worker's state machine (``distributed.get_worker().state.tasks[key]``,
+    ``key`` from ``get_worker().get_current_task()``): ``"cancelled"`` from the scheduler's
+    ``free-keys`` while the task runs, or the task already forgotten. (``"resumed"`` is not
+    released: the result of the running call is then still used.)"""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        key = worker.get_current_task()
+        tasks = worker.state.tasks
+    except (ImportError, ValueError, KeyError, AttributeError):  # (ValueError: not in a task)
+        return None
+
+    def released() -> bool:
+        ts = tasks.get(key)
+        return ts is None or ts.state in ("cancelled", "released", "forgotten")
+
+    return released
+
+
+def _wait_unless_released(futures: list, released, client, what: str) -> None:
+    """Wait until the distributed ``futures`` are done, or else, once ``released()`` (checked
+    every :data:`RELEASE_POLL_S`), cancel them with ``client`` and raise :class:`TaskReleased`.
+    (Done callbacks and an event, not ``distributed.wait(timeout=)``: each of its timeouts leaves
+    an exception whose traceback holds ``futures`` in a reference cycle, so their results would
+    stay on the workers until the worker's next full garbage collection.)"""
+    import threading
+
+    left, lock, done = [len(futures)], threading.Lock(), threading.Event()
+
+    def one(_):
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                done.set()
+
+    for f in futures:
+        f.add_done_callback(one)
+    while not done.wait(RELEASE_POLL_S):
+        if released():
+            client.cancel(futures)
+            raise TaskReleased(f"{what}: this task was released; its {len(futures)} tasks cancelled")
+
+
 def _check_futures(futures: list, items: Sequence) -> None:
     """Raise :class:`LoadError` for the first of the (waited for) distributed ``futures`` that did
     not finish: its task raised or its worker died (``KilledWorker``, killed for memory); the
@@ -1023,11 +1084,15 @@ def _summary_chunk_task(items: List[tuple], index_dir, query, io_cats, compute_c
     (:class:`~dfanalyzer.summary.PartialFolder`), so one partial leaves the worker instead of one
     per batch. Returns ``(partial, metadata, infos)``, the lists in ``items`` order (metadata as
     the reader's dict of lists, None for none, a frame with a filter: see
-    :func:`_summary_batch_task`); never raises."""
+    :func:`_summary_batch_task`). Raises only :class:`TaskReleased`, before an item, once the
+    scheduler has released this task (its summary interrupted): what it has folded is dropped."""
     kw = dict(index_dir=index_dir, query=query, io_cats=io_cats, compute_cats=compute_cats, app_io_cats=app_io_cats)
     fold = _summary.PartialFolder()
     mds, infos = [], []
+    released = _task_released_check()
     for kind, x in items:
+        if released is not None and released():
+            raise TaskReleased(f"summary chunk released after {len(infos)} of {len(items)} items")
         if kind == "batch":
             p, md, info = _summary_batch_task(x, raw_metadata=True, **kw)
         else:
@@ -1281,7 +1346,9 @@ class DFAnalyzer:
 
     def _wait(self, futures, what: str):
         """Wait for Dask or ``concurrent.futures`` futures, with a rich progress bar on stderr when
-        ``progress``."""
+        ``progress``. In a Dask task (the ``--scheduler`` summary's): raises :class:`TaskReleased`,
+        the futures cancelled, once the scheduler has released that task (checked every
+        :data:`RELEASE_POLL_S`)."""
         if self._use_threads or not futures:
             from concurrent.futures import as_completed, wait
         else:
@@ -1292,6 +1359,11 @@ class DFAnalyzer:
         # a given client need not be the default one (distributed.wait asks default_client())
         with self._client.as_current() if not self._use_threads and futures else contextlib.nullcontext():
             if not self.progress or not futures:
+                # in a task that waits for its own (the --scheduler summary): stop them and
+                # itself once it is released (its client interrupted, gone or cut off)
+                released = None if self._use_threads or not futures else _task_released_check()
+                if released is not None:
+                    _wait_unless_released(futures, released, self._client, what)
                 wait(futures)
                 return
             with _progress_bar(what, len(futures)) as advance:

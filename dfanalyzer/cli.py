@@ -664,7 +664,10 @@ def _summary_on_worker(args) -> tuple:
     the summary's own tasks run there too); ``(exit status, what it wrote)`` (see
     :class:`_Recorded`). Indexing, planning, the chunk tasks' submission and the fold of their
     partials all happen here, so the client that submitted this task needs neither NumPy nor the
-    analysis modules, and gets back plain text (docs/perf/i27-import.md)."""
+    analysis modules, and gets back plain text (docs/perf/i27-import.md). Once the scheduler
+    releases this task (the command interrupted, killed or cut off), its waits cancel the tasks
+    it submitted and raise :class:`~dfanalyzer.analyzer.TaskReleased` (``DFAnalyzer._wait``),
+    which the worker discards; the chunk tasks already running stop before their next batch."""
     from distributed import worker_client
     from distributed.client import _del_global_client, _get_global_client  # (private, see below)
 
