@@ -1319,6 +1319,12 @@ class DFAnalyzer:
             self._pool = ThreadPoolExecutor(max_workers=self._n_workers or usable_cores())
         return self._pool
 
+    def _home_ways(self) -> int:
+        """Threads of :meth:`_thread_pool` (on a cluster: this node's cores, or ``n_workers``)."""
+        from .cluster import usable_cores
+
+        return self._n_workers or usable_cores()
+
     def close(self) -> None:
         """Release the events held on the workers; close the cluster if this analyzer started it."""
         self._closed = True
@@ -1777,8 +1783,12 @@ class DFAnalyzer:
         if self._events is None and not self._closed:
             part = self._streamed_partial(io, cp, app)
             try:
-                # (threads: big unions measured window by window on the pool, not in this thread)
-                pool = dict(pool=self._pool, ways=self._threads()) if self._use_threads else {}
+                # (big unions measured window by window on the pool, not in this thread; on a
+                # cluster, the chunks' unions held unmerged, on this node's cores)
+                if self._use_threads:
+                    pool = dict(pool=self._pool, ways=self._threads())
+                else:
+                    pool = dict(pool=self._thread_pool(), ways=self._home_ways())
                 result = _summary.finish(part, self.skipped_files(), **pool)
             finally:
                 for sp in part.spilled:  # unions the fold moved to disk (PartialFolder)
@@ -1875,21 +1885,22 @@ class DFAnalyzer:
             raw = [x for _, x in items]  # the batch tuple or the group's paths (LoadError names it)
             _check_futures(futs, [raw[ch[0]] for ch in chunks])
             # The chunks' results (a few collapsed partials, their infos and metadata) are
-            # gathered at once and folded here, as the threads fold theirs: no pick or combine
-            # tasks, no second gather.
+            # gathered at once: no pick or combine tasks, no second gather. Their unions are
+            # not merged here (one thread, after the gather: a serial step that grows with the
+            # events, docs/perf/i29-fold.md) but held as they came, and finish() merges and
+            # measures them window by window on this node's cores (no merged copy is made)
             results = c.gather(futs)
             del futs
-            infos, mds = [None] * len(items), [None] * len(items)
-            fold = _summary.PartialFolder(spill_intervals=_summary.SPILL_INTERVALS)  # bounded here too
+            infos, mds, parts = [None] * len(items), [None] * len(items), []
             for ch, (p, md, inf) in zip(chunks, results):
                 for i, x, m in zip(ch, inf, md):  # back to batch order
                     infos[i], mds[i] = x, m
-                fold.add(p)
+                parts.append(p)
             del results
             _raise_failed(raw, infos)
             # the frame is made on first use of .metadata (the client needs no pandas before)
             self._metadata, self._metadata_parts = None, mds
-            part = fold.result()
+            part = _summary.hold_unions(parts)
         self._build_stats(infos, partitions=0, batches=batches)
         return part
 

@@ -60,6 +60,8 @@ __all__ = [
     "combine_partials",
     "PartialFolder",
     "SpilledUnions",
+    "HeldUnions",
+    "hold_unions",
     "SPILL_INTERVALS",
     "partial_from_columns",
     "finish",
@@ -104,9 +106,10 @@ class Partial:
     functions: Dict[str, list] = field(default_factory=dict)
     agg_records: int = 0  # aggregated records among the events, and the calls they stand for
     agg_calls: int = 0
-    # interval unions moved to disk by a spilling PartialFolder (their intervals belong to io /
-    # compute / app_io as if still there); only in the process that folded them, never pickled
-    spilled: List["SpilledUnions"] = field(default_factory=list)
+    # interval unions moved to disk by a spilling PartialFolder, or held unmerged (hold_unions):
+    # their intervals belong to io / compute / app_io as if still there; only in the process
+    # that folded them, never pickled
+    spilled: List["SpilledUnions | HeldUnions"] = field(default_factory=list)
 
 
 def _factorize(v: np.ndarray):
@@ -530,6 +533,39 @@ class SpilledUnions:
         raise TypeError("SpilledUnions live on this machine's disk: finish() them where they were folded")
 
 
+class HeldUnions:
+    """Interval unions held in memory unmerged: per union key a list of *runs*, each a sorted
+    disjoint union (the chunk partials' unions gathered by the distributed summary,
+    :func:`hold_unions`). In ``Partial.spilled`` beside :class:`SpilledUnions` (the same role:
+    their intervals belong to ``io`` / ``compute`` / ``app_io``): :func:`finish` merges and
+    measures them one time window at a time (:func:`spilled_measures`), so no merged copy is
+    ever made. ``cleanup()`` drops them; never pickled."""
+
+    def __init__(self, runs: Dict[str, List[Union]]):
+        self.runs: Dict[str, List[Union]] = {k: [u for u in runs.get(k, ()) if u[0].size] for k in UNION_KEYS}
+        self.intervals = sum(int(u[0].size) for v in self.runs.values() for u in v)
+
+    def cleanup(self) -> None:
+        """Drop the runs (idempotent)."""
+        self.runs = {k: [] for k in UNION_KEYS}
+
+    def __reduce__(self):
+        raise TypeError("HeldUnions are measured where they were gathered: finish() them there")
+
+
+def hold_unions(parts: Sequence[Partial]) -> Partial:
+    """:func:`combine_partials` of ``parts`` except their interval unions, which are not merged:
+    they are held as they are (one :class:`HeldUnions` in ``spilled``) for :func:`finish` to
+    merge and measure window by window, on its thread pool when given one. The serial work is
+    the small fields' (sets, histograms); memory: the unions of ``parts`` (shared, not copied)."""
+    empty = dict(io=(_EMPTY, _EMPTY), compute=(_EMPTY, _EMPTY), app_io=(_EMPTY, _EMPTY))
+    out = combine_partials([dataclasses.replace(p, **empty) for p in parts])
+    held = HeldUnions({k: [getattr(p, k) for p in parts] for k in UNION_KEYS})
+    if held.intervals:
+        out.spilled = out.spilled + [held]
+    return out
+
+
 def _mem_window(u: Union, a: int, b: int) -> Union:
     lo = int(np.searchsorted(u[1], a, side="right"))
     hi = int(np.searchsorted(u[0], b, side="left"))
@@ -543,7 +579,9 @@ def _run_window(src, run, a: int, b: int) -> Union:
     the :class:`SpilledUnions` ``src``) that meet ``[a, b)``, clipped to it (new arrays). A
     spilled run is mapped only for the call: its binary searches touch a few pages, its slice
     is read, and the mapping goes again (memory stays one window per thread)."""
-    if src == "mem":
+    if src == "mem":  # (a run that misses the window: no binary search; held runs are many)
+        if run[0].size == 0 or int(run[1][-1]) <= a or int(run[0][0]) >= b:
+            return _EMPTY, _EMPTY
         return _mem_window(run, a, b)
     offset, n, first, last = run
     if last <= a or first >= b:
@@ -568,33 +606,38 @@ def _window_measures(runs: Dict[str, list], a: int, b: int) -> Dict[str, int]:
 MIN_WINDOW_STRIDE = 8192
 
 
+#: about the most intervals (all runs together) a window of :func:`spilled_measures` over held
+#: runs is made to hold (16 B each: some MiB of arrays while it is merged)
+CACHED_WINDOW = 1 << 18
+
+
 def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways: int = 1) -> Dict[str, int]:
     """Exact µs measures of ``io``, ``compute``, ``app_io``, ``io ∪ compute`` and
-    ``app_io ∪ compute`` of a partial whose unions are partly spilled (``p.spilled``) and partly
-    in memory (or only in memory): the time axis is cut at sampled interval starts into windows
-    holding about ``window`` intervals of all runs together, each window's clipped intervals are
-    merged and measured, and the measures (integers, additive over disjoint windows) summed.
-    Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are measured on the
-    pool (NumPy's sorts release the GIL), each about ``window / ways`` intervals but no fewer
-    than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs up to ``ways`` windows of
-    that size at once), and at least ``2 * ways`` windows when there are enough intervals; the
-    same sums."""
+    ``app_io ∪ compute`` of a partial whose unions are partly spilled or held unmerged
+    (``p.spilled``: :class:`SpilledUnions`, :class:`HeldUnions`) and partly in the partial's
+    own unions (or only there): the time axis is cut at sampled interval starts into windows
+    holding about ``window`` intervals of all runs together, each window's clipped intervals
+    are merged and measured, and the measures (integers, additive over disjoint windows)
+    summed. Memory: one window. With a thread ``pool`` and ``ways`` > 1 the windows are
+    measured on the pool (NumPy's sorts release the GIL), each about ``window / ways``
+    intervals but no fewer than :data:`MIN_WINDOW_STRIDE` per run (so with many spilled runs
+    up to ``ways`` windows of that size at once), and at least ``2 * ways`` windows when there
+    are enough intervals; the same sums. With held runs (many: one per chunk and key) the
+    windows hold at most about 1.5 × ``min(window, CACHED_WINDOW)`` intervals (on a pool, at
+    least :data:`MIN_WINDOW_STRIDE` per run on disk, plus one), however many runs there are."""
     runs = {k: [("mem", getattr(p, k))] for k in UNION_KEYS}
+    held = False
     for sp in p.spilled:
+        if isinstance(sp, HeldUnions):  # (runs in memory: measured as the partial's own unions)
+            held = True
+            for k in UNION_KEYS:
+                runs[k].extend(("mem", u) for u in sp.runs[k])
+            continue
         sp.file.flush()
         for k in UNION_KEYS:
             runs[k].extend((sp, r) for r in sp.runs[k])
-    n_runs = sum(len(v) for v in runs.values())
     parallel = pool is not None and ways > 1
-    stride = max(1, int(window) // n_runs)
-    if parallel:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
-        total_n = sum(int(r[0].size) if src == "mem" else int(r[1]) for v in runs.values() for src, r in v)
-        stride = min(stride, max(MIN_WINDOW_STRIDE, min(int(window) // (n_runs * ways), -(-total_n // (2 * ways)))))
-    samples = []  # every stride-th start of every run: no run has more than stride starts per window
-    for k in UNION_KEYS:
-        for src, r in runs[k]:
-            samples.append(r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride))
-    cuts = np.unique(np.concatenate(samples)) if samples else _EMPTY
+    cuts = (_held_cuts if held else _run_cuts)(runs, int(window), ways if parallel else 1)
     edges = [np.iinfo(np.int64).min] + cuts.tolist() + [np.iinfo(np.int64).max]
     pairs = list(zip(edges[:-1], edges[1:]))
     if parallel and len(pairs) > 1:
@@ -606,6 +649,50 @@ def spilled_measures(p: Partial, window: int = SPILL_INTERVALS, pool=None, ways:
         for k, v in m.items():
             total[k] += v
     return total
+
+
+def _run_size(src, r) -> int:
+    return int(r[0].size) if src == "mem" else int(r[1])
+
+
+def _sample(src, r, stride: int) -> np.ndarray:
+    return r[0][::stride] if src == "mem" else src.sample(r[0], r[1], stride)
+
+
+def _run_cuts(runs: Dict[str, list], window: int, ways: int) -> np.ndarray:
+    """Window edges of :func:`spilled_measures` (few runs: the partial's own, a few spilled):
+    every stride-th start of every run, so no run has more than stride starts per window."""
+    n_runs = sum(len(v) for v in runs.values())
+    stride = max(1, window // n_runs)
+    if ways > 1:  # (windows of at least MIN_WINDOW_STRIDE intervals per run: each costs ~40 µs per run)
+        total_n = sum(_run_size(src, r) for v in runs.values() for src, r in v)
+        stride = min(stride, max(MIN_WINDOW_STRIDE, min(window // (n_runs * ways), -(-total_n // (2 * ways)))))
+    samples = [_sample(src, r, stride) for k in UNION_KEYS for src, r in runs[k]]
+    return np.unique(np.concatenate(samples)) if samples else _EMPTY
+
+
+def _held_cuts(runs: Dict[str, list], window: int, ways: int) -> np.ndarray:
+    """Window edges of :func:`spilled_measures` with held runs (one per chunk and key: cutting
+    at every run's samples, as :func:`_run_cuts`, would multiply the windows by the runs, and
+    each window visits every run): every stride-th start of every run, cut at every q-th of
+    those samples in time order. A window holds at most q samples (plus one per run sharing a
+    cut's value) and a run's intervals in it are at most stride per sample of its own, plus
+    stride + 1 (before its first sample, across the window's start): about
+    ``q * stride + 2 * runs * stride`` ≤ 1.5 × the target."""
+    sizes = [_run_size(src, r) for v in runs.values() for src, r in v if _run_size(src, r)]
+    n_runs, total_n = max(1, len(sizes)), sum(sizes)
+    disk = sum(1 for v in runs.values() for src, r in v if src != "mem")
+    # (windows that stay in the caches: fresh arrays of tens of MiB cost page faults; in the
+    # calling thread, a quarter: glibc's main arena gives back the freed top of its heap, and
+    # windows of some MiB fault their pages in again, each time; pool threads' arenas keep them)
+    cap = CACHED_WINDOW if ways > 1 else CACHED_WINDOW // 4
+    target = max(1, min(window, max(cap, MIN_WINDOW_STRIDE * (disk + 1))))
+    if ways > 1:  # (a window costs ~40 µs per spilled run it meets, ~1 µs per held run it misses)
+        target = min(target, max(MIN_WINDOW_STRIDE * (disk + 1), min(target // ways, -(-total_n // (2 * ways)))))
+    stride = max(1, target // (2 * n_runs))
+    q = max(1, target // (2 * stride))
+    samples = [_sample(src, r, stride) for k in UNION_KEYS for src, r in runs[k] if _run_size(src, r)]
+    return np.unique(np.sort(np.concatenate(samples))[q::q]) if samples else _EMPTY
 
 
 class PartialFolder(Folder):
@@ -1016,13 +1103,14 @@ def _human_bytes(n: float) -> str:
 
 def finish(p: Partial, skipped: Optional[List[dict]] = None, pool=None, ways: int = 1) -> Summary:
     """Final :class:`Summary` from the fully merged partial (µs → seconds). With a thread
-    ``pool`` and ``ways`` > 1, spilled unions and unions of at least
-    :data:`PARALLEL_MERGE_INTERVALS` intervals are measured in time windows on the pool
+    ``pool`` and ``ways`` > 1, unions (spilled, held or the partial's own) of at least
+    :data:`PARALLEL_MERGE_INTERVALS` intervals in all are measured in time windows on the pool
     (:func:`spilled_measures`; the same integers)."""
     us = 1e-6
     total = (p.max_te - p.min_ts) if p.min_ts is not None else 0
-    if p.spilled:  # unions partly on disk (a spilling PartialFolder): measured window by window
-        m = spilled_measures(p, pool=pool, ways=ways)
+    if p.spilled:  # unions partly on disk (a spilling PartialFolder) or held: window by window
+        big = _intervals(p) + sum(sp.intervals for sp in p.spilled) >= PARALLEL_MERGE_INTERVALS
+        m = spilled_measures(p, pool=pool, ways=ways) if big else spilled_measures(p)
     elif pool is not None and ways > 1 and _intervals(p) >= PARALLEL_MERGE_INTERVALS:
         m = spilled_measures(p, pool=pool, ways=ways)
     else:

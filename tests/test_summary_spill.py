@@ -191,14 +191,42 @@ def test_spilled_summary_equals_truth_and_unspilled(traces, tmp_path, monkeypatc
     assert got["time"] == truth["time"]
 
 
-def test_spilled_on_the_client_of_a_cluster(traces, tmp_path, monkeypatch):
-    """The distributed summary folds the chunk tasks' partials on the client with the same
-    bound: spilled there, the same JSON as the threads' unspilled run."""
+@pytest.mark.parametrize("window,ways", [(40, 3), (40, 1), (1 << 40, 3)])
+def test_cluster_holds_chunk_unions_unmerged(traces, tmp_path, monkeypatch, window, ways):
+    """The distributed summary does not merge the chunk tasks' unions where it runs: it holds
+    them as they came (HeldUnions, one run per chunk and key, no spill file) and finish()
+    measures them window by window on a thread pool. With windows of ``window`` intervals (40:
+    windows far smaller than one chunk's union, cut inside unions of chunks that overlap in
+    time; 2**40: one window), on ``ways`` threads of this node (1: in the calling thread), the
+    same JSON as the threads' (spilled) run and the truth, and no window holds more than
+    ``window`` intervals (the memory bound of the measure)."""
     from distributed import Client, LocalCluster
 
-    ref, _ = _summary(traces, str(tmp_path / "i"), 1 << 40, monkeypatch)
+    truth = _truth(traces)
+    ref, made = _summary(traces, str(tmp_path / "i"), 64, monkeypatch)
+    assert len(made) == 1  # (the threads' run spilled)
     monkeypatch.undo()
     made = _spy_spills(monkeypatch, 16)
+    seen = {"held": [], "windows": []}
+    measures, window_measures = S.spilled_measures, S._window_measures
+
+    def spy_measures(p, window=window, pool=None, ways=1):
+        seen["held"] += [sp for sp in p.spilled if isinstance(sp, S.HeldUnions)]
+        seen["runs"] = [[len(sp.runs[k]) for k in S.UNION_KEYS] for sp in p.spilled]
+        seen["io ranges"] = sorted((int(u[0][0]), int(u[1][-1])) for sp in p.spilled for u in sp.runs["io"])
+        seen["ways"] = ways if pool is not None else 0
+        return measures(p, window=window, pool=pool, ways=ways)
+
+    def spy_window(runs, a, b):
+        m = window_measures(runs, a, b)
+        n = sum(S._run_window(src, r, a, b)[0].size for k in S.UNION_KEYS for src, r in runs[k])
+        seen["windows"].append(n)
+        return m
+
+    monkeypatch.setattr(S, "spilled_measures", spy_measures)
+    monkeypatch.setattr(S, "_window_measures", spy_window)
+    monkeypatch.setattr(S, "MIN_WINDOW_STRIDE", 1)
+    monkeypatch.setattr(S, "PARALLEL_MERGE_INTERVALS", 1)  # (on the pool however few the intervals)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
         with Client(lc, set_as_default=False) as c:
             with DFAnalyzer(
@@ -210,11 +238,24 @@ def test_spilled_on_the_client_of_a_cluster(traces, tmp_path, monkeypatch):
                 io_cats=IO,
                 compute_cats=COMPUTE,
                 app_io_cats=APP,
+                n_workers=ways,  # (this node's threads for the measure)
             ) as a:
                 assert not a._use_threads
                 got = a.summary(show=False).to_dict()
-    assert len(made) == 1 and made[0].file.closed  # spilled on the client, then freed
+    assert made == []  # nothing merged and spilled where the summary ran
+    (held,) = seen["held"]
+    assert seen["ways"] == ways
+    assert seen["runs"] == [[4, 4, 4]]  # one run per chunk and key (2 workers: 4 chunks), nothing else
+    assert held.runs == {k: [] for k in S.UNION_KEYS}  # dropped after the summary
+    # the chunks' io unions overlap in time (each chunk: a time slice of every process, and
+    # p2/p3 run after p0/p1), so windows merge pieces of several chunks
+    r = seen["io ranges"]
+    assert any(r[i][1] > r[i + 1][0] for i in range(len(r) - 1))
+    if window == 40:
+        assert len(seen["windows"]) > 20 and max(seen["windows"]) <= 40
+    assert len(seen["windows"]) >= 2 * ways  # (on the pool: at least 2 windows per thread)
     assert json.dumps(got) == json.dumps(ref)
+    assert got["time"] == truth["time"] and got["events"] == truth["events"]
 
 
 def test_folder_spill_any_order_and_window(traces, tmp_path):
