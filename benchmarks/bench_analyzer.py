@@ -483,15 +483,18 @@ def stop_processes(procs) -> None:
             p.wait()
 
 
-def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = False):
+def start_loopback_cluster(workers: int, host: str = "127.0.0.1", quiet: bool = False, tree: str | None = None):
     """A ``dask scheduler`` and ``workers`` single-thread ``dask worker --no-nanny`` processes on
-    ``host``, started as commands (what a user's running cluster is); returns (address, processes).
+    ``host``, started as commands (what a user's running cluster is), importing the dfanalyzer of
+    ``tree`` (default :data:`TREE`); returns (address, processes).
     ``quiet``: with ``dfanalyzer.cluster.QUIET_CONFIG`` (as DASK_* environment variables)."""
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="dfa-bench-cluster-")
     sched_file = os.path.join(tmp, "scheduler.json")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TREE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([tree or TREE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    )
     if quiet:
         from dfanalyzer.cluster import QUIET_CONFIG
 

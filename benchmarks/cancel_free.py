@@ -96,57 +96,6 @@ def _cpu(procs) -> float:
     return total + ru.ru_utime + ru.ru_stime
 
 
-def start_cluster(tree: str, workers: int, tmp: str):
-    env = dict(os.environ, PYTHONPATH=tree)
-    sched_file = os.path.join(tmp, "scheduler.json")
-    log = open(os.path.join(tmp, "log"), "w")
-    common = dict(env=env, stdout=log, stderr=log, cwd=tmp)
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--dashboard-address",
-                ":0",
-                "--scheduler-file",
-                sched_file,
-            ],
-            **common,
-        )
-    ]
-    while not os.path.exists(sched_file):
-        time.sleep(0.1)
-    time.sleep(0.2)
-    addr = json.load(open(sched_file))["address"]
-    for _ in range(workers):
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "distributed.cli.dask_worker",
-                    addr,
-                    "--nthreads",
-                    "1",
-                    "--no-nanny",
-                    "--host",
-                    "127.0.0.1",
-                    "--dashboard-address",
-                    ":0",
-                    "--local-directory",
-                    tmp,
-                ],
-                **common,
-            )
-        )
-    return addr, procs
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", help="trace folder (copied to a temporary folder first)")
@@ -167,7 +116,10 @@ def main(argv=None) -> int:
     d = a.data if a.index_dir else os.path.join(tmp, "t")
     if not a.index_dir:
         shutil.copytree(a.data, d)
-    addr, procs = start_cluster(a.tree, a.workers, tmp)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_analyzer as B
+
+    addr, procs = B.start_loopback_cluster(a.workers, tree=a.tree)
     env = dict(os.environ, PYTHONPATH=a.tree)
     cmd = [
         sys.executable,
@@ -238,13 +190,7 @@ def main(argv=None) -> int:
             res["released_check_ns"] = round(c.submit(_check_cost, pure=False).result(), 1)
         c.close()
     finally:
-        for p in procs[::-1]:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        B.stop_processes(procs)
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=1))
     return 0

@@ -157,6 +157,21 @@ def test_uninterrupted_summary_unchanged(full):
     assert json.loads(cl.stdout)["events"] == EVENTS
 
 
+def _signal_when_started(c, p, sig):
+    """Send ``sig`` to the process ``p`` once the chunk tasks have loaded a few batches; the
+    batches loaded at the signal, and ``p``'s stdout and stderr (``p`` killed if it hangs)."""
+    try:
+        _wait_started(c, 6, p)
+        p.send_signal(sig)
+        before = _counts(c)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return before, out, err
+
+
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
 def test_interrupted_scheduler_summary_frees_cluster(setup, full, how):
     """``dfanalyzer summary --json --scheduler``: Ctrl-C (exit 130, one line) or the command
@@ -167,15 +182,7 @@ def test_interrupted_scheduler_summary_frees_cluster(setup, full, how):
     p = subprocess.Popen(
         _summary_cmd(d, addr), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pythonpath_env()
     )
-    try:
-        _wait_started(c, 6, p)
-        p.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
-        before = _counts(c)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    before, out, err = _signal_when_started(c, p, signal.SIGINT if how == "sigint" else signal.SIGKILL)
     if how == "sigint":
         assert p.returncode == 130
         assert err == "dfanalyzer: interrupted\n"
@@ -221,15 +228,7 @@ def test_interrupted_client_side_summary_frees_cluster(setup, full, how):
         text=True,
         env=pythonpath_env(),
     )
-    try:
-        _wait_started(c, 6, p)
-        p.send_signal(signal.SIGINT if how == "close" else signal.SIGKILL)
-        before = _counts(c)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    before, out, err = _signal_when_started(c, p, signal.SIGINT if how == "close" else signal.SIGKILL)
     if how == "close":
         assert (p.returncode, out) == (0, "closed\n"), err[-2000:]
     else:
